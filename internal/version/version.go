@@ -1,0 +1,21 @@
+// Package version carries the build identity stamped in by -ldflags.
+package version
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// These are overwritten at link time, e.g.
+// -ldflags "-X github.com/kube-node-ready/kube-node-ready/internal/version.Version=v0.1.0".
+var (
+	// Version is the release the binary was built from.
+	Version = "dev"
+	// Commit is the git commit the binary was built from.
+	Commit = "unknown"
+)
+
+// String renders the build identity for --version.
+func String(binary string) string {
+	return fmt.Sprintf("%s %s (commit %s, %s, %s/%s)", binary, Version, Commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

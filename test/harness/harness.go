@@ -1,0 +1,415 @@
+// Package harness runs a real Kubernetes control plane (etcd, kube-apiserver and
+// CoreDNS) as local processes for tests and for `make demo`.
+//
+// Everything runs inside a private network namespace (see EnterNetworkNamespace)
+// where ClusterNet is local: the API server listens on APIServerIP:443 and on the
+// kubernetes Service ClusterIP, CoreDNS on the kube-dns pod and Service IPs, and
+// every simulated node gets an address of its own for the process that plays it.
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options tunes a control plane.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kubectl and coredns. Empty means
+	// $KNR_BIN_DIR, else bin/ at the repository root.
+	BinDir string
+	// Dir is the working directory for data, certificates and logs. Empty
+	// means a new temporary directory, removed by Stop.
+	Dir string
+	// NoDNS leaves CoreDNS out.
+	NoDNS bool
+	// Logf receives progress messages; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// ControlPlane is a running etcd + kube-apiserver (+ CoreDNS).
+type ControlPlane struct {
+	// Dir holds data, certificates, kubeconfigs and component logs.
+	Dir string
+	// BinDir is where the component binaries were found.
+	BinDir string
+	// Config is an admin (system:masters) client configuration.
+	Config *rest.Config
+	// Client is an admin clientset.
+	Client kubernetes.Interface
+	// Kubeconfig is the path of an admin kubeconfig file.
+	Kubeconfig string
+	// CAFile is the CA bundle that verifies the API server's serving certificate.
+	CAFile string
+	// ResolvConf is a resolv.conf that points at the kube-dns Service, as a node's would.
+	ResolvConf string
+	// DNSAddr is CoreDNS's pod address (host:port).
+	DNSAddr string
+
+	logf      func(string, ...any)
+	ownDir    bool
+	etcdURL   string
+	mu        sync.Mutex
+	etcd      *Process
+	apiserver *Process
+	coredns   *Process
+	nextNode  int
+}
+
+const (
+	adminToken = "harness-admin-token"
+	apiPort    = 443
+)
+
+// Start brings up etcd and kube-apiserver, waits for /readyz, and (unless
+// opts.NoDNS) starts CoreDNS with the kube-dns Service and EndpointSlice a real
+// cluster has. It must run inside the harness network namespace.
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+	if os.Getenv(envInNetns) != "1" {
+		return nil, errors.New("harness must run inside its network namespace: call harness.Main from TestMain or harness.EnterNetworkNamespace first")
+	}
+	binDir, err := resolveBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{BinDir: binDir, Dir: opts.Dir, logf: opts.Logf}
+	if cp.logf == nil {
+		cp.logf = func(string, ...any) {}
+	}
+	if cp.Dir == "" {
+		if cp.Dir, err = os.MkdirTemp("", "knr-harness-"); err != nil {
+			return nil, err
+		}
+		cp.ownDir = true
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, cp.Logs(30))
+			cp.Stop()
+		}
+	}()
+	start := time.Now()
+	if err = cp.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err = cp.startAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	if !opts.NoDNS {
+		if err = cp.StartDNS(ctx); err != nil {
+			return nil, err
+		}
+	}
+	cp.logf("control plane up in %s (dir %s)", time.Since(start).Round(time.Millisecond), cp.Dir)
+	return cp, nil
+}
+
+// StartT is Start for a test: it fails the test if the plane does not come up,
+// and stops it when the test ends, printing component logs if the test failed.
+func StartT(t testing.TB, opts Options) *ControlPlane {
+	t.Helper()
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cp, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("component logs:\n%s", cp.Logs(40))
+		}
+		cp.Stop()
+	})
+	return cp
+}
+
+func resolveBinDir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv("KNR_BIN_DIR")
+	}
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	return filepath.Abs(dir)
+}
+
+// RepoRoot finds the repository root by walking up from the working directory
+// to the directory holding the top-level Makefile and go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		_, errMod := os.Stat(filepath.Join(dir, "go.mod"))
+		_, errMake := os.Stat(filepath.Join(dir, "Makefile"))
+		if errMod == nil && errMake == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("repository root (go.mod + Makefile) not found above the working directory; set KNR_BIN_DIR")
+		}
+		dir = parent
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	clientPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	peerPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peer := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	args := []string{
+		"--name=harness",
+		"--data-dir=" + filepath.Join(cp.Dir, "etcd"),
+		"--listen-client-urls=" + client,
+		"--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=harness=" + peer,
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	}
+	p, err := StartProcess(cp.Dir, "etcd", filepath.Join(cp.BinDir, "etcd"), args, nil)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	cp.etcd = p
+	cp.mu.Unlock()
+	hc := &http.Client{Timeout: time.Second}
+	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
+		resp, err := hc.Get(client + "/health")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("etcd not healthy: %w", err)
+	}
+	cp.etcdURL = client
+	return nil
+}
+
+func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
+	certDir := filepath.Join(cp.Dir, "apiserver")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return err
+	}
+	saKey, saPub, err := writeServiceAccountKeys(certDir)
+	if err != nil {
+		return err
+	}
+	tokens := filepath.Join(certDir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(adminToken+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return err
+	}
+	args := []string{
+		"--etcd-servers=" + cp.etcdURL,
+		"--cert-dir=" + certDir,
+		"--bind-address=0.0.0.0",
+		"--advertise-address=" + APIServerIP,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + saPub,
+		"--service-account-signing-key-file=" + saKey,
+		"--token-auth-file=" + tokens,
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--allow-privileged=true",
+		// No node lifecycle controller runs here to lift the not-ready taint
+		// this plugin adds, so simulated nodes carry only the taints we give them.
+		"--disable-admission-plugins=TaintNodesByCondition",
+		"--endpoint-reconciler-type=lease",
+		"--v=1",
+	}
+	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), args, nil)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	cp.apiserver = p
+	cp.mu.Unlock()
+
+	// The API server writes its self-signed serving certificate followed by
+	// the CA that signed it; the bundle is what clients verify against.
+	servingCert := filepath.Join(certDir, "apiserver.crt")
+	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
+		_, err := os.Stat(servingCert)
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver wrote no serving certificate: %w", err)
+	}
+	cp.CAFile = servingCert
+	host := "https://" + net.JoinHostPort(APIServerIP, strconv.Itoa(apiPort))
+	cp.Config = &rest.Config{
+		Host:            host,
+		BearerToken:     adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: cp.CAFile},
+		QPS:             200,
+		Burst:           400,
+	}
+	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return err
+	}
+	if cp.Kubeconfig, err = cp.WriteKubeconfig("admin", "admin", adminToken); err != nil {
+		return err
+	}
+
+	rt, err := rest.TransportFor(cp.Config)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: rt, Timeout: 2 * time.Second}
+	err = waitFor(ctx, p, 30*time.Second, func() (bool, error) {
+		resp, err := hc.Get(host + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver not ready: %w", err)
+	}
+	// The bootstrap controller creates default/kubernetes shortly after readyz.
+	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
+		_, err := cp.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("default/kubernetes Service never appeared: %w", err)
+	}
+	return nil
+}
+
+// WriteKubeconfig writes a kubeconfig for the API server that authenticates
+// with token, as dir/<name>.kubeconfig, and returns its path.
+func (cp *ControlPlane) WriteKubeconfig(name, user, token string) (string, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["harness"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthority: cp.CAFile}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["harness"] = &clientcmdapi.Context{Cluster: "harness", AuthInfo: user}
+	cfg.CurrentContext = "harness"
+	path := filepath.Join(cp.Dir, name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+func writeServiceAccountKeys(dir string) (keyPath, pubPath string, err error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", "", err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return "", "", err
+	}
+	keyPath = filepath.Join(dir, "sa.key")
+	pubPath = filepath.Join(dir, "sa.pub")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644); err != nil {
+		return "", "", err
+	}
+	return keyPath, pubPath, nil
+}
+
+// waitFor polls cond every 50 ms until it holds, the timeout passes, ctx ends,
+// or p exits (which is reported with p's last log lines).
+func waitFor(ctx context.Context, p *Process, timeout time.Duration, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		if exited, _ := p.Exited(); exited {
+			return false, errExited
+		}
+		return cond()
+	})
+	if errors.Is(err, errExited) {
+		return p.ExitError()
+	}
+	return err
+}
+
+// Logs returns the last n lines of every component's log.
+func (cp *ControlPlane) Logs(n int) string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	var out string
+	for _, p := range []*Process{cp.etcd, cp.apiserver, cp.coredns} {
+		if p != nil {
+			out += fmt.Sprintf("--- %s (%s)\n%s", p.Name, p.LogPath, p.Tail(n))
+		}
+	}
+	return out
+}
+
+// Stop stops every component (process groups and all) and removes the
+// working directory if Start created it.
+func (cp *ControlPlane) Stop() {
+	cp.mu.Lock()
+	procs := []*Process{cp.coredns, cp.apiserver, cp.etcd}
+	cp.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			if err := p.Stop(10 * time.Second); err != nil {
+				cp.logf("stop: %v", err)
+			}
+		}
+	}
+	if cp.ownDir && os.Getenv("KNR_KEEP_HARNESS_DIR") == "" {
+		os.RemoveAll(cp.Dir)
+	}
+}

@@ -1,0 +1,118 @@
+//go:build e2e
+
+package harness
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestControlPlane(t *testing.T) {
+	start := time.Now()
+	cp := StartT(t, Options{})
+	t.Logf("control plane with CoreDNS ready in %s", time.Since(start).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	node, err := cp.CreateNode(ctx, "node-a", NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("tainted node reads back", func(t *testing.T) {
+		got, err := cp.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Spec.Taints) != 1 || got.Spec.Taints[0] != StartupTaint {
+			t.Errorf("taints = %v, want [%v]", got.Spec.Taints, StartupTaint)
+		}
+		if len(got.Status.Addresses) == 0 || got.Status.Addresses[0] != (corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: node.IP}) {
+			t.Errorf("addresses = %v, want InternalIP %s", got.Status.Addresses, node.IP)
+		}
+	})
+
+	t.Run("coredns resolves the kubernetes service", func(t *testing.T) {
+		svc, err := cp.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &dns.Client{Timeout: time.Second}
+		for _, server := range []string{cp.DNSAddr, DNSServiceIP + ":53"} {
+			ips, err := LookupA(c, server, "kubernetes.default.svc.cluster.local")
+			if err != nil {
+				t.Fatalf("lookup via %s: %v", server, err)
+			}
+			if len(ips) != 1 || ips[0] != svc.Spec.ClusterIP {
+				t.Errorf("via %s: kubernetes.default = %v, want [%s]", server, ips, svc.Spec.ClusterIP)
+			}
+		}
+		ips, err := LookupA(c, cp.DNSAddr, ExternalName)
+		if err != nil || len(ips) != 1 || ips[0] != ExternalIP {
+			t.Errorf("%s = %v, %v; want [%s]", ExternalName, ips, err, ExternalIP)
+		}
+		if _, err := LookupA(c, cp.DNSAddr, "missing.default.svc.cluster.local"); err == nil || !strings.Contains(err.Error(), "NXDOMAIN") {
+			t.Errorf("lookup of a missing service: err = %v, want NXDOMAIN", err)
+		}
+	})
+
+	t.Run("kubectl get nodes", func(t *testing.T) {
+		out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.Kubeconfig, "get", "nodes", "-o", "name").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl: %v: %s", err, out)
+		}
+		if strings.TrimSpace(string(out)) != "node/"+node.Name {
+			t.Errorf("kubectl get nodes = %q, want node/%s", out, node.Name)
+		}
+	})
+
+	t.Run("node-bound token carries the node name", func(t *testing.T) {
+		token, err := cp.NodeToken(ctx, "kube-node-ready", "agent", node.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.AnonymousClientConfig(cp.Config)
+		cfg.BearerToken = token
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := review.Status.UserInfo
+		if info.Username != "system:serviceaccount:kube-node-ready:agent" {
+			t.Errorf("username = %q", info.Username)
+		}
+		if got := info.Extra["authentication.kubernetes.io/node-name"]; len(got) != 1 || got[0] != node.Name {
+			t.Errorf("node-name extra = %v, want [%s]", got, node.Name)
+		}
+	})
+
+	t.Run("dns can be stopped and restarted", func(t *testing.T) {
+		if err := cp.StopDNS(); err != nil {
+			t.Fatal(err)
+		}
+		c := &dns.Client{Timeout: 300 * time.Millisecond}
+		if _, err := LookupA(c, cp.DNSAddr, "kubernetes.default.svc.cluster.local"); err == nil {
+			t.Fatal("lookup succeeded with coredns stopped")
+		}
+		if err := cp.StartDNS(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

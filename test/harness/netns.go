@@ -1,0 +1,95 @@
+package harness
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+)
+
+// The simulated cluster lives in a private network namespace of its own: inside it
+// ClusterNet is routed to the loopback device, so every address in it is local,
+// yet (unlike 127.0.0.0/8) the API server accepts it in Endpoints and
+// EndpointSlices. The namespace has no other interface and no default route, so
+// nothing the tests send can leave the machine.
+const (
+	// ClusterNet is the address range of the simulated cluster.
+	ClusterNet = "10.213.0.0/16"
+	// APIServerIP is the address the API server advertises (the kubernetes Service endpoint).
+	APIServerIP = "10.213.0.1"
+	// DNSPodIP is the address CoreDNS listens on, as the kube-dns pod IP.
+	DNSPodIP = "10.213.0.2"
+	// ServiceCIDR is the Service ClusterIP range given to the API server.
+	ServiceCIDR = "10.213.128.0/20"
+	// KubernetesServiceIP is the ClusterIP of default/kubernetes (first address of ServiceCIDR).
+	KubernetesServiceIP = "10.213.128.1"
+	// DNSServiceIP is the ClusterIP of kube-system/kube-dns.
+	DNSServiceIP = "10.213.128.10"
+
+	envInNetns = "KNR_HARNESS_NETNS"
+)
+
+// Main is TestMain for packages that use the harness: it re-executes the test
+// binary inside a private network namespace, then runs the tests.
+func Main(m *testing.M) {
+	if err := EnterNetworkNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// EnterNetworkNamespace makes sure the calling process runs in a private
+// network namespace set up for the simulated cluster. On the first call it
+// replaces the process with itself under `unshare --net` (and so never
+// returns); in the re-executed process it configures the namespace.
+func EnterNetworkNamespace() error {
+	if os.Getenv(envInNetns) != "1" {
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			return fmt.Errorf("unshare (util-linux) not found: it is needed to give the simulated cluster its own network namespace: %w", err)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("locate own executable: %w", err)
+		}
+		args := []string{"unshare", "--net"}
+		if os.Geteuid() != 0 {
+			// Unprivileged: a user namespace where we are root gives us the network namespace.
+			args = append(args, "--map-root-user")
+		}
+		args = append(args, "--", self)
+		args = append(args, os.Args[1:]...)
+		env := append(os.Environ(), envInNetns+"=1")
+		if err := syscall.Exec(unshare, args, env); err != nil {
+			return fmt.Errorf("exec %s: %w", unshare, err)
+		}
+	}
+	return setupNamespace()
+}
+
+func setupNamespace() error {
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		return fmt.Errorf("ip (iproute2) not found; run `make tools`: %w", err)
+	}
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"route", "replace", "local", ClusterNet, "dev", "lo"},
+	} {
+		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	// Prove the namespace is what we think: no way out, and the cluster range is local.
+	if out, err := exec.Command(ip, "route", "show", "default").CombinedOutput(); err != nil || len(out) != 0 {
+		return fmt.Errorf("refusing to run: the test network namespace has a default route (%q, %v)", out, err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(APIServerIP, "0"))
+	if err != nil {
+		return fmt.Errorf("network namespace not usable: listen on %s: %w", APIServerIP, err)
+	}
+	return l.Close()
+}
