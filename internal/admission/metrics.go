@@ -1,0 +1,38 @@
+package admission
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the admission handler's Prometheus series.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewMetrics registers the admission series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_cleanup_webhook_requests_total",
+			Help: "Admission requests answered, by operation and result (patched, present, ignored, invalid, panic, bad_request, too_large).",
+		}, []string{"operation", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "node_cleanup_webhook_duration_seconds",
+			Help:    "Time to answer an admission request, by operation.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5},
+		}, []string{"operation"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+func (m *Metrics) observe(operation, result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(operation, result).Inc()
+	m.duration.WithLabelValues(operation).Observe(d.Seconds())
+}
