@@ -1,34 +1,136 @@
 // Command kube-node-ready-agent verifies its node's DNS, API, network and
 // service discovery and removes the node's startup taint when they work.
+//
+//	kube-node-ready-agent [flags]        run as the DaemonSet agent
+//	kube-node-ready-agent check [flags]  run one round, print a table, exit 0 or 1
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 )
 
 const name = "kube-node-ready-agent"
 
 func main() {
+	args := os.Args[1:]
+	checkOnly := len(args) > 0 && args[0] == "check"
+	if checkOnly {
+		args = args[1:]
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nFlags:\n", name)
+		fmt.Fprintf(fs.Output(), "Usage:\n  %s [flags]        verify this node and manage its startup taint\n  %s check [flags]  run one round of checks, print a table, exit 0 if all pass\n\nFlags:\n", name, name)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
+	opts := agent.NewOptions()
+	if err := opts.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)
 	}
 	if *showVersion {
 		fmt.Println(version.String(name))
 		return
 	}
-	fmt.Fprintln(os.Stderr, "not implemented yet")
-	os.Exit(1)
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if checkOnly {
+		os.Exit(runCheck(ctx, opts))
+	}
+	if err := run(ctx, opts); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, opts *agent.Options) error {
+	log := logging.New(os.Stdout, opts.LogLevel).With("node", opts.NodeName)
+	// client-go logs through klog; send those lines through the same JSON logger.
+	klog.SetSlogLogger(log)
+	client, err := newClient(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cs, err := agent.BuildChecks(opts, client, log)
+	if err != nil {
+		return err
+	}
+	runner := checks.NewRunner(cs, opts.CheckTimeout, checks.NewMetrics(reg))
+	recorder, err := agent.NewRecorder(ctx, client)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(opts, client, runner, agent.NewMetrics(reg), recorder, log)
+	if err != nil {
+		return err
+	}
+	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", opts.Checks.String())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- agent.Serve(ctx, opts.MetricsAddr, reg, a.Ready, log) }()
+	runErr := a.Run(ctx)
+	if err := <-serveErr; err != nil {
+		return fmt.Errorf("metrics server: %w", err)
+	}
+	return runErr
+}
+
+func runCheck(ctx context.Context, opts *agent.Options) int {
+	log := logging.New(os.Stderr, opts.LogLevel).With("node", opts.NodeName)
+	client, err := newClient(opts.Kubeconfig)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	cs, err := agent.BuildChecks(opts, client, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	round := checks.NewRunner(cs, opts.CheckTimeout, nil).Run(ctx)
+	if err := agent.PrintRound(os.Stdout, round); err != nil || !round.Passed() {
+		return 1
+	}
+	return 0
+}
+
+func newClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cfg.UserAgent = name + "/" + version.Version
+	return kubernetes.NewForConfig(cfg)
 }

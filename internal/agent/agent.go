@@ -1,0 +1,461 @@
+// Package agent is the node-local verifier: it runs the checks on its own
+// node, removes the startup taint when they pass, and re-taints the node when
+// they keep failing, within a cluster-wide budget.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+)
+
+// Event reasons recorded on the Node.
+const (
+	ReasonVerified           = "NodeVerified"
+	ReasonVerificationFailed = "NodeVerificationFailed"
+	ReasonRetainted          = "NodeRetainted"
+	ReasonRetaintSuppressed  = "RetaintSuppressed"
+)
+
+// Agent verifies one node. Create it with New and call Run.
+type Agent struct {
+	opts     *Options
+	client   kubernetes.Interface
+	log      *slog.Logger
+	runner   *checks.Runner
+	metrics  *Metrics
+	recorder events.EventRecorder
+	taint    corev1.Taint
+	budget   Budget
+	informer cache.SharedIndexInformer
+	lock     *retaintLock
+	// wake is signalled when the node changes in a way that should not wait for the next round.
+	wake chan struct{}
+
+	mu         sync.Mutex
+	roundsDone bool
+	apiOK      bool
+
+	// Owned by the Run loop.
+	failures     int
+	everVerified bool
+	noNodeLogged bool
+	waitingFor   string
+}
+
+// New wires an agent from validated options.
+func New(opts *Options, client kubernetes.Interface, runner *checks.Runner, metrics *Metrics, recorder events.EventRecorder, log *slog.Logger) (*Agent, error) {
+	taint, err := ParseTaint(opts.StartupTaint)
+	if err != nil {
+		return nil, err
+	}
+	budget, err := ParseBudget(opts.MaxRetainted)
+	if err != nil {
+		return nil, err
+	}
+	// Watch only our own node: a field-selected list+watch, never all nodes.
+	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll,
+		fields.OneTermEqualSelector("metadata.name", opts.NodeName))
+	a := &Agent{
+		opts: opts, client: client, log: log, runner: runner, metrics: metrics, recorder: recorder,
+		taint: taint, budget: budget,
+		informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{}),
+		wake:     make(chan struct{}, 1),
+		lock: &retaintLock{
+			client: client, namespace: opts.PodNamespace, name: "kube-node-ready-retaint",
+			holder: opts.NodeName, duration: 15 * time.Second,
+		},
+	}
+	_, err = a.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.signal() },
+		DeleteFunc: func(any) { a.signal() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && a.relevantChange(o, n) {
+				a.signal()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// relevantChange is true when the bypass annotation or the wait-for taints
+// changed: those are acted on at once rather than at the next round.
+func (a *Agent) relevantChange(o, n *corev1.Node) bool {
+	return a.bypassed(o) != a.bypassed(n) ||
+		HasAnyTaintKey(o.Spec.Taints, a.opts.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.opts.WaitForTaints)
+}
+
+func (a *Agent) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) bypassed(n *corev1.Node) bool {
+	return n.Annotations[a.opts.SkipAnnotation] == "true"
+}
+
+// Ready reports whether a first round has finished and the API server was
+// reachable in the last one: the /readyz answer.
+func (a *Agent) Ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case !a.roundsDone:
+		return errors.New("no verification round finished yet")
+	case !a.apiOK:
+		return errors.New("API server not reachable in the last round")
+	}
+	return nil
+}
+
+// Run verifies the node until ctx ends. It never touches the taint on the
+// way out: a stopped agent leaves the node as it found it.
+func (a *Agent) Run(ctx context.Context) error {
+	go a.informer.RunWithContext(ctx)
+	a.log.Info("waiting for the node to appear in the watch")
+	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
+		return nil
+	}
+	initial := newInitialBackoff(a.opts.InitialBackoff, a.opts.InitialTries)
+	inInitial := true
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.log.Info("stopping; node taint left as it is")
+			return nil
+		case <-a.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-timer.C:
+		}
+		next := a.step(ctx, &inInitial, initial)
+		timer.Reset(next)
+	}
+}
+
+// step runs one iteration and returns the delay before the next.
+func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackOff) time.Duration {
+	node := a.cachedNode()
+	if node == nil {
+		if !a.noNodeLogged {
+			a.log.Warn("node not found; waiting for it to (re)appear")
+			a.noNodeLogged = true
+		}
+		a.setReady(false, a.apiReachable(ctx))
+		return a.opts.Period
+	}
+	a.noNodeLogged = false
+	if a.bypassed(node) {
+		if err := a.apply(ctx, Decide(true, false, 0, a.opts.RetaintThreshold, HasTaint(node.Spec.Taints, a.taint))); err != nil {
+			a.log.Error("untaint for bypass annotation failed", "annotation", a.opts.SkipAnnotation, "err", err)
+			return a.opts.InitialBackoff
+		}
+		a.setReady(true, true)
+		return a.jittered()
+	}
+	if key := HasAnyTaintKey(node.Spec.Taints, a.opts.WaitForTaints); key != "" {
+		if a.waitingFor != key {
+			a.log.Info("waiting for taint to be removed before verifying", "taint", key)
+			a.waitingFor = key
+		}
+		return a.opts.Period
+	}
+	a.waitingFor = ""
+
+	round := a.runner.Run(ctx)
+	if ctx.Err() != nil {
+		return 0
+	}
+	a.observe(round)
+	tainted := HasTaint(node.Spec.Taints, a.taint)
+	want := Decide(false, round.Passed(), a.failures, a.opts.RetaintThreshold, tainted)
+	var err error
+	if want.Taint && !tainted {
+		err = a.retaint(ctx, node, want)
+	} else {
+		err = a.apply(ctx, want)
+	}
+	if err != nil {
+		a.log.Error("update node failed; will retry", "err", err)
+	}
+
+	switch {
+	case !*inInitial:
+		return a.jittered()
+	case round.Passed():
+		*inInitial = false
+		return a.jittered()
+	}
+	d := initial.NextBackOff()
+	if d == backoff.Stop {
+		*inInitial = false
+		a.metrics.initialExhausted.Inc()
+		a.event(node, corev1.EventTypeWarning, ReasonVerificationFailed, "Verify",
+			"checks still failing after %d start-up tries, node stays tainted and is retried every %s: %s",
+			a.opts.InitialTries, a.opts.Period, round.Summary())
+		a.log.Warn("start-up retries exhausted; retrying every period", "period_seconds", a.opts.Period.Seconds())
+		return a.jittered()
+	}
+	return d
+}
+
+// observe records a round's outcome in state, metrics, readiness and logs.
+func (a *Agent) observe(round checks.Round) {
+	apiOK := true
+	for _, r := range round.Results {
+		if r.Name == "api" {
+			apiOK = r.Err == nil
+		}
+	}
+	a.setReady(true, apiOK)
+	if round.Passed() {
+		if a.failures > 0 {
+			a.log.Info("checks pass again", "after_failures", a.failures)
+		}
+		a.failures = 0
+	} else {
+		a.failures++
+		a.log.Warn("verification round failed", "failed", round.Failed(), "consecutive_failures", a.failures,
+			"duration_seconds", round.Duration.Seconds(), "error", round.Summary())
+	}
+	a.metrics.failures.Set(float64(a.failures))
+	a.log.Debug("verification round", "passed", round.Passed(), "duration_seconds", round.Duration.Seconds())
+}
+
+func (a *Agent) setReady(done, apiOK bool) {
+	a.mu.Lock()
+	a.roundsDone = a.roundsDone || done
+	a.apiOK = apiOK
+	a.mu.Unlock()
+}
+
+func (a *Agent) apiReachable(ctx context.Context) bool {
+	_, err := a.client.Discovery().ServerVersion()
+	return err == nil && ctx.Err() == nil
+}
+
+func (a *Agent) cachedNode() *corev1.Node {
+	obj, ok, err := a.informer.GetStore().GetByKey(a.opts.NodeName)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := obj.(*corev1.Node)
+	return n
+}
+
+func (a *Agent) jittered() time.Duration {
+	j := a.opts.Jitter * (2*rand.Float64() - 1)
+	return time.Duration(float64(a.opts.Period) * (1 + j))
+}
+
+// retaint re-applies the taint if the fleet budget allows: under the
+// re-taint Lease it counts the nodes already re-tainted (one label-selector
+// read) and the nodes in the cluster. A refusal is logged, counted and
+// recorded as an Event; a Lease held by another agent defers to next round.
+func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) error {
+	got, err := a.lock.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("take re-taint lease %s/%s: %w", a.lock.namespace, a.lock.name, err)
+	}
+	if !got {
+		a.log.Info("another agent is re-tainting; deciding again next round")
+		return nil
+	}
+	defer a.lock.release(context.WithoutCancel(ctx))
+	others, total, err := a.fleet(ctx)
+	if err != nil {
+		// Without the count the blast radius is unknown: err on the side of not tainting.
+		a.metrics.retaintSuppressed.Inc()
+		return fmt.Errorf("read the fleet budget, not re-tainting: %w", err)
+	}
+	limit := a.budget.Limit(total)
+	if RetaintAllowed(others, limit) {
+		return a.apply(ctx, want)
+	}
+	a.metrics.retaintSuppressed.Inc()
+	a.log.Warn("re-taint suppressed by the fleet budget", "retainted_nodes", others, "limit", limit, "nodes", total)
+	a.event(node, corev1.EventTypeWarning, ReasonRetaintSuppressed, "Retaint",
+		"checks failed %d rounds in a row, but %d of %d nodes are already re-tainted (limit %d, --max-retainted=%s)",
+		a.failures, others, total, limit, a.opts.MaxRetainted)
+	return nil
+}
+
+// RetaintAllowed says whether one more re-tainted node stays within limit.
+func RetaintAllowed(alreadyRetainted, limit int) bool {
+	return alreadyRetainted+1 <= limit
+}
+
+// fleet returns how many other nodes carry verified=false and how many nodes there are.
+func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
+	sel := a.opts.VerifiedLabel + "=false"
+	// A consistent read (no resourceVersion): the previous Lease holder's taint must be seen.
+	retainted, err := a.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return 0, 0, fmt.Errorf("list nodes %s: %w", sel, err)
+	}
+	for _, n := range retainted.Items {
+		if n.Name != a.opts.NodeName {
+			others++
+		}
+	}
+	// Count without reading every node: one item plus the server's count of the rest.
+	opts := metav1.ListOptions{Limit: 1}
+	for {
+		page, err := a.client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return 0, 0, fmt.Errorf("count nodes: %w", err)
+		}
+		total += len(page.Items)
+		if page.RemainingItemCount != nil {
+			total += int(*page.RemainingItemCount)
+			break
+		}
+		if page.Continue == "" {
+			break
+		}
+		opts = metav1.ListOptions{Limit: 500, Continue: page.Continue}
+	}
+	return others, total, nil
+}
+
+// apply patches the node toward want, re-reading it and retrying when a
+// concurrent edit makes the guarded patch fail. It writes nothing when the
+// node already matches.
+func (a *Agent) apply(ctx context.Context, want Desired) error {
+	node := a.cachedNode()
+	if node == nil {
+		return errors.New("node not in cache")
+	}
+	defer func() {
+		// The gauge follows the node, whether this call wrote or found it done.
+		v := !HasTaint(node.Spec.Taints, a.taint) && node.Labels[a.opts.VerifiedLabel] == "true"
+		a.metrics.verified.Set(map[bool]float64{true: 1, false: 0}[v])
+	}()
+	bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
+		InitialInterval: 50 * time.Millisecond, Multiplier: 2, RandomizationFactor: 0.3,
+		MaxInterval: 2 * time.Second, Stop: backoff.Stop, Clock: backoff.SystemClock,
+	}, 5), ctx)
+	bo.Reset()
+	for {
+		wasTainted := HasTaint(node.Spec.Taints, a.taint)
+		patch, err := NodePatch(node, a.taint, a.opts.VerifiedLabel, want)
+		if err != nil || patch == nil {
+			return err
+		}
+		op := ""
+		if wasTainted != want.Taint {
+			op = map[bool]string{true: "add", false: "remove"}[want.Taint]
+		}
+		updated, err := a.client.CoreV1().Nodes().Patch(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
+		if err == nil {
+			a.count(op, "success")
+			a.afterWrite(node, updated, op)
+			node = updated
+			return nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+			a.count(op, "error")
+			return fmt.Errorf("patch node: %w", err)
+		}
+		a.count(op, "conflict")
+		d := bo.NextBackOff()
+		if d == backoff.Stop {
+			return fmt.Errorf("patch node: still conflicting after retries: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		if node, err = a.client.CoreV1().Nodes().Get(ctx, a.opts.NodeName, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("re-read node after conflict: %w", err)
+		}
+	}
+}
+
+func (a *Agent) count(op, result string) {
+	if op != "" {
+		a.metrics.taintOps.WithLabelValues(op, result).Inc()
+	}
+}
+
+// afterWrite logs, records Events and sets metrics for a successful patch.
+func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
+	switch op {
+	case "remove":
+		if a.bypassed(after) {
+			a.log.Info("startup taint removed: bypass annotation set", "annotation", a.opts.SkipAnnotation)
+			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "startup taint removed without checks: annotation %s=true", a.opts.SkipAnnotation)
+			return
+		}
+		if !a.everVerified {
+			a.everVerified = true
+			secs := time.Since(before.CreationTimestamp.Time).Seconds()
+			a.metrics.timeToVerified.Set(secs)
+			a.log.Info("node verified; startup taint removed", "since_creation_seconds", secs)
+		} else {
+			a.log.Info("checks pass again; startup taint removed")
+		}
+		a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", a.opts.StartupTaint)
+	case "add":
+		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.failures)
+		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; startup taint %s re-applied", a.failures, a.opts.StartupTaint)
+	}
+}
+
+func (a *Agent) event(node *corev1.Node, eventType, reason, action, note string, args ...any) {
+	if a.recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	a.recorder.Eventf(ref, nil, eventType, reason, action, note, args...)
+}
+
+// NewRecorder starts an events.k8s.io/v1 broadcaster writing to the API server.
+func NewRecorder(ctx context.Context, client kubernetes.Interface) (events.EventRecorder, error) {
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, err
+	}
+	return b.NewRecorder(scheme.Scheme, "kube-node-ready-agent"), nil
+}
+
+func newInitialBackoff(first time.Duration, tries int) backoff.BackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: first, Multiplier: 2, RandomizationFactor: 0,
+		MaxInterval: first << 20, Stop: backoff.Stop, Clock: backoff.SystemClock,
+	}
+	r := backoff.WithMaxRetries(b, uint64(tries))
+	r.Reset()
+	return r
+}

@@ -1,0 +1,62 @@
+package agent
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/version"
+)
+
+// Metrics are the agent's own series (the per-check ones belong to checks.Metrics).
+type Metrics struct {
+	verified          prometheus.Gauge
+	failures          prometheus.Gauge
+	taintOps          *prometheus.CounterVec
+	timeToVerified    prometheus.Gauge
+	retaintSuppressed prometheus.Counter
+	initialExhausted  prometheus.Counter
+}
+
+// NewMetrics registers the agent metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		verified: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "node_ready_verified",
+			Help: "Whether the node is verified and free of the startup taint (1) or not (0).",
+		}),
+		failures: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "node_ready_consecutive_failures",
+			Help: "Consecutive failed verification rounds.",
+		}),
+		taintOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_ready_taint_operations_total",
+			Help: "Writes of the startup taint by operation (add, remove) and result (success, conflict, error).",
+		}, []string{"operation", "result"}),
+		timeToVerified: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "node_ready_time_to_verified_seconds",
+			Help: "Seconds from the node's creation to the first removal of its startup taint.",
+		}),
+		retaintSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "node_ready_retaint_suppressed_total",
+			Help: "Re-taints refused because the fleet budget (--max-retainted) was used up.",
+		}),
+		initialExhausted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "node_ready_initial_retries_exhausted_total",
+			Help: "Times the start-up backoff ran out with the node still failing; it is then retried every period.",
+		}),
+	}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "node_ready_build_info",
+		Help:        "Build of the running agent; always 1.",
+		ConstLabels: prometheus.Labels{"version": version.Version, "commit": version.Commit, "goversion": runtime.Version()},
+	})
+	buildInfo.Set(1)
+	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.initialExhausted, buildInfo)
+	for _, op := range []string{"add", "remove"} {
+		for _, res := range []string{"success", "conflict", "error"} {
+			m.taintOps.WithLabelValues(op, res)
+		}
+	}
+	return m
+}

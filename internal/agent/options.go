@@ -1,0 +1,302 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+	"github.com/kube-node-ready/kube-node-ready/internal/logging"
+)
+
+// EnvPrefix prefixes the environment twin of every agent flag.
+const EnvPrefix = "KNR_AGENT"
+
+// AllChecks lists the checks the agent knows, in the order they are reported.
+var AllChecks = []string{"dns", "api", "network", "discovery"}
+
+// Options configures the agent. Every field is a flag with an environment twin.
+type Options struct {
+	// NodeName is the node this agent verifies (downward API spec.nodeName).
+	NodeName string
+	// PodIP is this agent's pod address (downward API status.podIP); its own endpoint is never a peer.
+	PodIP string
+	// PodNamespace is the namespace of the agent and its headless Service.
+	PodNamespace string
+	// Kubeconfig is a kubeconfig path; empty means the in-cluster configuration.
+	Kubeconfig string
+	// MetricsAddr serves /metrics, /healthz and /readyz.
+	MetricsAddr string
+	// StartupTaint is key=value:Effect of the taint removed once verified.
+	StartupTaint string
+	// VerifiedLabel is set to "true" when verified and "false" when re-tainted.
+	VerifiedLabel string
+	// SkipAnnotation set to "true" on the node untaints it at once and disables re-tainting.
+	SkipAnnotation string
+	// WaitForTaints are taint keys (such as karpenter.sh/unregistered) that must be gone before the agent untaints.
+	WaitForTaints flagenv.StringList
+	// Checks are the enabled checks.
+	Checks flagenv.StringList
+	// CheckTimeout bounds each check.
+	CheckTimeout time.Duration
+	// Period is the interval between periodic rounds once verified.
+	Period time.Duration
+	// Jitter spreads periodic rounds by ±Jitter×Period.
+	Jitter float64
+	// InitialBackoff is the first retry delay of the start-up rounds; it doubles each try.
+	InitialBackoff time.Duration
+	// InitialTries is how many start-up rounds run on the backoff before falling back to Period.
+	InitialTries int
+	// RetaintThreshold is the number of consecutive failed rounds that re-taints the node.
+	RetaintThreshold int
+	// MaxRetainted caps re-tainted nodes in the cluster: a count ("5") or a share of all nodes ("10%"); at least 1.
+	MaxRetainted string
+	// DNSNames are in-cluster names the dns check resolves.
+	DNSNames flagenv.StringList
+	// DNSExternalNames are names outside the cluster the dns check resolves; empty disables that part.
+	DNSExternalNames flagenv.StringList
+	// DNSServer is the resolver (host:port) the dns check asks; empty means the first nameserver of ResolvConf.
+	DNSServer string
+	// ResolvConf is the node's resolver configuration.
+	ResolvConf string
+	// KubernetesService is the in-cluster API address (host:port) the network check connects to.
+	KubernetesService string
+	// PeerService is the agent's headless Service (in PodNamespace) whose endpoints are pod-to-pod peers.
+	PeerService string
+	// Peers is the number of pod-to-pod peers tried each round.
+	Peers int
+	// MinPeers is how many of the chosen peers must answer.
+	MinPeers int
+	// PeerRefresh bounds how long the peer list is cached.
+	PeerRefresh time.Duration
+	// DNSService is the cluster DNS Service (namespace/name) for discovery and peers.
+	DNSService string
+	// DiscoveryName is the name queried directly at a cluster DNS endpoint.
+	DiscoveryName string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	k8sSvc := ""
+	if h, p := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"); h != "" && p != "" {
+		k8sSvc = net.JoinHostPort(h, p)
+	}
+	return &Options{
+		PodNamespace:      "kube-node-ready",
+		MetricsAddr:       ":8080",
+		StartupTaint:      "node-ready/unverified=true:NoSchedule",
+		VerifiedLabel:     "node-ready/verified",
+		SkipAnnotation:    "node-ready/skip-verification",
+		WaitForTaints:     flagenv.StringList{"karpenter.sh/unregistered"},
+		Checks:            flagenv.StringList(slices.Clone(AllChecks)),
+		CheckTimeout:      3 * time.Second,
+		Period:            60 * time.Second,
+		Jitter:            0.1,
+		InitialBackoff:    time.Second,
+		InitialTries:      5,
+		RetaintThreshold:  3,
+		MaxRetainted:      "10%",
+		DNSNames:          flagenv.StringList{"kubernetes.default.svc.cluster.local"},
+		DNSExternalNames:  flagenv.StringList{"google.com"},
+		ResolvConf:        "/etc/resolv.conf",
+		KubernetesService: k8sSvc,
+		PeerService:       "kube-node-ready",
+		Peers:             3,
+		MinPeers:          1,
+		PeerRefresh:       5 * time.Minute,
+		DNSService:        "kube-system/kube-dns",
+		DiscoveryName:     "kubernetes.default.svc.cluster.local",
+		LogLevel:          "info",
+	}
+}
+
+// AddFlags registers every option on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "name of the node this agent verifies (required)")
+	fs.StringVar(&o.PodIP, "pod-ip", o.PodIP, "this agent's pod IP; its own endpoint is never a pod-to-pod peer")
+	fs.StringVar(&o.PodNamespace, "pod-namespace", o.PodNamespace, "namespace of the agent and its headless Service")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig path; empty uses the in-cluster configuration")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
+	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified")
+	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, `label set to "true" when verified and "false" when re-tainted`)
+	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
+	fs.Var(&o.WaitForTaints, "wait-for-taints", "comma-separated taint keys that must be gone from the node before it is untainted")
+	fs.Var(&o.Checks, "checks", "comma-separated checks to run: "+strings.Join(AllChecks, ","))
+	fs.DurationVar(&o.CheckTimeout, "check-timeout", o.CheckTimeout, "timeout of each check")
+	fs.DurationVar(&o.Period, "check-period", o.Period, "interval between periodic rounds")
+	fs.Float64Var(&o.Jitter, "check-jitter", o.Jitter, "spread of the period, as a fraction (0.1 is ±10%)")
+	fs.DurationVar(&o.InitialBackoff, "initial-backoff", o.InitialBackoff, "first retry delay at start-up; doubles each try")
+	fs.IntVar(&o.InitialTries, "initial-tries", o.InitialTries, "start-up rounds on the backoff before retrying every check-period")
+	fs.IntVar(&o.RetaintThreshold, "retaint-threshold", o.RetaintThreshold, "consecutive failed rounds that re-taint the node")
+	fs.StringVar(&o.MaxRetainted, "max-retainted", o.MaxRetainted, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
+	fs.Var(&o.DNSNames, "check.dns.names", "comma-separated in-cluster names the dns check resolves")
+	fs.Var(&o.DNSExternalNames, "check.dns.external-names", "comma-separated external names the dns check resolves; empty disables")
+	fs.StringVar(&o.DNSServer, "check.dns.server", o.DNSServer, "resolver host:port for the dns check; empty uses the first nameserver of --check.dns.resolv-conf")
+	fs.StringVar(&o.ResolvConf, "check.dns.resolv-conf", o.ResolvConf, "resolver configuration of the node")
+	fs.StringVar(&o.KubernetesService, "check.network.kubernetes-service", o.KubernetesService, "in-cluster API host:port the network check connects to (default $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT); empty skips it")
+	fs.StringVar(&o.PeerService, "check.network.peer-service", o.PeerService, "the agent's headless Service (in --pod-namespace) whose endpoints are peers; empty uses only cluster DNS pods")
+	fs.IntVar(&o.Peers, "check.network.peers", o.Peers, "pod-to-pod peers on other nodes tried each round; 0 disables pod-to-pod")
+	fs.IntVar(&o.MinPeers, "check.network.min-peers", o.MinPeers, "chosen peers that must answer (capped at the number chosen)")
+	fs.DurationVar(&o.PeerRefresh, "check.network.peer-refresh", o.PeerRefresh, "longest time the peer list is cached")
+	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name)")
+	fs.StringVar(&o.DiscoveryName, "check.discovery.name", o.DiscoveryName, "name queried directly at a cluster DNS endpoint")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+}
+
+// Parse registers the flags, applies environment twins, then parses args.
+func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
+	o.AddFlags(fs)
+	aliases := map[string][]string{"node-name": {"NODE_NAME"}, "pod-ip": {"POD_IP"}, "pod-namespace": {"POD_NAMESPACE"}}
+	if err := flagenv.Apply(fs, EnvPrefix, aliases); err != nil {
+		return err
+	}
+	return fs.Parse(args)
+}
+
+// Validate reports every invalid option, naming the flag.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	if o.NodeName == "" {
+		bad("node-name", "required (set it from the downward API: spec.nodeName)")
+	} else if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
+		bad("node-name", "%q is not a node name: %s", o.NodeName, strings.Join(msgs, "; "))
+	}
+	if o.PodIP != "" {
+		if _, err := netip.ParseAddr(o.PodIP); err != nil {
+			bad("pod-ip", "%v", err)
+		}
+	}
+	if _, err := ParseTaint(o.StartupTaint); err != nil {
+		bad("startup-taint", "%v", err)
+	}
+	if msgs := validation.IsQualifiedName(o.VerifiedLabel); len(msgs) > 0 {
+		bad("verified-label", "%s", strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsQualifiedName(o.SkipAnnotation); len(msgs) > 0 {
+		bad("skip-annotation", "%s", strings.Join(msgs, "; "))
+	}
+	if len(o.Checks) == 0 {
+		bad("checks", "at least one check must be enabled")
+	}
+	for _, c := range o.Checks {
+		if !slices.Contains(AllChecks, c) {
+			bad("checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
+		}
+	}
+	if o.CheckTimeout <= 0 {
+		bad("check-timeout", "must be positive, got %s", o.CheckTimeout)
+	}
+	if o.Period <= 0 {
+		bad("check-period", "must be positive, got %s", o.Period)
+	}
+	if o.Jitter < 0 || o.Jitter >= 1 {
+		bad("check-jitter", "must be in [0, 1), got %g", o.Jitter)
+	}
+	if o.InitialBackoff <= 0 {
+		bad("initial-backoff", "must be positive, got %s", o.InitialBackoff)
+	}
+	if o.InitialTries < 1 {
+		bad("initial-tries", "must be at least 1, got %d", o.InitialTries)
+	}
+	if o.RetaintThreshold < 1 {
+		bad("retaint-threshold", "must be at least 1, got %d", o.RetaintThreshold)
+	}
+	if _, err := ParseBudget(o.MaxRetainted); err != nil {
+		bad("max-retainted", "%v", err)
+	}
+	if slices.Contains(o.Checks, "dns") && len(o.DNSNames)+len(o.DNSExternalNames) == 0 {
+		bad("check.dns.names", "the dns check has no name to resolve")
+	}
+	if o.DNSServer != "" {
+		if _, _, err := net.SplitHostPort(o.DNSServer); err != nil {
+			bad("check.dns.server", "want host:port: %v", err)
+		}
+	}
+	if o.KubernetesService != "" {
+		if _, _, err := net.SplitHostPort(o.KubernetesService); err != nil {
+			bad("check.network.kubernetes-service", "want host:port: %v", err)
+		}
+	}
+	if o.Peers < 0 {
+		bad("check.network.peers", "must not be negative, got %d", o.Peers)
+	}
+	if o.MinPeers < 1 {
+		bad("check.network.min-peers", "must be at least 1, got %d", o.MinPeers)
+	}
+	if o.PeerRefresh <= 0 {
+		bad("check.network.peer-refresh", "must be positive, got %s", o.PeerRefresh)
+	}
+	if _, err := checks.ParseServiceRef(o.DNSService); err != nil {
+		bad("check.discovery.service", "%v", err)
+	}
+	if _, err := logging.ParseLevel(o.LogLevel); err != nil {
+		bad("log-level", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseTaint parses key=value:Effect (value optional).
+func ParseTaint(s string) (corev1.Taint, error) {
+	kv, effect, ok := strings.Cut(s, ":")
+	if !ok {
+		return corev1.Taint{}, fmt.Errorf("%q: want key=value:Effect", s)
+	}
+	key, value, _ := strings.Cut(kv, "=")
+	t := corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
+	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+		return corev1.Taint{}, fmt.Errorf("%q: key: %s", s, strings.Join(msgs, "; "))
+	}
+	switch t.Effect {
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return corev1.Taint{}, fmt.Errorf("%q: effect must be NoSchedule, PreferNoSchedule or NoExecute", s)
+	}
+	return t, nil
+}
+
+// Budget is the --max-retainted limit: an absolute count or a percentage of all nodes.
+type Budget struct {
+	count   int
+	percent float64
+}
+
+// ParseBudget parses "5" or "10%".
+func ParseBudget(s string) (Budget, error) {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || v <= 0 || v > 100 {
+			return Budget{}, fmt.Errorf("%q: want a percentage in (0, 100]", s)
+		}
+		return Budget{percent: v}, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		return Budget{}, fmt.Errorf("%q: want a count of at least 1 or a percentage such as 10%%", s)
+	}
+	return Budget{count: v}, nil
+}
+
+// Limit is how many nodes may be re-tainted at once in a cluster of total nodes (at least 1).
+func (b Budget) Limit(total int) int {
+	n := b.count
+	if b.percent > 0 {
+		n = int(float64(total) * b.percent / 100)
+	}
+	return max(n, 1)
+}

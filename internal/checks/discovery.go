@@ -1,0 +1,53 @@
+package checks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Discovery proves service discovery works end to end: the cluster DNS
+// Service has a ready endpoint in its EndpointSlices, and a DNS query sent
+// straight to such an endpoint (bypassing the Service IP) is answered.
+type Discovery struct {
+	// Service is the cluster DNS Service (default kube-system/kube-dns).
+	Service ServiceRef
+	// Endpoints is refreshed every run; the fresh list also feeds the network check's cache.
+	Endpoints *EndpointCache
+	// QueryName is the name asked of the endpoint.
+	QueryName string
+	// NodeName spreads queries across DNS pods by rendezvous hash.
+	NodeName string
+}
+
+// Name implements Check.
+func (*Discovery) Name() string { return "discovery" }
+
+// Run implements Check.
+func (d *Discovery) Run(ctx context.Context) error {
+	eps, err := d.Endpoints.Refresh(ctx, d.Service)
+	if err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	// Unlike peers, a DNS pod on this very node is a fine target.
+	targets := RankEndpoints(d.NodeName, eps, len(eps), udpPort, func(Endpoint) bool { return false })
+	if len(targets) == 0 {
+		return fmt.Errorf("discovery: no ready endpoint with a UDP port in the EndpointSlices of %s", d.Service)
+	}
+	var errs []error
+	// Try the endpoints in rendezvous order; one answer is enough.
+	for _, t := range targets {
+		server := net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.UDPPort)))
+		if _, err := lookup(ctx, server, d.QueryName); err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("discovery: no %s endpoint answered: %w", d.Service, errors.Join(errs...))
+}

@@ -1,0 +1,174 @@
+package checks
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// DNS resolves in-cluster and external names through the node's resolver.
+type DNS struct {
+	// Names are resolved in order; each must return at least one A record.
+	Names []string
+	// Server is the resolver as host:port; empty means the first nameserver of ResolvConf.
+	Server string
+	// ResolvConf is read when Server is empty (default /etc/resolv.conf).
+	ResolvConf string
+}
+
+// Name implements Check.
+func (*DNS) Name() string { return "dns" }
+
+// Run implements Check.
+func (d *DNS) Run(ctx context.Context) error {
+	servers, err := d.servers()
+	if err != nil {
+		return fmt.Errorf("dns: %w", err)
+	}
+	for _, name := range d.Names {
+		if err := resolveAny(ctx, servers, name); err != nil {
+			return fmt.Errorf("dns: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *DNS) servers() ([]string, error) {
+	if d.Server != "" {
+		return []string{d.Server}, nil
+	}
+	path := d.ResolvConf
+	if path == "" {
+		path = "/etc/resolv.conf"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read resolver configuration: %w", err)
+	}
+	defer f.Close()
+	servers, err := ParseResolvConf(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return servers, nil
+}
+
+// ParseResolvConf returns the nameservers of a resolv.conf as host:53
+// addresses. Lines it does not understand are ignored, as the libc resolver
+// does; no nameserver at all is an error.
+func ParseResolvConf(r io.Reader) ([]string, error) {
+	var servers []string
+	sc := bufio.NewScanner(io.LimitReader(r, 64<<10))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || fields[0] != "nameserver" {
+			continue
+		}
+		// A zone suffix (fe80::1%eth0) is allowed by glibc; netip keeps it.
+		addr, err := netip.ParseAddr(fields[1])
+		if err != nil {
+			continue
+		}
+		servers = append(servers, net.JoinHostPort(addr.String(), "53"))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(servers) == 0 {
+		return nil, errors.New("no nameserver lines")
+	}
+	return servers, nil
+}
+
+// resolveAny asks each server in turn, as a stub resolver fails over, and
+// succeeds on the first server that answers with an address.
+func resolveAny(ctx context.Context, servers []string, name string) error {
+	var errs []error
+	for _, s := range servers {
+		_, err := lookup(ctx, s, name)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// lookup sends one A query for name to server, over UDP and, if the answer is
+// truncated, again over TCP, and returns the addresses in the answer.
+func lookup(ctx context.Context, server, name string) ([]netip.Addr, error) {
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	q.RecursionDesired = true
+	c := &dns.Client{Net: "udp", Timeout: remaining(ctx, 2*time.Second)}
+	resp, _, err := c.ExchangeContext(ctx, q, server)
+	if err == nil && resp.Truncated {
+		c.Net = "tcp"
+		resp, _, err = c.ExchangeContext(ctx, q, server)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("query %s via %s: %w", name, server, err)
+	}
+	addrs, err := AnswerAddrs(q, resp)
+	if err != nil {
+		return nil, fmt.Errorf("query %s via %s: %w", name, server, err)
+	}
+	return addrs, nil
+}
+
+// AnswerAddrs validates resp as the answer to q and returns its A records.
+func AnswerAddrs(q, resp *dns.Msg) ([]netip.Addr, error) {
+	if resp == nil {
+		return nil, errors.New("empty response")
+	}
+	if resp.Id != q.Id {
+		return nil, fmt.Errorf("response id %d does not match query id %d", resp.Id, q.Id)
+	}
+	if resp.Truncated {
+		return nil, errors.New("response truncated")
+	}
+	if resp.Rcode != dns.RcodeSuccess {
+		return nil, fmt.Errorf("server answered %s", rcodeName(resp.Rcode))
+	}
+	var addrs []netip.Addr
+	for _, rr := range resp.Answer {
+		a, ok := rr.(*dns.A)
+		if !ok {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(a.A); ok {
+			addrs = append(addrs, ip.Unmap())
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("no A record in the answer")
+	}
+	return addrs, nil
+}
+
+func rcodeName(rcode int) string {
+	if s, ok := dns.RcodeToString[rcode]; ok {
+		return s
+	}
+	return fmt.Sprintf("rcode %d", rcode)
+}
+
+// remaining is the time left before ctx's deadline, or def without one.
+func remaining(ctx context.Context, def time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d > 0 {
+			return d
+		}
+		return time.Millisecond
+	}
+	return def
+}

@@ -1,0 +1,60 @@
+// Package flagenv gives every flag of a FlagSet an environment-variable twin,
+// so the same option can come from a command line or a pod spec.
+package flagenv
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Name is the environment variable twin of flag name under prefix:
+// "check-period" with prefix "KNR" is KNR_CHECK_PERIOD.
+func Name(prefix, name string) string {
+	r := strings.NewReplacer("-", "_", ".", "_")
+	return prefix + "_" + strings.ToUpper(r.Replace(name))
+}
+
+// Apply sets each flag of fs from its environment twin when that is set, and
+// appends the twin's name to the flag's usage. Call it after defining the
+// flags and before fs.Parse, so that a flag on the command line wins.
+// aliases maps a flag name to extra variables read before the twin (such as
+// NODE_NAME from the downward API).
+func Apply(fs *flag.FlagSet, prefix string, aliases map[string][]string) error {
+	var errs []string
+	fs.VisitAll(func(f *flag.Flag) {
+		names := append(append([]string(nil), aliases[f.Name]...), Name(prefix, f.Name))
+		f.Usage += fmt.Sprintf(" (env %s)", strings.Join(names, ", "))
+		for _, env := range names {
+			v, ok := os.LookupEnv(env)
+			if !ok {
+				continue
+			}
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("invalid value %q for %s (flag --%s): %v", v, env, f.Name, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// StringList is a comma-separated list flag; an empty string is an empty list.
+type StringList []string
+
+// String implements flag.Value.
+func (l *StringList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value; it replaces the list.
+func (l *StringList) Set(s string) error {
+	*l = nil
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}

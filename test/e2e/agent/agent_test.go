@@ -1,0 +1,370 @@
+//go:build e2e
+
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
+	var nodes []harness.Node
+	for i := range 3 {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("verify-%d", i), harness.NodeOptions{}))
+	}
+	publishPeers(t, nodes...)
+	var agents []*agent
+	for _, n := range nodes {
+		agents = append(agents, startAgent(t, n))
+	}
+	for _, n := range nodes {
+		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+		waitEvent(t, n.Name, "NodeVerified", 10*time.Second)
+	}
+
+	a := agents[0]
+	if code, _ := httpGet(t, a.url("/healthz")); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	if code, body := httpGet(t, a.url("/readyz")); code != 200 {
+		t.Errorf("/readyz = %d %s", code, body)
+	}
+	_, metrics := httpGet(t, a.url("/metrics"))
+	promtool := exec.Command("promtool", "check", "metrics")
+	promtool.Stdin = strings.NewReader(metrics)
+	if out, err := promtool.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"node_ready_verified 1",
+		"node_ready_consecutive_failures 0",
+		`node_ready_taint_operations_total{operation="remove",result="success"} 1`,
+		`node_check_success{check="dns"} 1`,
+		`node_check_success{check="api"} 1`,
+		`node_check_success{check="network"} 1`,
+		`node_check_success{check="discovery"} 1`,
+		`node_check_failures_total{check="dns"} 0`,
+		`node_check_duration_seconds_count{check="network"}`,
+		"node_ready_time_to_verified_seconds ",
+		"node_ready_build_info{",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// Every log line is JSON carrying the node name.
+	b, err := os.ReadFile(a.proc.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"node":"`+a.node.Name+`"`) {
+			t.Errorf("log line is not JSON with the node name: %s", line)
+			break
+		}
+	}
+}
+
+func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
+	unregistered := corev1.Taint{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}
+	n := newNode(t, "karpenter", harness.NodeOptions{ExtraTaints: []corev1.Taint{unregistered}})
+	a := startAgent(t, n)
+	// Several rounds' worth of time: the agent must not have touched the node.
+	time.Sleep(3 * time.Second)
+	if node := getNode(t, n.Name); !tainted(node) || node.Labels["node-ready/verified"] != "" {
+		t.Fatalf("node changed while karpenter.sh/unregistered was on it: taints=%v labels=%v", node.Spec.Taints, node.Labels)
+	}
+	if !logContains(a.proc, "waiting for taint to be removed") {
+		t.Error("agent did not log that it waits for the karpenter taint")
+	}
+	patch := `[{"op":"test","path":"/spec/taints/1/key","value":"karpenter.sh/unregistered"},{"op":"remove","path":"/spec/taints/1"}]`
+	if _, err := cp.Client.CoreV1().Nodes().Patch(t.Context(), n.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, n.Name, 10*time.Second, "verified", verified)
+}
+
+func TestBypassAnnotationWithKubectl(t *testing.T) {
+	n := newNode(t, "bypass", harness.NodeOptions{})
+	// A name that never resolves keeps the dns check failing.
+	startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--retaint-threshold=2")
+	time.Sleep(2 * time.Second)
+	if !tainted(getNode(t, n.Name)) {
+		t.Fatal("node untainted although the dns check fails")
+	}
+	out, err := exec.CommandContext(t.Context(), filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.Kubeconfig,
+		"annotate", "node", n.Name, "node-ready/skip-verification=true").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl annotate: %v: %s", err, out)
+	}
+	waitNode(t, n.Name, 5*time.Second, "untainted", func(n *corev1.Node) bool { return !tainted(n) })
+	// Checks keep failing; with the annotation the node is never re-tainted.
+	time.Sleep(4 * time.Second)
+	if tainted(getNode(t, n.Name)) {
+		t.Fatal("node re-tainted while the bypass annotation is set")
+	}
+}
+
+func TestAPICheckReportsMissingPermission(t *testing.T) {
+	n := newNode(t, "no-rbac", harness.NodeOptions{})
+	kubeconfig := nodeKubeconfig(t, "no-permissions", n)
+	cmd := exec.CommandContext(t.Context(), agentBinary(t), "check", "--checks=api", "--node-name="+n.Name, "--kubeconfig="+kubeconfig)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("check exit = %v, want status 1; output:\n%s", err, out)
+	}
+	for _, want := range []string{"api", "FAIL", "not authorized to get node " + n.Name} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if !tainted(getNode(t, n.Name)) {
+		t.Error("check subcommand touched the taint")
+	}
+}
+
+func TestCheckSubcommandPassesOnHealthyNode(t *testing.T) {
+	n := newNode(t, "check-ok", harness.NodeOptions{})
+	args := append([]string{"check"}, baseArgs(n, nodeKubeconfig(t, agentSA, n))...)
+	out, err := exec.CommandContext(t.Context(), agentBinary(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	for _, c := range []string{"dns", "api", "network", "discovery"} {
+		if !strings.Contains(string(out), c+"  ") {
+			t.Errorf("table lacks a %s row:\n%s", c, out)
+		}
+	}
+	if !strings.Contains(string(out), "all checks passed") {
+		t.Errorf("no verdict in:\n%s", out)
+	}
+}
+
+func TestPodToPod(t *testing.T) {
+	var nodes []harness.Node
+	for i := range 3 {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("p2p-%d", i), harness.NodeOptions{}))
+	}
+	publishPeers(t, nodes...)
+	agents := []*agent{startAgent(t, nodes[0]), startAgent(t, nodes[1]), startAgent(t, nodes[2])}
+	for _, n := range nodes {
+		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	}
+	self := nodes[0]
+	check := func() (string, error) {
+		args := append([]string{"check", "--checks=network", "--check.network.peers=3"}, baseArgs(self, nodeKubeconfig(t, agentSA, self))...)
+		out, err := exec.CommandContext(t.Context(), agentBinary(t), args...).CombinedOutput()
+		return string(out), err
+	}
+	// One peer agent stopped: the others (and the DNS pod) still answer.
+	if err := agents[1].proc.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := check(); err != nil {
+		t.Fatalf("network check failed with one peer down: %v\n%s", err, out)
+	}
+	// Every peer unreachable: the other agent and CoreDNS stopped.
+	if err := agents[2].proc.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.StopDNS(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.StartDNS(context.Background()); err != nil {
+			t.Errorf("restart coredns: %v", err)
+		}
+	})
+	out, err := check()
+	if err == nil || !strings.Contains(out, "0 of 3 peers answered") {
+		t.Fatalf("network check with all peers down: err=%v, want a failure naming 0 of 3 peers:\n%s", err, out)
+	}
+}
+
+func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
+	const count = 4
+	var nodes []harness.Node
+	for i := range count {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("fleet-%d", i), harness.NodeOptions{}))
+	}
+	publishPeers(t, nodes...)
+	var agents []*agent
+	for _, n := range nodes {
+		// 4 nodes in the cluster at 50%: at most 2 may be re-tainted.
+		agents = append(agents, startAgent(t, n, "--max-retainted=50%"))
+	}
+	for _, n := range nodes {
+		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	}
+	if total := len(listNodes(t)); total != count {
+		t.Fatalf("cluster has %d nodes, test assumes %d", total, count)
+	}
+
+	if err := cp.StopDNS(); err != nil {
+		t.Fatal(err)
+	}
+	dnsStopped := true
+	t.Cleanup(func() {
+		if dnsStopped {
+			_ = cp.StartDNS(context.Background())
+		}
+	})
+	// 3 failed 1 s rounds, then the budget: exactly 2 re-tainted, the rest suppressed.
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && retainted(t) < 2 {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(4 * time.Second) // more failing rounds: the budget must keep holding
+	if got := retainted(t); got != 2 {
+		t.Fatalf("%d nodes re-tainted, want exactly 2 (50%% of %d)", got, count)
+	}
+	suppressed := 0
+	for _, n := range nodes {
+		node := getNode(t, n.Name)
+		if tainted(node) {
+			waitEvent(t, n.Name, "NodeRetainted", 5*time.Second)
+			if node.Labels["node-ready/verified"] != "false" {
+				t.Errorf("re-tainted node %s has verified=%q", n.Name, node.Labels["node-ready/verified"])
+			}
+			continue
+		}
+		waitEvent(t, n.Name, "RetaintSuppressed", 5*time.Second)
+		suppressed++
+	}
+	if suppressed != 2 {
+		t.Errorf("%d nodes suppressed, want 2", suppressed)
+	}
+	for _, a := range agents {
+		if _, m := httpGet(t, a.url("/metrics")); !strings.Contains(m, `node_check_success{check="dns"} 0`) {
+			t.Errorf("agent %s does not report the dns check failing", a.node.Name)
+		}
+	}
+
+	if err := cp.StartDNS(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	dnsStopped = false
+	for _, n := range nodes {
+		waitNode(t, n.Name, 20*time.Second, "verified again", verified)
+	}
+}
+
+func listNodes(t *testing.T) []corev1.Node {
+	t.Helper()
+	l, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+func retainted(t *testing.T) int {
+	n := 0
+	for _, node := range listNodes(t) {
+		if tainted(&node) && node.Labels["node-ready/verified"] == "false" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		ready func(*corev1.Node) bool
+	}{
+		{name: "sigterm-tainted", extra: []string{"--check.dns.names=does-not-exist.default.svc.cluster.local"}, ready: tainted},
+		{name: "sigterm-verified", ready: verified},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, tc.name, harness.NodeOptions{})
+			a := startAgent(t, n, tc.extra...)
+			waitNode(t, n.Name, 20*time.Second, "settled", tc.ready)
+			time.Sleep(1500 * time.Millisecond) // mid-round, most likely
+			before := getNode(t, n.Name)
+			start := time.Now()
+			if err := a.proc.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-a.proc.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("agent still running 10 s after SIGTERM")
+			}
+			t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+			if _, err := a.proc.Exited(); err != nil {
+				t.Errorf("agent exit after SIGTERM: %v", err)
+			}
+			after := getNode(t, n.Name)
+			if tainted(before) != tainted(after) || before.Labels["node-ready/verified"] != after.Labels["node-ready/verified"] {
+				t.Errorf("SIGTERM changed the node: taints %v -> %v", before.Spec.Taints, after.Spec.Taints)
+			}
+		})
+	}
+}
+
+func TestAPIServerUnreachable(t *testing.T) {
+	n := newNode(t, "unreachable", harness.NodeOptions{})
+	kubeconfig := nodeKubeconfig(t, agentSA, n)
+	b, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing listens on 10.213.0.1:444.
+	broken := filepath.Join(t.TempDir(), "broken.kubeconfig")
+	if err := os.WriteFile(broken, []byte(strings.ReplaceAll(string(b), ":443", ":444")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, n, "--kubeconfig="+broken)
+	time.Sleep(3 * time.Second)
+	if exited, err := a.proc.Exited(); exited {
+		t.Fatalf("agent exited with the API server unreachable: %v", err)
+	}
+	if code, _ := httpGet(t, a.url("/healthz")); code != 200 {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	if code, _ := httpGet(t, a.url("/readyz")); code != 503 {
+		t.Errorf("/readyz = %d, want 503", code)
+	}
+	if !tainted(getNode(t, n.Name)) {
+		t.Error("taint changed")
+	}
+}
+
+func TestNodeDeletedUnderTheAgent(t *testing.T) {
+	n := newNode(t, "vanishing", harness.NodeOptions{})
+	a := startAgent(t, n)
+	waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	if err := cp.Client.CoreV1().Nodes().Delete(t.Context(), n.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if exited, err := a.proc.Exited(); exited {
+		t.Fatalf("agent exited when its node was deleted: %v", err)
+	}
+	if !logContains(a.proc, "node not found; waiting") {
+		t.Error("agent did not log the missing node")
+	}
+	// The node comes back under the same name (a replaced VM): verified again.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{harness.StartupTaint}}}
+	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, n.Name, 20*time.Second, "verified after re-creation", verified)
+}
