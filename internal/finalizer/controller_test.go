@@ -1,0 +1,75 @@
+package finalizer
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const fin = "infra.894.io/node-cleanup"
+
+func TestNeedsFinalizer(t *testing.T) {
+	now := metav1.Now()
+	tests := []struct {
+		name string
+		meta metav1.ObjectMeta
+		want bool
+	}{
+		{"no finalizers", metav1.ObjectMeta{}, true},
+		{"other finalizers", metav1.ObjectMeta{Finalizers: []string{"x/y"}}, true},
+		{"has ours", metav1.ObjectMeta{Finalizers: []string{"x/y", fin}}, false},
+		{"being deleted", metav1.ObjectMeta{DeletionTimestamp: &now}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NeedsFinalizer(&metav1.PartialObjectMetadata{ObjectMeta: tt.meta}, fin); got != tt.want {
+				t.Errorf("NeedsFinalizer = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAddFinalizerPatch(t *testing.T) {
+	tests := []struct {
+		name    string
+		seen    []string // finalizers the cache saw
+		stored  []string // finalizers the server holds when the patch lands
+		want    []string
+		wantErr bool
+	}{
+		{"absent list", nil, nil, []string{fin}, false},
+		{"other finalizers kept", []string{"a/b"}, []string{"a/b"}, []string{"a/b", fin}, false},
+		{"someone added a finalizer meanwhile", nil, []string{"a/b"}, nil, true},
+		{"someone changed the list meanwhile", []string{"a/b"}, []string{"a/b", "c/d"}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, _ := json.Marshal(metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: tt.stored}})
+			raw, err := AddFinalizerPatch(tt.seen, fin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := jsonpatch.DecodePatch(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Apply(doc)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("apply %s to %s: err = %v, wantErr %v", raw, doc, err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			var got metav1.PartialObjectMetadata
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Finalizers, tt.want) {
+				t.Errorf("finalizers = %v, want %v", got.Finalizers, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,231 @@
+// Package webhookserver assembles the webhook binary: certificates, the TLS
+// admission endpoint, the finalizer back-fill and the metrics/health endpoint.
+package webhookserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/admission"
+	"github.com/kube-node-ready/kube-node-ready/internal/certs"
+	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
+	"github.com/kube-node-ready/kube-node-ready/internal/version"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
+)
+
+// Path is where the admission endpoint answers.
+const Path = "/mutate-node"
+
+// Run serves until ctx ends, then shuts down within opts.ShutdownGrace.
+func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "node_cleanup_webhook_build_info", Help: "Build of the running webhook; always 1."}, []string{"version", "commit"})
+	build.WithLabelValues(version.Version, version.Commit).Set(1)
+	reg.MustRegister(build)
+
+	store := &certs.Store{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var cfg *rest.Config
+	if opts.NeedsClient() {
+		var err error
+		if cfg, err = restConfig(opts.Kubeconfig); err != nil {
+			return err
+		}
+	}
+
+	// Health first, so a probe can tell "starting" from "dead".
+	health := &http.Server{Addr: opts.MetricsAddress, Handler: healthMux(reg, store), ReadHeaderTimeout: 5 * time.Second}
+	healthLn, err := net.Listen("tcp", opts.MetricsAddress)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", opts.MetricsAddress, err)
+	}
+	wg.Go(func() {
+		if err := serveUntil(ctx, health, healthLn, false, opts.ShutdownGrace, log); err != nil {
+			log.Error("metrics server stopped", "error", err)
+		}
+	})
+
+	if err := startCertificates(ctx, &wg, opts, cfg, store, log); err != nil {
+		return err
+	}
+	if opts.Backfill {
+		if err := startBackfill(ctx, &wg, opts, cfg, reg, log); err != nil {
+			return err
+		}
+	}
+
+	// No listener until there is a certificate: a replica never answers a
+	// handshake it cannot complete.
+	if err := waitReady(ctx, store, log); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, &admission.Handler{
+		Finalizer:    opts.Finalizer,
+		MaxBodyBytes: opts.MaxBodyBytes,
+		Metrics:      admission.NewMetrics(reg),
+		Log:          log,
+	})
+	srv := &http.Server{
+		Handler:           mux,
+		TLSConfig:         store.TLSConfig(opts.ClientCAFile != ""),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	ln, err := net.Listen("tcp", opts.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", opts.ListenAddress, err)
+	}
+	log.Info("admission webhook serving", "address", ln.Addr().String(), "path", Path, "cert_mode", opts.CertMode, "client_cert_required", opts.ClientCAFile != "")
+	err = serveUntil(ctx, srv, ln, true, opts.ShutdownGrace, log)
+	cancel()
+	return err
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cfg.UserAgent = "kube-node-ready-webhook/" + version.Version
+	return cfg, nil
+}
+
+func startCertificates(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, cfg *rest.Config, store *certs.Store, log *slog.Logger) error {
+	log = log.With("component", "certs")
+	if opts.CertMode == webhookopts.CertModeFiles {
+		src := &certs.FileSource{CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile, ClientCAFile: opts.ClientCAFile, Store: store, Log: log}
+		wg.Go(func() {
+			// Files may appear after start (a Secret volume still syncing).
+			for err := src.Load(); err != nil; err = src.Load() {
+				log.Error("certificate files not loadable yet", "error", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(opts.TLSReloadInterval):
+				}
+			}
+			src.Run(ctx, opts.TLSReloadInterval)
+		})
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dns, ips := opts.SANs()
+	m := &certs.SelfManaged{
+		Client: client, Namespace: opts.Namespace, SecretName: opts.CertSecretName,
+		DNSNames: dns, IPs: ips,
+		CAValidity: opts.CAValidity, CertValidity: opts.CertValidity, RenewBefore: opts.CertRenewBefore,
+		WebhookConfigName: opts.WebhookConfigName, Store: store, Log: log,
+	}
+	wg.Go(func() { m.Run(ctx, opts.CertSyncInterval) })
+	return nil
+}
+
+func startBackfill(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := metadatainformer.NewSharedInformerFactory(mc, opts.ResyncPeriod)
+	ctrl, err := finalizer.New(mc, factory, opts.Finalizer, reg, log.With("component", "backfill"))
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	wg.Go(func() {
+		if err := ctrl.Run(ctx, opts.BackfillWorkers); err != nil && ctx.Err() == nil {
+			log.Error("finalizer back-fill stopped", "error", err)
+		}
+	})
+	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
+	return nil
+}
+
+func waitReady(ctx context.Context, store *certs.Store, log *slog.Logger) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	warn := time.After(10 * time.Second)
+	for !store.Ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-warn:
+			log.Warn("still waiting for a serving certificate")
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func healthMux(reg *prometheus.Registry, store *certs.Store) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !store.Ready() {
+			http.Error(w, "no serving certificate yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// serveUntil serves on ln (TLS when tlsCfg is set) until ctx ends, then shuts
+// the server down, giving in-flight requests up to grace.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, useTLS bool, grace time.Duration, log *slog.Logger) error {
+	errc := make(chan error, 1)
+	go func() {
+		if useTLS {
+			errc <- srv.ServeTLS(ln, "", "")
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown incomplete", "address", ln.Addr().String(), "error", err)
+	}
+	return nil
+}
