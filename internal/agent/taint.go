@@ -92,7 +92,7 @@ func NodePatch(node *corev1.Node, taint corev1.Taint, labelKey string, want Desi
 			patchOp{Op: "remove", Path: "/spec/taints/" + strconv.Itoa(i)})
 	}
 	if want.Label != "" && node.Labels[labelKey] != want.Label {
-		if node.Labels == nil {
+		if len(node.Labels) == 0 { // an empty map is absent in JSON
 			ops = append(ops, patchOp{Op: "add", Path: "/metadata/labels", Value: map[string]string{labelKey: want.Label}})
 		} else {
 			ops = append(ops, patchOp{Op: "add", Path: "/metadata/labels/" + escapePointer(labelKey), Value: want.Label})

@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "missing node", args: nil, want: "--node-name: required"},
+		{name: "unknown check", args: []string{"--node-name=n", "--checks=dns,ping"}, want: `--checks: unknown check "ping"`},
+		{name: "negative period", args: []string{"--node-name=n", "--check-period=-5s"}, want: "--check-period: must be positive"},
+		{name: "bad budget", args: []string{"--node-name=n", "--max-retainted=0"}, want: "--max-retainted"},
+		{name: "bad taint", args: []string{"--node-name=n", "--startup-taint=x"}, want: "--startup-taint"},
+		{name: "jitter too big", args: []string{"--node-name=n", "--check-jitter=1.5"}, want: "--check-jitter"},
+		{name: "bad dns server", args: []string{"--node-name=n", "--check.dns.server=10.0.0.10"}, want: "--check.dns.server"},
+		{name: "bad service ref", args: []string{"--node-name=n", "--check.discovery.service=kube-dns"}, want: "--check.discovery.service"},
+		{name: "bad log level", args: []string{"--node-name=n", "--log-level=loud"}, want: "--log-level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			if err := o.Parse(fs, tt.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	o := NewOptions()
+	o.NodeName = "node-1"
+	if err := o.Validate(); err != nil {
+		t.Errorf("defaults with a node name are invalid: %v", err)
+	}
+}

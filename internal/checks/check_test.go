@@ -1,0 +1,67 @@
+package checks
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+type fakeCheck struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+func (f fakeCheck) Name() string                  { return f.name }
+func (f fakeCheck) Run(ctx context.Context) error { return f.run(ctx) }
+
+func TestRunner(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	cs := []Check{
+		fakeCheck{"ok", func(context.Context) error { return nil }},
+		fakeCheck{"fails", func(context.Context) error { return errors.New("fails: broken") }},
+		fakeCheck{"panics", func(context.Context) error { panic("boom") }},
+		// Ignores its context: the runner must still end the round at the timeout.
+		fakeCheck{"hangs", func(context.Context) error { <-block; return nil }},
+	}
+	reg := prometheus.NewRegistry()
+	r := NewRunner(cs, 100*time.Millisecond, NewMetrics(reg))
+	round := r.Run(context.Background())
+
+	if round.Passed() {
+		t.Fatal("round with failures passed")
+	}
+	want := map[string]string{"ok": "", "fails": "fails: broken", "panics": "panics: panic: boom", "hangs": "hangs: no answer within 100ms"}
+	for i, res := range round.Results {
+		if res.Name != cs[i].Name() {
+			t.Errorf("result %d is %s, want %s (order kept)", i, res.Name, cs[i].Name())
+		}
+		w := want[res.Name]
+		if (w == "") != (res.Err == nil) || (res.Err != nil && !strings.HasPrefix(res.Err.Error(), w)) {
+			t.Errorf("%s: err = %v, want prefix %q", res.Name, res.Err, w)
+		}
+	}
+	if got := strings.Join(round.Failed(), ","); got != "fails,hangs,panics" {
+		t.Errorf("Failed() = %s", got)
+	}
+	if v := testutil.ToFloat64(r.metrics.success.WithLabelValues("ok")); v != 1 {
+		t.Errorf("success{ok} = %v", v)
+	}
+	if v := testutil.ToFloat64(r.metrics.failures.WithLabelValues("panics")); v != 1 {
+		t.Errorf("failures{panics} = %v", v)
+	}
+	if n := testutil.CollectAndCount(reg, "node_check_duration_seconds"); n != 4 {
+		t.Errorf("%d duration series, want one per check", n)
+	}
+}
+
+func TestEmptyRoundDoesNotPass(t *testing.T) {
+	if (Round{}).Passed() {
+		t.Error("a round with no checks passed")
+	}
+}

@@ -1,0 +1,178 @@
+package checks
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func TestParseResolvConf(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{name: "kubelet style", in: "search default.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n", want: []string{"10.96.0.10:53"}},
+		{name: "several and ipv6", in: "nameserver 10.0.0.1\nnameserver fd00::a\n", want: []string{"10.0.0.1:53", "[fd00::a]:53"}},
+		{name: "comments and junk skipped", in: "# nameserver 1.1.1.1\nnameserver not-an-ip\nnameserver\n\tnameserver   10.0.0.2  # trailing\n", want: []string{"10.0.0.2:53"}},
+		{name: "no nameserver", in: "search example.com\n", wantErr: true},
+		{name: "empty", in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseResolvConf(strings.NewReader(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseResolvConf(f *testing.F) {
+	f.Add("nameserver 10.96.0.10\nsearch a b\noptions ndots:5\n")
+	f.Add("nameserver fe80::1%eth0\n")
+	f.Add("nameserver\x00 1.2.3.4\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		servers, err := ParseResolvConf(strings.NewReader(in))
+		if err == nil && len(servers) == 0 {
+			t.Fatal("no error and no servers")
+		}
+		for _, s := range servers {
+			if _, _, err := net.SplitHostPort(s); err != nil {
+				t.Fatalf("server %q is not host:port: %v", s, err)
+			}
+		}
+	})
+}
+
+// FuzzAnswer feeds arbitrary bytes to the answer parsing: whatever a broken
+// or hostile resolver sends, the check errs, it never panics.
+func FuzzAnswer(f *testing.F) {
+	q := new(dns.Msg)
+	q.SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
+	good := new(dns.Msg)
+	good.SetReply(q)
+	good.Answer = append(good.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.IPv4(10, 96, 0, 1)})
+	b, _ := good.Pack()
+	f.Add(b)
+	f.Add(b[:len(b)-3])
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		resp := new(dns.Msg)
+		if err := resp.Unpack(raw); err != nil {
+			return
+		}
+		resp.Id = q.Id
+		addrs, err := AnswerAddrs(q, resp)
+		if err == nil && len(addrs) == 0 {
+			t.Fatal("no error and no addresses")
+		}
+	})
+}
+
+// fakeResolver is a real DNS server on loopback whose answers the test chooses.
+func fakeResolver(t *testing.T, handler dns.HandlerFunc) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: handler}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+func answerA(ip string) dns.HandlerFunc {
+	return func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.ParseIP(ip)})
+		w.WriteMsg(m)
+	}
+}
+
+func TestDNSCheck(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler dns.HandlerFunc
+		wantErr string
+	}{
+		{name: "answers", handler: answerA("10.96.0.1")},
+		{name: "nxdomain", handler: func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetRcode(r, dns.RcodeNameError)
+			w.WriteMsg(m)
+		}, wantErr: "NXDOMAIN"},
+		{name: "servfail", handler: func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetRcode(r, dns.RcodeServerFailure)
+			w.WriteMsg(m)
+		}, wantErr: "SERVFAIL"},
+		{name: "empty answer", handler: func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetReply(r)
+			w.WriteMsg(m)
+		}, wantErr: "no A record"},
+		{name: "garbage bytes", handler: func(w dns.ResponseWriter, r *dns.Msg) {
+			w.Write([]byte{0xde, 0xad, 0xbe, 0xef, 1, 2, 3})
+		}, wantErr: "query kubernetes.default.svc.cluster.local via"},
+		{name: "wrong id", handler: func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetReply(r)
+			m.Id = r.Id + 1
+			w.WriteMsg(m)
+		}, wantErr: "dns:"},
+		{name: "truncated and no tcp", handler: func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetReply(r)
+			m.Truncated = true
+			w.WriteMsg(m)
+		}, wantErr: "tcp"},
+		{name: "silent", handler: func(dns.ResponseWriter, *dns.Msg) {}, wantErr: "timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			server := fakeResolver(t, tt.handler)
+			c := &DNS{Names: []string{"kubernetes.default.svc.cluster.local"}, Server: server}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			err := c.Run(ctx)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Run = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "dns: ") {
+				t.Errorf("Run = %v, want a dns: error mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestDNSCheckResolvConf(t *testing.T) {
+	dir := t.TempDir()
+	if err := (&DNS{Names: []string{"x"}, ResolvConf: filepath.Join(dir, "missing")}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "read resolver configuration") {
+		t.Errorf("missing resolv.conf: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("search x\n"), 0o644)
+	if err := (&DNS{Names: []string{"x"}, ResolvConf: empty}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no nameserver") {
+		t.Errorf("resolv.conf without nameserver: %v", err)
+	}
+}
