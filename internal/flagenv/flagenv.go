@@ -24,6 +24,9 @@ func Name(prefix, name string) string {
 func Apply(fs *flag.FlagSet, prefix string, aliases map[string][]string) error {
 	var errs []string
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "version" {
+			return // a command, not configuration
+		}
 		names := append(append([]string(nil), aliases[f.Name]...), Name(prefix, f.Name))
 		f.Usage += fmt.Sprintf(" (env %s)", strings.Join(names, ", "))
 		for _, env := range names {

@@ -43,6 +43,9 @@ type Options struct {
 	Dir string
 	// NoDNS leaves CoreDNS out.
 	NoDNS bool
+	// AuditLog makes the API server write every request (metadata level, JSON)
+	// to Dir/audit.log, for tests and benchmarks that count requests.
+	AuditLog bool
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -112,7 +115,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err = cp.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	if err = cp.startAPIServer(ctx); err != nil {
+	if err = cp.startAPIServer(ctx, opts.AuditLog); err != nil {
 		return nil, err
 	}
 	if !opts.NoDNS {
@@ -235,7 +238,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	return nil
 }
 
-func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
+func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
 	certDir := filepath.Join(cp.Dir, "apiserver")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
@@ -266,6 +269,14 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--disable-admission-plugins=TaintNodesByCondition",
 		"--endpoint-reconciler-type=lease",
 		"--v=1",
+	}
+	if audit {
+		policy := filepath.Join(certDir, "audit-policy.yaml")
+		const metadataForAll = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"
+		if err := os.WriteFile(policy, []byte(metadataForAll), 0o644); err != nil {
+			return err
+		}
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath(), "--audit-log-format=json")
 	}
 	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), args, nil)
 	if err != nil {
@@ -330,6 +341,9 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	}
 	return nil
 }
+
+// AuditLogPath is where the API server writes its audit log when Options.AuditLog is set.
+func (cp *ControlPlane) AuditLogPath() string { return filepath.Join(cp.Dir, "audit.log") }
 
 // WriteKubeconfig writes a kubeconfig for the API server that authenticates
 // with token, as dir/<name>.kubeconfig, and returns its path.

@@ -368,3 +368,19 @@ func TestNodeDeletedUnderTheAgent(t *testing.T) {
 	}
 	waitNode(t, n.Name, 20*time.Second, "verified after re-creation", verified)
 }
+
+func TestStartupRetriesExhaustedKeepTaintAndSaySo(t *testing.T) {
+	n := newNode(t, "exhausted", harness.NodeOptions{})
+	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--initial-tries=2", "--retaint-threshold=100")
+	waitEvent(t, n.Name, "NodeVerificationFailed", 15*time.Second)
+	if !tainted(getNode(t, n.Name)) {
+		t.Error("node untainted although its checks fail")
+	}
+	_, metrics := httpGet(t, a.url("/metrics"))
+	if !strings.Contains(metrics, "node_ready_initial_retries_exhausted_total 1") {
+		t.Error("metrics do not count the exhausted start-up retries")
+	}
+	if !strings.Contains(metrics, `node_check_success{check="dns"} 0`) || !strings.Contains(metrics, "node_ready_verified 0") {
+		t.Error("metrics do not show the failing dns check and the unverified node")
+	}
+}

@@ -11,28 +11,21 @@ import (
 	"log"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
+	"github.com/kube-node-ready/kube-node-ready/test/agentenv"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-const (
-	namespace   = "kube-node-ready"
-	agentSA     = "kube-node-ready"
-	peerService = "kube-node-ready"
-)
+const agentSA = agentenv.ServiceAccount
 
 var cp *harness.ControlPlane
 
@@ -45,7 +38,7 @@ func TestMain(m *testing.M) {
 	var err error
 	cp, err = harness.Start(ctx, harness.Options{Logf: log.Printf})
 	if err == nil {
-		err = installAgentRBAC(ctx)
+		err = agentenv.InstallRBAC(ctx, cp)
 	}
 	cancel()
 	if err != nil {
@@ -60,77 +53,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// installAgentRBAC grants the agent's ServiceAccount what the chart grants it.
-func installAgentRBAC(ctx context.Context) error {
-	c := cp.Client
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
-			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		},
-	}
-	if _, err := c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: agentSA, Namespace: namespace}}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects:   subject,
-	}
-	if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	leaseRole := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent", Namespace: namespace},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-		},
-	}
-	if _, err := c.RbacV1().Roles(namespace).Create(ctx, leaseRole, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent", Namespace: namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: leaseRole.Name},
-		Subjects:   subject,
-	}
-	_, err := c.RbacV1().RoleBindings(namespace).Create(ctx, rb, metav1.CreateOptions{})
-	return err
-}
-
 // agent is one running agent process playing one node.
 type agent struct {
 	node harness.Node
 	proc *harness.Process
 	args []string
-	env  []string
 }
 
 func (a *agent) url(path string) string { return "http://" + a.node.IP + ":8080" + path }
 
-// baseArgs are the flags every test agent runs with: short periods, the
-// harness resolver, an external name CoreDNS answers, the kubernetes Service.
+// baseArgs are the flags every test agent runs with: the harness wiring of
+// agentenv.Args plus short periods and debug logs.
 func baseArgs(node harness.Node, kubeconfig string) []string {
-	return []string{
-		"--node-name=" + node.Name,
-		"--pod-ip=" + node.IP,
-		"--pod-namespace=" + namespace,
-		"--kubeconfig=" + kubeconfig,
-		"--metrics-bind-address=" + node.IP + ":8080",
-		"--check.dns.resolv-conf=" + cp.ResolvConf,
-		"--check.dns.external-names=" + harness.ExternalName,
-		"--check.network.kubernetes-service=" + harness.KubernetesServiceIP + ":443",
-		"--check-period=1s",
-		"--check-timeout=1s",
-		"--initial-backoff=100ms",
-		"--log-level=debug",
-	}
+	return append(agentenv.Args(cp, node, kubeconfig),
+		"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms", "--log-level=debug")
 }
 
 // newNode creates a tainted node, deleted when the test ends.
@@ -152,11 +88,7 @@ func newNode(t *testing.T, name string, opts harness.NodeOptions) harness.Node {
 // nodeKubeconfig writes a kubeconfig whose token is bound to a pod on node.
 func nodeKubeconfig(t *testing.T, sa string, node harness.Node) string {
 	t.Helper()
-	token, err := cp.NodeToken(t.Context(), namespace, sa, node.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, err := cp.WriteKubeconfig(sa+"-"+node.Name, sa, token)
+	path, err := agentenv.Kubeconfig(t.Context(), cp, sa, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +113,7 @@ func startAgent(t *testing.T, node harness.Node, extra ...string) *agent {
 
 func (a *agent) start(t *testing.T) {
 	t.Helper()
-	p, err := harness.StartProcess(cp.Dir, "agent-"+a.node.Name, agentBinary(t), a.args, a.env)
+	p, err := agentenv.Start(cp, a.node, a.args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,33 +126,18 @@ func agentBinary(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "bin", "kube-node-ready-agent")
+	return agentenv.Binary(root)
 }
 
-// publishPeers writes the agents' headless Service EndpointSlice, as the
-// endpointslice controller would for ready agent pods.
+// publishPeers writes the agents' headless Service EndpointSlice.
 func publishPeers(t *testing.T, nodes ...harness.Node) {
 	t.Helper()
-	ctx := t.Context()
-	slices := cp.Client.DiscoveryV1().EndpointSlices(namespace)
-	_ = slices.Delete(ctx, peerService, metav1.DeleteOptions{})
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: peerService, Namespace: namespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: peerService, discoveryv1.LabelManagedBy: "e2e.kube-node-ready",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("metrics"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	for _, n := range nodes {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses: []string{n.IP}, NodeName: ptr.To(n.Name),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		})
-	}
-	if _, err := slices.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+	if err := agentenv.PublishPeers(t.Context(), cp, nodes...); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = slices.Delete(context.Background(), peerService, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Client.DiscoveryV1().EndpointSlices(agentenv.Namespace).Delete(context.Background(), agentenv.PeerService, metav1.DeleteOptions{})
+	})
 }
 
 func getNode(t *testing.T, name string) *corev1.Node {

@@ -1,0 +1,137 @@
+// Package agentenv sets up what the agent needs on a harness control plane
+// (RBAC as the chart grants it, node-bound credentials, the peer Service's
+// EndpointSlice) and runs the real agent binary as one simulated node. The
+// end-to-end tests, the benchmarks and the demo share it.
+package agentenv
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+const (
+	// Namespace holds the agent's ServiceAccount, Lease and headless Service.
+	Namespace = "kube-node-ready"
+	// ServiceAccount is the agent's identity.
+	ServiceAccount = "kube-node-ready"
+	// PeerService is the agent's headless Service.
+	PeerService = "kube-node-ready"
+	// MetricsPort is where each agent serves /metrics on its node address.
+	MetricsPort = 8080
+)
+
+// InstallRBAC grants the agent's ServiceAccount what the chart grants it.
+func InstallRBAC(ctx context.Context, cp *harness.ControlPlane) error {
+	c := cp.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		},
+	}
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: ServiceAccount, Namespace: Namespace}}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   subject,
+	}
+	leaseRole := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent", Namespace: Namespace},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		},
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent", Namespace: Namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: leaseRole.Name},
+		Subjects:   subject,
+	}
+	for _, create := range []func() error{
+		func() error { _, err := c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); return err },
+		func() error { _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); return err },
+		func() error { _, err := c.RbacV1().Roles(Namespace).Create(ctx, leaseRole, metav1.CreateOptions{}); return err },
+		func() error { _, err := c.RbacV1().RoleBindings(Namespace).Create(ctx, rb, metav1.CreateOptions{}); return err },
+	} {
+		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Kubeconfig writes a kubeconfig for serviceAccount whose token is bound to a
+// pod on node, as a DaemonSet pod's projected token is.
+func Kubeconfig(ctx context.Context, cp *harness.ControlPlane, serviceAccount string, node harness.Node) (string, error) {
+	token, err := cp.NodeToken(ctx, Namespace, serviceAccount, node.Name)
+	if err != nil {
+		return "", err
+	}
+	return cp.WriteKubeconfig(serviceAccount+"-"+node.Name, serviceAccount, token)
+}
+
+// Args are the flags of an agent playing node on the harness: its own
+// address, the harness resolver, an external name CoreDNS answers, and the
+// kubernetes Service. Periods stay at their defaults; tests add their own.
+func Args(cp *harness.ControlPlane, node harness.Node, kubeconfig string) []string {
+	return []string{
+		"--node-name=" + node.Name,
+		"--pod-ip=" + node.IP,
+		"--pod-namespace=" + Namespace,
+		"--kubeconfig=" + kubeconfig,
+		fmt.Sprintf("--metrics-bind-address=%s:%d", node.IP, MetricsPort),
+		"--check.dns.resolv-conf=" + cp.ResolvConf,
+		"--check.dns.external-names=" + harness.ExternalName,
+		"--check.network.kubernetes-service=" + harness.KubernetesServiceIP + ":443",
+	}
+}
+
+// Start runs the agent binary for node with args.
+func Start(cp *harness.ControlPlane, node harness.Node, args []string) (*harness.Process, error) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	return harness.StartProcess(cp.Dir, "agent-"+node.Name, Binary(root), args, nil)
+}
+
+// Binary is the path of the built agent under the repository root.
+func Binary(root string) string { return filepath.Join(root, "bin", "kube-node-ready-agent") }
+
+// PublishPeers (re)writes the agents' headless Service EndpointSlice with one
+// ready endpoint per node, as the endpointslice controller would.
+func PublishPeers(ctx context.Context, cp *harness.ControlPlane, nodes ...harness.Node) error {
+	slices := cp.Client.DiscoveryV1().EndpointSlices(Namespace)
+	if err := slices.Delete(ctx, PeerService, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: PeerService, Namespace: Namespace, Labels: map[string]string{
+			discoveryv1.LabelServiceName: PeerService, discoveryv1.LabelManagedBy: "agentenv.kube-node-ready",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("metrics"), Port: ptr.To[int32](MetricsPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, n := range nodes {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{n.IP}, NodeName: ptr.To(n.Name),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		})
+	}
+	_, err := slices.Create(ctx, s, metav1.CreateOptions{})
+	return err
+}

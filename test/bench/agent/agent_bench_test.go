@@ -1,0 +1,375 @@
+//go:build e2e
+
+// Package agent_test benchmarks the real agent binary against the real
+// control plane: start-to-untaint latency, and the steady-state cost of 50
+// agents (API requests per round, resident memory, CPU).
+//
+//	make bench                                    # everything
+//	go test -tags e2e -run '^$' -bench . -benchtime 1x ./test/bench/agent/
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-node-ready/kube-node-ready/test/agentenv"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+var (
+	startRuns   = flag.Int("agent.start-runs", 25, "runs of the start-to-untaint benchmark")
+	fleetSize   = flag.Int("agent.fleet", 50, "agents in the steady-state benchmark")
+	fleetWindow = flag.Duration("agent.window", 5*time.Minute, "measuring window of the steady-state benchmark")
+)
+
+var cp *harness.ControlPlane
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := harness.EnterNetworkNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	var err error
+	cp, err = harness.Start(ctx, harness.Options{AuditLog: true, Logf: log.Printf})
+	if err == nil {
+		err = agentenv.InstallRBAC(ctx, cp)
+	}
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start control plane:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cp.Stop()
+	os.Exit(code)
+}
+
+// BenchmarkAgentStartToUntaint measures, for a healthy node, the time from
+// exec of the agent process to the watch event that shows the startup taint
+// gone, over -agent.start-runs fresh nodes.
+func BenchmarkAgentStartToUntaint(b *testing.B) {
+	ctx := b.Context()
+	var samples []time.Duration
+	for i := range *startRuns {
+		name := fmt.Sprintf("start-%d", i)
+		node, err := cp.CreateNode(ctx, name, harness.NodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		kubeconfig, err := agentenv.Kubeconfig(ctx, cp, agentenv.ServiceAccount, node)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := agentenv.PublishPeers(ctx, cp, node); err != nil {
+			b.Fatal(err)
+		}
+		w, err := cp.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		p, err := agentenv.Start(cp, node, agentenv.Args(cp, node, kubeconfig))
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, err := untaintedAfter(w, start, 30*time.Second)
+		w.Stop()
+		if err != nil {
+			b.Fatalf("run %d: %v\n%s", i, err, p.Tail(20))
+		}
+		samples = append(samples, d)
+		if err := p.Stop(5 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := cp.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(samples)
+	p50, p95 := percentile(samples, 50), percentile(samples, 95)
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p95), "p95-ms")
+	b.ReportMetric(ms(samples[0]), "min-ms")
+	b.ReportMetric(ms(samples[len(samples)-1]), "max-ms")
+	b.Logf("start→untaint over %d runs: p50 %.1f ms, p95 %.1f ms, min %.1f ms, max %.1f ms",
+		len(samples), ms(p50), ms(p95), ms(samples[0]), ms(samples[len(samples)-1]))
+}
+
+func untaintedAfter(w watch.Interface, start time.Time, timeout time.Duration) (time.Duration, error) {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return 0, fmt.Errorf("watch closed")
+			}
+			n, isNode := ev.Object.(*corev1.Node)
+			if isNode && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == harness.StartupTaint.Key }) {
+				return time.Since(start), nil
+			}
+		case <-deadline:
+			return 0, fmt.Errorf("taint not removed within %s", timeout)
+		}
+	}
+}
+
+// BenchmarkAgentSteadyState runs -agent.fleet agents at the default 60 s
+// period, waits until all are verified and one period has passed, then
+// measures over -agent.window: API requests per agent per round (from the
+// API server's apiserver_request_total, and by verb and resource from its
+// audit log), writes, resident memory and CPU of each agent.
+func BenchmarkAgentSteadyState(b *testing.B) {
+	ctx := b.Context()
+	var nodes []harness.Node
+	for i := range *fleetSize {
+		n, err := cp.CreateNode(ctx, fmt.Sprintf("fleet-%02d", i), harness.NodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	if err := agentenv.PublishPeers(ctx, cp, nodes...); err != nil {
+		b.Fatal(err)
+	}
+	var procs []*harness.Process
+	for _, n := range nodes {
+		kubeconfig, err := agentenv.Kubeconfig(ctx, cp, agentenv.ServiceAccount, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := agentenv.Start(cp, n, agentenv.Args(cp, n, kubeconfig))
+		if err != nil {
+			b.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	defer func() {
+		for _, p := range procs {
+			p.Stop(5 * time.Second)
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !allVerified(b, nodes) {
+		if time.Now().After(deadline) {
+			b.Fatal("not all nodes verified within 2 minutes")
+		}
+		time.Sleep(time.Second)
+	}
+	b.Logf("%d agents verified; settling for one period", len(nodes))
+	time.Sleep(70 * time.Second)
+
+	auditStart := fileSize(b, cp.AuditLogPath())
+	before := requestTotals(b)
+	cpuBefore := cpuTicks(b, procs)
+	start := time.Now()
+	time.Sleep(*fleetWindow)
+	window := time.Since(start)
+	after := requestTotals(b)
+	cpuAfter := cpuTicks(b, procs)
+
+	rounds := window.Seconds() / 60
+	var total, writes float64
+	for k, v := range after {
+		d := v - before[k]
+		total += d
+		if !slices.Contains([]string{"GET", "LIST", "WATCH"}, k.verb) {
+			writes += d
+		}
+	}
+	total-- // the first /metrics scrape of this benchmark is counted
+	perRound := total / float64(len(nodes)) / rounds
+	byKind, clusterWideLists := auditBreakdown(b, cp.AuditLogPath(), auditStart)
+
+	var rss, millicores []float64
+	for i, p := range procs {
+		rss = append(rss, rssMiB(b, p.Pid()))
+		millicores = append(millicores, float64(cpuAfter[i]-cpuBefore[i])/100/window.Seconds()*1000)
+	}
+	sort.Float64s(rss)
+	sort.Float64s(millicores)
+	b.ReportMetric(perRound, "requests/agent/round")
+	b.ReportMetric(writes, "writes")
+	b.ReportMetric(median(rss), "rss-MiB-p50")
+	b.ReportMetric(rss[len(rss)-1], "rss-MiB-max")
+	b.ReportMetric(median(millicores), "millicores-p50")
+	b.ReportMetric(millicores[len(millicores)-1], "millicores-max")
+	b.Logf("%d agents, %.0f s window (%.2f rounds): %.0f API requests = %.2f per agent per round, %.0f writes",
+		len(nodes), window.Seconds(), rounds, total, perRound, writes)
+	b.Logf("agent requests by verb/resource in the window (audit log): %v", byKind)
+	b.Logf("cluster-wide LISTs of nodes or pods by agents over the whole run (audit log): %d", clusterWideLists)
+	b.Logf("RSS MiB: p50 %.1f max %.1f; CPU millicores: p50 %.3f max %.3f", median(rss), rss[len(rss)-1], median(millicores), millicores[len(millicores)-1])
+	if clusterWideLists != 0 {
+		b.Errorf("agents made %d cluster-wide LISTs of nodes or pods", clusterWideLists)
+	}
+}
+
+func allVerified(b *testing.B, nodes []harness.Node) bool {
+	list, err := cp.Client.CoreV1().Nodes().List(b.Context(), metav1.ListOptions{LabelSelector: "node-ready/verified=true"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(list.Items) >= len(nodes)
+}
+
+type reqKey struct{ verb, resource, code string }
+
+// requestTotals scrapes apiserver_request_total from the API server.
+func requestTotals(b *testing.B) map[reqKey]float64 {
+	rt, err := rest.TransportFor(cp.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: rt}).Get(cp.Config.Host + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[reqKey]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		labels := line[len("apiserver_request_total{"):strings.LastIndexByte(line[:i], '}')]
+		out[reqKey{label(labels, "verb"), label(labels, "resource"), label(labels, "code")}] += v
+	}
+	return out
+}
+
+func label(labels, name string) string {
+	for _, kv := range strings.Split(labels, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+type auditEvent struct {
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	ObjectRef  *struct {
+		Resource string `json:"resource"`
+	} `json:"objectRef"`
+}
+
+// auditBreakdown counts the agents' requests after offset by verb and
+// resource, and their cluster-wide LISTs of nodes or pods over the whole log
+// (a LIST of nodes must carry a field selector for the agent's own node or a
+// label selector for re-tainted nodes).
+func auditBreakdown(b *testing.B, path string, offset int64) (map[string]int, int) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	byKind := map[string]int{}
+	clusterWide := 0
+	var pos int64
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			pos += int64(len(line))
+			var ev auditEvent
+			if json.Unmarshal(line, &ev) == nil && ev.Stage == "ResponseComplete" && strings.HasPrefix(ev.UserAgent, "kube-node-ready-agent") {
+				res := ""
+				if ev.ObjectRef != nil {
+					res = ev.ObjectRef.Resource
+				}
+				if ev.Verb == "list" && (res == "pods" || (res == "nodes" && !strings.Contains(ev.RequestURI, "fieldSelector=metadata.name") && !strings.Contains(ev.RequestURI, "labelSelector="))) {
+					clusterWide++
+				}
+				if pos > offset {
+					byKind[ev.Verb+" "+res]++
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return byKind, clusterWide
+}
+
+func fileSize(b *testing.B, path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.Size()
+}
+
+// cpuTicks returns utime+stime (clock ticks) of each process.
+func cpuTicks(b *testing.B, procs []*harness.Process) []int64 {
+	out := make([]int64, len(procs))
+	for i, p := range procs {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		out[i] = u + s
+	}
+	return out
+}
+
+func rssMiB(b *testing.B, pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(i-1, 0)]
+}
+
+func median(sorted []float64) float64 { return sorted[len(sorted)/2] }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
