@@ -62,10 +62,22 @@ func InstallRBAC(ctx context.Context, cp *harness.ControlPlane) error {
 		Subjects:   subject,
 	}
 	for _, create := range []func() error{
-		func() error { _, err := c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); return err },
-		func() error { _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); return err },
-		func() error { _, err := c.RbacV1().Roles(Namespace).Create(ctx, leaseRole, metav1.CreateOptions{}); return err },
-		func() error { _, err := c.RbacV1().RoleBindings(Namespace).Create(ctx, rb, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.RbacV1().Roles(Namespace).Create(ctx, leaseRole, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.RbacV1().RoleBindings(Namespace).Create(ctx, rb, metav1.CreateOptions{})
+			return err
+		},
 	} {
 		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
