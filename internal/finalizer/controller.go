@@ -140,6 +140,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
 	}
 	<-ctx.Done()
+	c.queue.ShutDown() // wakes workers blocked in Get
 	wg.Wait()
 	return nil
 }

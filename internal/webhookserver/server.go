@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,7 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	reg.MustRegister(build)
 
 	store := &certs.Store{}
+	var listening atomic.Bool // ready = a certificate and an open admission listener
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -54,7 +56,7 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	}
 
 	// Health first, so a probe can tell "starting" from "dead".
-	health := &http.Server{Addr: opts.MetricsAddress, Handler: healthMux(reg, store), ReadHeaderTimeout: 5 * time.Second}
+	health := &http.Server{Addr: opts.MetricsAddress, Handler: healthMux(reg, func() bool { return listening.Load() && store.Ready() }), ReadHeaderTimeout: 5 * time.Second}
 	healthLn, err := net.Listen("tcp", opts.MetricsAddress)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", opts.MetricsAddress, err)
@@ -99,6 +101,7 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", opts.ListenAddress, err)
 	}
+	listening.Store(true)
 	log.Info("admission webhook serving", "address", ln.Addr().String(), "path", Path, "cert_mode", opts.CertMode, "client_cert_required", opts.ClientCAFile != "")
 	err = serveUntil(ctx, srv, ln, true, opts.ShutdownGrace, log)
 	cancel()
@@ -189,13 +192,13 @@ func waitReady(ctx context.Context, store *certs.Store, log *slog.Logger) error 
 	return nil
 }
 
-func healthMux(reg *prometheus.Registry, store *certs.Store) *http.ServeMux {
+func healthMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !store.Ready() {
-			http.Error(w, "no serving certificate yet", http.StatusServiceUnavailable)
+		if !ready() {
+			http.Error(w, "not serving admission yet (no certificate)", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
