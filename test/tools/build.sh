@@ -8,12 +8,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin"
 
-# build NAME MODULE_DIR PINNED_MODULE BINARY=PACKAGE...
+# build NAME MODULE_DIR PINNED_MODULE BINARY=PACKAGE...  ($LDFLAGS applies)
 build() {
 	local name=$1 dir=$2 mod=$3
 	shift 3
-	local version stamp="$bin/.stamp-$name"
-	version="$mod@$(cd "$dir" && go list -m -f '{{.Version}}' "$mod") $(go env GOVERSION)"
+	local version stamp="$bin/.stamp-$name" pinned
+	pinned=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
+	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "${LDFLAGS:-}" | sha256sum | cut -c1-12)"
 	if [[ -f "$stamp" && "$(cat "$stamp")" == "$version" ]] && all_present "$@"; then
 		return 0
 	fi
@@ -21,7 +22,7 @@ build() {
 	local start=$SECONDS
 	local spec
 	for spec in "$@"; do
-		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -o "$bin/${spec%%=*}" "${spec#*=}")
+		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "${LDFLAGS:-}" -o "$bin/${spec%%=*}" "${spec#*=}")
 	done
 	echo "$version" >"$stamp"
 	echo ">> built $name in $((SECONDS - start))s"
@@ -36,7 +37,15 @@ all_present() {
 
 tools="$root/test/tools"
 build etcd "$tools/etcd" go.etcd.io/etcd/server/v3 etcd=go.etcd.io/etcd/server/v3
-build kubernetes "$tools/kubernetes" k8s.io/kubernetes \
+# Stamp the version the way Kubernetes' own build does, or the API server
+# reports v0.0.0-master and helm refuses charts with a kubeVersion.
+k8s=$(cd "$tools/kubernetes" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+k8sminor=$(echo "$k8s" | cut -d. -f2)
+ldv=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	ldv+=" -X $pkg.gitVersion=$k8s -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8sminor -X $pkg.gitTreeState=clean"
+done
+LDFLAGS=$ldv build kubernetes "$tools/kubernetes" k8s.io/kubernetes \
 	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
 build coredns "$tools/coredns" github.com/coredns/coredns coredns=github.com/coredns/coredns
 build helm "$tools/helm" helm.sh/helm/v3 helm=helm.sh/helm/v3/cmd/helm

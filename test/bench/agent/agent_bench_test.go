@@ -189,36 +189,49 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 	cpuAfter := cpuTicks(b, procs)
 
 	rounds := window.Seconds() / 60
-	var total, writes float64
+	var total, serverWrites float64
 	for k, v := range after {
 		d := v - before[k]
 		total += d
 		if !slices.Contains([]string{"GET", "LIST", "WATCH"}, k.verb) {
-			writes += d
+			serverWrites += d
 		}
 	}
 	total-- // the first /metrics scrape of this benchmark is counted
 	perRound := total / float64(len(nodes)) / rounds
 	byKind, clusterWideLists := auditBreakdown(b, cp.AuditLogPath(), auditStart)
+	writes := 0.0
+	for k, n := range byKind {
+		if verb, _, _ := strings.Cut(k, " "); !slices.Contains([]string{"get", "list", "watch"}, verb) {
+			writes += float64(n)
+		}
+	}
 
-	var rss, millicores []float64
+	var rss, anon, file, millicores []float64
 	for i, p := range procs {
-		rss = append(rss, rssMiB(b, p.Pid()))
+		rss = append(rss, rssMiB(b, p.Pid(), "VmRSS"))
+		anon = append(anon, rssMiB(b, p.Pid(), "RssAnon"))
+		file = append(file, rssMiB(b, p.Pid(), "RssFile"))
 		millicores = append(millicores, float64(cpuAfter[i]-cpuBefore[i])/100/window.Seconds()*1000)
 	}
 	sort.Float64s(rss)
+	sort.Float64s(anon)
+	sort.Float64s(file)
 	sort.Float64s(millicores)
 	b.ReportMetric(perRound, "requests/agent/round")
-	b.ReportMetric(writes, "writes")
+	b.ReportMetric(writes, "agent-writes")
 	b.ReportMetric(median(rss), "rss-MiB-p50")
 	b.ReportMetric(rss[len(rss)-1], "rss-MiB-max")
 	b.ReportMetric(median(millicores), "millicores-p50")
 	b.ReportMetric(millicores[len(millicores)-1], "millicores-max")
-	b.Logf("%d agents, %.0f s window (%.2f rounds): %.0f API requests = %.2f per agent per round, %.0f writes",
-		len(nodes), window.Seconds(), rounds, total, perRound, writes)
+	b.Logf("%d agents, %.0f s window (%.2f rounds): %.0f API requests = %.2f per agent per round; %.0f writes by agents, %.0f writes in all (the API server's own leases and endpoints)",
+		len(nodes), window.Seconds(), rounds, total, perRound, writes, serverWrites)
 	b.Logf("agent requests by verb/resource in the window (audit log): %v", byKind)
 	b.Logf("cluster-wide LISTs of nodes or pods by agents over the whole run (audit log): %d", clusterWideLists)
-	b.Logf("RSS MiB: p50 %.1f max %.1f; CPU millicores: p50 %.3f max %.3f", median(rss), rss[len(rss)-1], median(millicores), millicores[len(millicores)-1])
+	b.Logf("RSS MiB: p50 %.1f (anonymous %.1f, file-backed %.1f) max %.1f; CPU millicores: p50 %.3f max %.3f", median(rss), median(anon), median(file), rss[len(rss)-1], median(millicores), millicores[len(millicores)-1])
+	if writes != 0 {
+		b.Errorf("healthy agents wrote %v times", writes)
+	}
 	if clusterWideLists != 0 {
 		b.Errorf("agents made %d cluster-wide LISTs of nodes or pods", clusterWideLists)
 	}
@@ -350,18 +363,19 @@ func cpuTicks(b *testing.B, procs []*harness.Process) []int64 {
 	return out
 }
 
-func rssMiB(b *testing.B, pid int) float64 {
+// rssMiB reads a field of /proc/PID/status (VmRSS, RssAnon, RssFile) in MiB.
+func rssMiB(b *testing.B, pid int, field string) float64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			return kb / 1024
 		}
 	}
-	b.Fatalf("no VmRSS for pid %d", pid)
+	b.Fatalf("no %s for pid %d", field, pid)
 	return 0
 }
 

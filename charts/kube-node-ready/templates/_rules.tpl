@@ -1,0 +1,43 @@
+{{/* The alerting rules; rendered into the PrometheusRule and checked by promtool in the tests. */}}
+{{- define "knr.prometheusRules" -}}
+groups:
+  - name: kube-node-ready
+    rules:
+      - alert: NodeUnverified
+        expr: node_ready_verified == 0
+        for: {{ .Values.monitoring.prometheusRule.unverifiedFor }}
+        labels:
+          severity: warning
+        annotations:
+          summary: "Node {{ "{{" }} $labels.node {{ "}}" }} is still unverified"
+          description: "The kube-node-ready agent on {{ "{{" }} $labels.node {{ "}}" }} has not verified the node for {{ .Values.monitoring.prometheusRule.unverifiedFor }}; it keeps the {{ .Values.agent.startupTaint.key }} taint. Run `kube-node-ready-agent check` in the agent pod or read `kubectl logs -l app=kube-node-ready`."
+      - alert: NodeRetainted
+        expr: increase(node_ready_taint_operations_total{operation="add",result="success"}[10m]) > 0
+        labels:
+          severity: warning
+        annotations:
+          summary: "Node {{ "{{" }} $labels.node {{ "}}" }} was re-tainted"
+          description: "Checks failed repeatedly on {{ "{{" }} $labels.node {{ "}}" }} and the agent re-applied the startup taint."
+      - alert: NodeRetaintSuppressed
+        expr: increase(node_ready_retaint_suppressed_total[10m]) > 0
+        labels:
+          severity: critical
+        annotations:
+          summary: "Re-taint of {{ "{{" }} $labels.node {{ "}}" }} suppressed by the fleet budget"
+          description: "Checks keep failing on more nodes than --max-retainted allows to re-taint: likely a cluster-wide fault (cluster DNS, API server, CNI)."
+      - alert: NodeCleanupPending
+        expr: node_cleanup_oldest_pending_seconds > {{ .Values.monitoring.prometheusRule.cleanupPendingSeconds }}
+        labels:
+          severity: warning
+        annotations:
+          summary: "A node has been waiting for cleanup for more than {{ .Values.monitoring.prometheusRule.cleanupPendingSeconds }} s"
+          description: "A deleted node still carries the infra.894.io/node-cleanup finalizer. See the CleanupFailed Events on it; `kubectl annotate node NAME infra.894.io/skip-cleanup=true` bypasses cleanup."
+      - alert: NodeCleanupWebhookErrors
+        expr: sum by (namespace, pod) (rate(node_cleanup_webhook_requests_total{result=~"invalid|panic|bad_request|too_large"}[5m])) > 0
+        for: 5m
+        labels:
+          severity: warning
+        annotations:
+          summary: "The node-cleanup admission webhook answers requests it cannot handle"
+          description: "{{ "{{" }} $labels.pod {{ "}}" }} answered malformed or failing admission requests; nodes are still admitted, but may miss the finalizer until back-fill adds it."
+{{- end -}}
