@@ -13,16 +13,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 )
@@ -83,10 +84,7 @@ func run(ctx context.Context, opts *agent.Options) error {
 		return err
 	}
 	runner := checks.NewRunner(cs, opts.CheckTimeout, checks.NewMetrics(reg))
-	recorder, err := agent.NewRecorder(ctx, client)
-	if err != nil {
-		return err
-	}
+	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Dedup: 10 * time.Minute, Log: log}
 	a, err := agent.New(opts, client, runner, agent.NewMetrics(reg), recorder, log)
 	if err != nil {
 		return err
@@ -120,7 +118,7 @@ func runCheck(ctx context.Context, opts *agent.Options) int {
 	return 0
 }
 
-func newClient(kubeconfig string) (kubernetes.Interface, error) {
+func newClient(kubeconfig string) (*kube.Client, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -132,5 +130,5 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
 	cfg.UserAgent = name + "/" + version.Version
-	return kubernetes.NewForConfig(cfg)
+	return kube.New(cfg)
 }

@@ -17,13 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // Event reasons recorded on the Node.
@@ -37,11 +37,11 @@ const (
 // Agent verifies one node. Create it with New and call Run.
 type Agent struct {
 	opts     *Options
-	client   kubernetes.Interface
+	client   *kube.Client
 	log      *slog.Logger
 	runner   *checks.Runner
 	metrics  *Metrics
-	recorder events.EventRecorder
+	recorder *kube.Recorder
 	taint    corev1.Taint
 	budget   Budget
 	informer cache.SharedIndexInformer
@@ -61,7 +61,7 @@ type Agent struct {
 }
 
 // New wires an agent from validated options.
-func New(opts *Options, client kubernetes.Interface, runner *checks.Runner, metrics *Metrics, recorder events.EventRecorder, log *slog.Logger) (*Agent, error) {
+func New(opts *Options, client *kube.Client, runner *checks.Runner, metrics *Metrics, recorder *kube.Recorder, log *slog.Logger) (*Agent, error) {
 	taint, err := ParseTaint(opts.StartupTaint)
 	if err != nil {
 		return nil, err
@@ -71,8 +71,17 @@ func New(opts *Options, client kubernetes.Interface, runner *checks.Runner, metr
 		return nil, err
 	}
 	// Watch only our own node: a field-selected list+watch, never all nodes.
-	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll,
-		fields.OneTermEqualSelector("metadata.name", opts.NodeName))
+	own := fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = own
+			return client.ListNodes(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = own
+			return client.WatchNodes(ctx, o)
+		},
+	}
 	a := &Agent{
 		opts: opts, client: client, log: log, runner: runner, metrics: metrics, recorder: recorder,
 		taint: taint, budget: budget,
@@ -260,8 +269,8 @@ func (a *Agent) setReady(done, apiOK bool) {
 }
 
 func (a *Agent) apiReachable(ctx context.Context) bool {
-	_, err := a.client.Discovery().ServerVersion()
-	return err == nil && ctx.Err() == nil
+	_, err := a.client.ServerVersion(ctx)
+	return err == nil
 }
 
 func (a *Agent) cachedNode() *corev1.Node {
@@ -319,7 +328,7 @@ func RetaintAllowed(alreadyRetainted, limit int) bool {
 func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
 	sel := a.opts.VerifiedLabel + "=false"
 	// A consistent read (no resourceVersion): the previous Lease holder's taint must be seen.
-	retainted, err := a.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	retainted, err := a.client.ListNodes(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list nodes %s: %w", sel, err)
 	}
@@ -331,7 +340,7 @@ func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
 	// Count without reading every node: one item plus the server's count of the rest.
 	opts := metav1.ListOptions{Limit: 1}
 	for {
-		page, err := a.client.CoreV1().Nodes().List(ctx, opts)
+		page, err := a.client.ListNodes(ctx, opts)
 		if err != nil {
 			return 0, 0, fmt.Errorf("count nodes: %w", err)
 		}
@@ -376,7 +385,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 		if wasTainted != want.Taint {
 			op = map[bool]string{true: "add", false: "remove"}[want.Taint]
 		}
-		updated, err := a.client.CoreV1().Nodes().Patch(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
+		updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
 		if err == nil {
 			a.count(op, "success")
 			a.afterWrite(node, updated, op)
@@ -397,7 +406,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			return ctx.Err()
 		case <-time.After(d):
 		}
-		if node, err = a.client.CoreV1().Nodes().Get(ctx, a.opts.NodeName, metav1.GetOptions{}); err != nil {
+		if node, err = a.client.GetNode(ctx, a.opts.NodeName); err != nil {
 			return fmt.Errorf("re-read node after conflict: %w", err)
 		}
 	}
@@ -437,17 +446,8 @@ func (a *Agent) event(node *corev1.Node, eventType, reason, action, note string,
 	if a.recorder == nil {
 		return
 	}
-	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-	a.recorder.Eventf(ref, nil, eventType, reason, action, note, args...)
-}
-
-// NewRecorder starts an events.k8s.io/v1 broadcaster writing to the API server.
-func NewRecorder(ctx context.Context, client kubernetes.Interface) (events.EventRecorder, error) {
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
-		return nil, err
-	}
-	return b.NewRecorder(scheme.Scheme, "kube-node-ready-agent"), nil
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	a.recorder.Eventf(ref, eventType, reason, action, note, args...)
 }
 
 func newInitialBackoff(first time.Duration, tries int) backoff.BackOff {

@@ -7,8 +7,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // retaintLock is a Lease that serializes the count-then-taint of the fleet
@@ -16,7 +17,7 @@ import (
 // died counts zero re-tainted nodes at the same moment and all of them taint.
 // It is taken only on the rare re-taint path.
 type retaintLock struct {
-	client          kubernetes.Interface
+	client          *kube.Client
 	namespace, name string
 	holder          string
 	duration        time.Duration
@@ -25,13 +26,12 @@ type retaintLock struct {
 // acquire takes the lease if it is free, expired or ours. false means another
 // agent holds it; the caller tries again next round.
 func (l *retaintLock) acquire(ctx context.Context) (bool, error) {
-	leases := l.client.CoordinationV1().Leases(l.namespace)
 	now := metav1.NowMicro()
-	lease, err := leases.Get(ctx, l.name, metav1.GetOptions{})
+	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
 		l.fill(lease, now)
-		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+		_, err = l.client.CreateLease(ctx, lease)
 		if apierrors.IsAlreadyExists(err) {
 			return false, nil
 		}
@@ -48,7 +48,7 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, error) {
 	}
 	l.fill(lease, now)
 	// The Update carries the resourceVersion we read: a concurrent taker makes it conflict.
-	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	_, err = l.client.UpdateLease(ctx, lease)
 	if apierrors.IsConflict(err) {
 		return false, nil
 	}
@@ -65,11 +65,10 @@ func (l *retaintLock) fill(lease *coordinationv1.Lease, now metav1.MicroTime) {
 // release hands the lease back if we still hold it; failure only delays the
 // next taker until the lease expires.
 func (l *retaintLock) release(ctx context.Context) {
-	leases := l.client.CoordinationV1().Leases(l.namespace)
-	lease, err := leases.Get(ctx, l.name, metav1.GetOptions{})
+	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
 	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != l.holder {
 		return
 	}
 	lease.Spec.HolderIdentity = ptr.To("")
-	_, _ = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	_, _ = l.client.UpdateLease(ctx, lease)
 }

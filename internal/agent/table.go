@@ -8,9 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // checkTable builds each known check from the options; adding a check means
@@ -40,7 +39,7 @@ var checkTable = map[string]func(o *Options, d deps) checks.Check{
 }
 
 type deps struct {
-	client     kubernetes.Interface
+	client     *kube.Client
 	endpoints  *checks.EndpointCache
 	dnsService checks.ServiceRef
 	log        *slog.Logger
@@ -49,7 +48,7 @@ type deps struct {
 // BuildChecks returns the enabled checks, in the order of AllChecks. The
 // network and discovery checks share one endpoint cache, so the fresh
 // kube-dns read of discovery also serves as the network check's peer list.
-func BuildChecks(o *Options, client kubernetes.Interface, log *slog.Logger) ([]checks.Check, error) {
+func BuildChecks(o *Options, client *kube.Client, log *slog.Logger) ([]checks.Check, error) {
 	dnsService, err := checks.ParseServiceRef(o.DNSService)
 	if err != nil {
 		return nil, err

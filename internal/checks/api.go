@@ -4,17 +4,21 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
+
+// NodeGetter reads a Node from the API server.
+type NodeGetter interface {
+	GetNode(ctx context.Context, name string) (*corev1.Node, error)
+}
 
 // API proves the API server is reachable and that the agent is authenticated
 // and authorized: a GET of its own node, served by the API server (not a
 // cache), which fails with 401 or 403 where a mere TCP connect would pass.
 type API struct {
-	// Client is the agent's clientset.
-	Client kubernetes.Interface
+	// Client reads the node.
+	Client NodeGetter
 	// NodeName is the node the agent runs on.
 	NodeName string
 }
@@ -24,7 +28,7 @@ func (*API) Name() string { return "api" }
 
 // Run implements Check.
 func (a *API) Run(ctx context.Context) error {
-	_, err := a.Client.CoreV1().Nodes().Get(ctx, a.NodeName, metav1.GetOptions{})
+	_, err := a.Client.GetNode(ctx, a.NodeName)
 	switch {
 	case err == nil:
 		return nil

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // ServiceRef names a Service.
@@ -93,16 +92,21 @@ type EndpointLister interface {
 	Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoint, error)
 }
 
+// SliceClient lists EndpointSlices.
+type SliceClient interface {
+	ListEndpointSlices(ctx context.Context, namespace string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
+}
+
 // SliceLister lists a Service's EndpointSlices from the API server's watch
 // cache (resourceVersion=0): cheap for the API server and etcd, and fresh
 // enough for picking peers.
 type SliceLister struct {
-	Client kubernetes.Interface
+	Client SliceClient
 }
 
 // Endpoints implements EndpointLister.
 func (l *SliceLister) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoint, error) {
-	list, err := l.Client.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{
+	list, err := l.Client.ListEndpointSlices(ctx, svc.Namespace, metav1.ListOptions{
 		LabelSelector:   discoveryv1.LabelServiceName + "=" + svc.Name,
 		ResourceVersion: "0",
 	})

@@ -39,6 +39,7 @@ var (
 	startRuns   = flag.Int("agent.start-runs", 25, "runs of the start-to-untaint benchmark")
 	fleetSize   = flag.Int("agent.fleet", 50, "agents in the steady-state benchmark")
 	fleetWindow = flag.Duration("agent.window", 5*time.Minute, "measuring window of the steady-state benchmark")
+	fleetSettle = flag.Duration("agent.settle", 70*time.Second, "wait after all nodes are verified before measuring")
 )
 
 var cp *harness.ControlPlane
@@ -176,8 +177,8 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 		}
 		time.Sleep(time.Second)
 	}
-	b.Logf("%d agents verified; settling for one period", len(nodes))
-	time.Sleep(70 * time.Second)
+	b.Logf("%d agents verified; settling for %s", len(nodes), *fleetSettle)
+	time.Sleep(*fleetSettle)
 
 	auditStart := fileSize(b, cp.AuditLogPath())
 	before := requestTotals(b)
