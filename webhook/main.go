@@ -4,15 +4,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"log"
-	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
+	"k8s.io/klog/v2"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhookserver"
@@ -21,19 +22,33 @@ import (
 const name = "kube-node-ready-webhook"
 
 func main() {
+	args := os.Args[1:]
+	removeFinalizers := len(args) > 0 && args[0] == "remove-finalizers"
+	if removeFinalizers {
+		args = args[1:]
+	}
 	opts := webhookopts.Default()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	opts.AddFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nEvery flag can also be set by the environment variable named after it.\n\nFlags:\n", name)
+		fmt.Fprintf(fs.Output(), `Usage:
+  %[1]s [flags]                    serve admission, back-fill the finalizer, run node cleanup
+  %[1]s remove-finalizers [flags]  uninstall: delete the MutatingWebhookConfiguration
+                                   (--webhook-config-name), then remove --finalizer from every Node
+
+Every flag can also be set by the environment variable named after it.
+
+Flags:
+`, name)
 		fs.PrintDefaults()
 	}
-	if err := webhookopts.ApplyEnv(fs, nil); err != nil {
-		log.Fatalf("%s: environment: %v", name, err)
+	if err := webhookopts.ApplyEnv(fs); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: environment: %v\n", name, err)
+		os.Exit(2)
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
 		os.Exit(2)
@@ -42,16 +57,23 @@ func main() {
 		fmt.Println(version.String(name))
 		return
 	}
-	if err := opts.Validate(); err != nil {
-		log.Fatalf("%s: invalid options:\n%v", name, err)
-	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(strings.ToLower(opts.LogLevel)))
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: level}))
-	logger.Info("starting", "version", version.Version, "commit", version.Commit)
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if removeFinalizers {
+		if err := webhookserver.RemoveFinalizers(ctx, opts, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "%s remove-finalizers: %v\n", name, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: invalid options:\n%v\n", name, err)
+		os.Exit(2)
+	}
+	logger := logging.New(os.Stdout, opts.LogLevel)
+	// client-go (leader election, informers) logs through klog; same JSON stream.
+	klog.SetSlogLogger(logger)
+	logger.Info("starting", "version", version.Version, "commit", version.Commit)
 	if err := webhookserver.Run(ctx, opts, logger); err != nil {
 		logger.Error("webhook failed", "error", err)
 		os.Exit(1)

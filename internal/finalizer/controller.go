@@ -1,17 +1,20 @@
-// Package finalizer keeps the node-cleanup finalizer on every Node: a
-// metadata-only informer sees each Node, and a worker pool adds the finalizer
-// to any that lack it and are not being deleted (nodes created while the
-// admission webhook was down, or before it was installed).
+// Package finalizer is the node watcher of the webhook binary. A
+// metadata-only informer sees every Node; while this replica holds the
+// leader Lease, two worker pools act on it:
+//
+//   - back-fill: a Node that lacks the finalizer and is not being deleted gets
+//     it (created while the admission webhook was down, or before install);
+//   - cleanup: a Node with a deletionTimestamp and our finalizer runs the
+//     cleanup pipeline, then loses only our finalizer, so deletion completes.
 //
 // It follows the sample-controller shape (informer, typed rate-limited
-// workqueue, Run(ctx, workers), syncHandler) so that the deletion half — run
-// cleanup plugins when a Node gets a deletionTimestamp — can be added as
-// another branch of sync.
+// workqueues, workers, sync functions). Queues live only while leading, and
+// are refilled from the cache when leadership starts, so a new leader
+// finishes whatever the old one left mid-cleanup.
 package finalizer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,66 +24,143 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 )
 
 // NodesResource is what the informer lists and the patches target.
 var NodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
 
-// Controller adds the finalizer to Nodes that lack it.
+// Event reasons recorded on the Node.
+const (
+	ReasonCleanupStarted      = "CleanupStarted"
+	ReasonCleanupCompleted    = "CleanupCompleted"
+	ReasonCleanupFailed       = "CleanupFailed"
+	ReasonCleanupSkipped      = "CleanupSkipped"
+	ReasonCleanupPluginFailed = "CleanupPluginFailed"
+)
+
+// Config tunes the controller.
+type Config struct {
+	// Finalizer is ours.
+	Finalizer string
+	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
+	SkipAnnotation string
+	// Backfill turns on the back-fill pool with BackfillWorkers workers.
+	Backfill        bool
+	BackfillWorkers int
+	// Cleanup turns on the cleanup pool with CleanupWorkers workers.
+	Cleanup        bool
+	CleanupWorkers int
+	// RetryBase and RetryMax shape the per-node exponential backoff after a failed cleanup.
+	RetryBase, RetryMax time.Duration
+	// Pipeline returns the pipeline for the next attempt (hot-reloaded config).
+	Pipeline func() *cleanup.Pipeline
+	// Recorder records Events on Nodes; nil records none.
+	Recorder events.EventRecorder
+	// BackfillAllowed, when set, is asked before each back-fill patch; false
+	// pauses back-fill (the webhook configuration is gone: uninstalling).
+	BackfillAllowed func(ctx context.Context) bool
+}
+
+// Controller is the node watcher.
 type Controller struct {
-	client    metadata.Interface
-	finalizer string
-	lister    cache.GenericLister
-	synced    cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
-	log       *slog.Logger
+	client metadata.Interface
+	cfg    Config
+	lister cache.GenericLister
+	synced cache.InformerSynced
+	log    *slog.Logger
 
 	mu        sync.Mutex
-	finalized map[string]struct{} // nodes that carry the finalizer, for the gauge
-	patches   *prometheus.CounterVec
+	finalized map[string]struct{}                          // nodes that carry the finalizer, for the gauge
+	pending   map[string]time.Time                         // deleting nodes with the finalizer → deletionTimestamp
+	running   map[string]*runningClean                     // cleanups in progress, by node name
+	backfillQ workqueue.TypedRateLimitingInterface[string] // nil unless leading
+	cleanupQ  workqueue.TypedRateLimitingInterface[string] // nil unless leading
+
+	patches *prometheus.CounterVec
+	nodes   *prometheus.CounterVec
+	leader  prometheus.Gauge
 }
+
+type runningClean struct {
+	uid    types.UID
+	cancel context.CancelCauseFunc
+}
+
+// Causes with which a running cleanup is cancelled.
+var (
+	errBypassed = errors.New("skip-cleanup annotation set")
+	errReplaced = errors.New("node deleted or re-created")
+)
 
 // New builds a controller on factory's Node metadata informer; call
 // factory.Start after New so the informer has its handlers.
-func New(client metadata.Interface, factory metadatainformer.SharedInformerFactory, finalizer string, reg prometheus.Registerer, log *slog.Logger) (*Controller, error) {
+func New(client metadata.Interface, factory metadatainformer.SharedInformerFactory, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Controller, error) {
 	inf := factory.ForResource(NodesResource)
 	c := &Controller{
 		client:    client,
-		finalizer: finalizer,
+		cfg:       cfg,
 		lister:    inf.Lister(),
 		synced:    inf.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-finalizer"}),
 		log:       log,
 		finalized: map[string]struct{}{},
+		pending:   map[string]time.Time{},
+		running:   map[string]*runningClean{},
 		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_cleanup_finalizer_backfill_total",
 			Help: "Finalizer back-fill patches on Nodes that lacked it, by result (success, error).",
 		}, []string{"result"}),
+		nodes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_cleanup_nodes_total",
+			Help: "Node cleanup attempts by result (completed, failed, skipped).",
+		}, []string{"result"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "node_cleanup_leader",
+			Help: "1 while this replica holds the leader Lease and runs back-fill and cleanup.",
+		}),
 	}
-	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "node_cleanup_nodes_with_finalizer",
-		Help: "Nodes in the informer cache that carry the node-cleanup finalizer.",
-	}, func() float64 {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return float64(len(c.finalized))
-	})
-	if err := reg.Register(gauge); err != nil {
-		return nil, fmt.Errorf("finalizer: register metrics: %w", err)
+	collectors := []prometheus.Collector{
+		c.patches, c.nodes, c.leader,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "node_cleanup_nodes_with_finalizer",
+			Help: "Nodes in the informer cache that carry the node-cleanup finalizer.",
+		}, func() float64 { c.mu.Lock(); defer c.mu.Unlock(); return float64(len(c.finalized)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "node_cleanup_queue_depth",
+			Help: "Nodes waiting in the cleanup queue of this replica (0 when not leading).",
+		}, func() float64 {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.cleanupQ == nil {
+				return 0
+			}
+			return float64(c.cleanupQ.Len())
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "node_cleanup_oldest_pending_seconds",
+			Help: "Age of the oldest deletionTimestamp among Nodes still held by the finalizer (0 when none).",
+		}, c.oldestPending),
 	}
-	if err := reg.Register(c.patches); err != nil {
-		return nil, fmt.Errorf("finalizer: register metrics: %w", err)
+	for _, col := range collectors {
+		if err := reg.Register(col); err != nil {
+			return nil, fmt.Errorf("finalizer: register metrics: %w", err)
+		}
+	}
+	// Keep only what the watcher reads: at 5 000 nodes managedFields and
+	// annotations (some are kilobytes of JSON) would dominate the cache.
+	if err := inf.Informer().SetTransform(c.trim); err != nil {
+		return nil, fmt.Errorf("finalizer: set transform: %w", err)
 	}
 	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.observe,
@@ -93,6 +173,20 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 	return c, nil
 }
 
+func (c *Controller) trim(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	m.ManagedFields = nil
+	if v, ok := m.Annotations[c.cfg.SkipAnnotation]; ok {
+		m.Annotations = map[string]string{c.cfg.SkipAnnotation: v}
+	} else {
+		m.Annotations = nil
+	}
+	return m, nil
+}
+
 // HasSynced reports whether the informer has listed every Node once.
 func (c *Controller) HasSynced() bool { return c.synced() }
 
@@ -101,9 +195,37 @@ func (c *Controller) observe(obj any) {
 	if !ok {
 		return
 	}
-	c.track(m.Name, slices.Contains(m.Finalizers, c.finalizer))
-	if NeedsFinalizer(m, c.finalizer) {
-		c.queue.Add(m.Name)
+	has := slices.Contains(m.Finalizers, c.cfg.Finalizer)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if has {
+		c.finalized[m.Name] = struct{}{}
+	} else {
+		delete(c.finalized, m.Name)
+	}
+	deleting := m.DeletionTimestamp != nil && has
+	if deleting {
+		c.pending[m.Name] = m.DeletionTimestamp.Time
+	} else {
+		delete(c.pending, m.Name)
+	}
+	if r := c.running[m.Name]; r != nil {
+		switch {
+		case r.uid != m.UID || !deleting:
+			r.cancel(errReplaced)
+		case c.skipped(m):
+			r.cancel(errBypassed)
+		}
+	}
+	if NeedsFinalizer(m, c.cfg.Finalizer) && c.backfillQ != nil {
+		c.backfillQ.Add(m.Name)
+	}
+	if deleting && c.cleanupQ != nil {
+		if c.skipped(m) {
+			// Do not wait out a backoff: bypass now.
+			c.cleanupQ.Forget(m.Name)
+		}
+		c.cleanupQ.Add(m.Name)
 	}
 }
 
@@ -111,38 +233,109 @@ func (c *Controller) forget(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		c.track(m.Name, false)
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
 	}
-}
-
-func (c *Controller) track(name string, has bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if has {
-		c.finalized[name] = struct{}{}
-	} else {
-		delete(c.finalized, name)
+	delete(c.finalized, m.Name)
+	delete(c.pending, m.Name)
+	if r := c.running[m.Name]; r != nil {
+		r.cancel(errReplaced)
 	}
 }
 
-// Run waits for the cache, then runs workers until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) error {
+func (c *Controller) skipped(m *metav1.PartialObjectMetadata) bool {
+	return c.cfg.SkipAnnotation != "" && m.Annotations[c.cfg.SkipAnnotation] == "true"
+}
+
+func (c *Controller) oldestPending() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var oldest time.Time
+	for _, t := range c.pending {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest).Seconds()
+}
+
+// Lead waits for the cache, then runs the worker pools until ctx ends (the
+// process stops or leadership is lost). It can be called again afterwards.
+func (c *Controller) Lead(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	c.log.Info("finalizer back-fill starting", "workers", workers)
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return errors.New("finalizer: node cache never synced")
 	}
-	c.log.Info("node cache synced", "nodes_with_finalizer", c.count())
+	c.leader.Set(1)
+	defer c.leader.Set(0)
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	var bq, cq workqueue.TypedRateLimitingInterface[string]
+	if c.cfg.Backfill {
+		bq = workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-finalizer"})
+	}
+	if c.cfg.Cleanup {
+		cq = workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.cfg.RetryBase, c.cfg.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-cleanup"})
+	}
+	c.mu.Lock()
+	c.backfillQ, c.cleanupQ = bq, cq
+	c.mu.Unlock()
+	// Whatever the cache holds now is the work a previous leader may have left.
+	all, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("finalizer: list cached nodes: %w", err)
+	}
+	for _, obj := range all {
+		c.observe(obj)
+	}
+	c.log.Info("leading: node watcher running", "nodes_with_finalizer", c.count(), "pending_cleanups", c.countPending(),
+		"backfill_workers", c.workers(c.cfg.Backfill, c.cfg.BackfillWorkers), "cleanup_workers", c.workers(c.cfg.Cleanup, c.cfg.CleanupWorkers))
+	if bq != nil {
+		for range c.cfg.BackfillWorkers {
+			wg.Go(func() {
+				wait.UntilWithContext(ctx, func(ctx context.Context) { c.runWorker(ctx, bq, c.syncBackfill) }, time.Second)
+			})
+		}
+	}
+	if cq != nil {
+		for range c.cfg.CleanupWorkers {
+			wg.Go(func() {
+				wait.UntilWithContext(ctx, func(ctx context.Context) { c.runWorker(ctx, cq, c.syncCleanup) }, time.Second)
+			})
+		}
 	}
 	<-ctx.Done()
-	c.queue.ShutDown() // wakes workers blocked in Get
+	c.mu.Lock()
+	c.backfillQ, c.cleanupQ = nil, nil
+	c.mu.Unlock()
+	if bq != nil {
+		bq.ShutDown() // wakes workers blocked in Get
+	}
+	if cq != nil {
+		cq.ShutDown()
+	}
 	wg.Wait()
+	c.log.Info("node watcher stopped leading")
 	return nil
+}
+
+func (c *Controller) workers(on bool, n int) int {
+	if !on {
+		return 0
+	}
+	return n
 }
 
 func (c *Controller) count() int {
@@ -151,84 +344,30 @@ func (c *Controller) count() int {
 	return len(c.finalized)
 }
 
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
+func (c *Controller) countPending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
+
+func (c *Controller) runWorker(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string, int) error) {
+	for c.processNextWorkItem(ctx, q, sync) {
 	}
 }
 
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
+func (c *Controller) processNextWorkItem(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string, int) error) bool {
+	key, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		c.log.Warn("finalizer back-fill failed; retrying", "node", key, "error", err, "retries", c.queue.NumRequeues(key))
-		c.queue.AddRateLimited(key)
+	defer q.Done(key)
+	if err := sync(ctx, key, q.NumRequeues(key)); err != nil {
+		if ctx.Err() != nil {
+			return false // stopping; the next leader picks the node up
+		}
+		q.AddRateLimited(key)
 		return true
 	}
-	c.queue.Forget(key)
+	q.Forget(key)
 	return true
-}
-
-// sync brings one Node to the desired state: not being deleted → carries the
-// finalizer. (Nodes being deleted are the cleanup half's business.)
-func (c *Controller) sync(ctx context.Context, name string) error {
-	obj, err := c.lister.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return fmt.Errorf("unexpected object %T in the node cache", obj)
-	}
-	if !NeedsFinalizer(m, c.finalizer) {
-		return nil
-	}
-	patch, err := AddFinalizerPatch(m.Finalizers, c.finalizer)
-	if err != nil {
-		return err
-	}
-	_, err = c.client.Resource(NodesResource).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-webhook"})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		c.patches.WithLabelValues("error").Inc()
-		return fmt.Errorf("patch node %s: %w", name, err)
-	}
-	c.patches.WithLabelValues("success").Inc()
-	c.log.Info("finalizer added to node", "node", name, "finalizer", c.finalizer)
-	return nil
-}
-
-// NeedsFinalizer reports whether a Node must get the finalizer: it lacks it
-// and is not being deleted (a deleting Node cannot gain finalizers).
-func NeedsFinalizer(m *metav1.PartialObjectMetadata, finalizer string) bool {
-	return m.DeletionTimestamp == nil && !slices.Contains(m.Finalizers, finalizer)
-}
-
-// AddFinalizerPatch is a JSON patch that adds finalizer to a Node whose
-// finalizers are current, and fails (test op) if they changed since, so a
-// concurrent writer's finalizer is never overwritten.
-func AddFinalizerPatch(current []string, finalizer string) ([]byte, error) {
-	type op struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}
-	if len(current) == 0 {
-		// A missing list tests equal to null.
-		return json.Marshal([]op{
-			{Op: "test", Path: "/metadata/finalizers", Value: nil},
-			{Op: "add", Path: "/metadata/finalizers", Value: []string{finalizer}},
-		})
-	}
-	return json.Marshal([]op{
-		{Op: "test", Path: "/metadata/finalizers", Value: current},
-		{Op: "add", Path: "/metadata/finalizers/-", Value: finalizer},
-	})
 }

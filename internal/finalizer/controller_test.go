@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const fin = "infra.894.io/node-cleanup"
@@ -71,5 +73,64 @@ func TestAddFinalizerPatch(t *testing.T) {
 				t.Errorf("finalizers = %v, want %v", got.Finalizers, tt.want)
 			}
 		})
+	}
+}
+
+func TestRemoveFinalizerPatch(t *testing.T) {
+	tests := []struct {
+		name    string
+		seen    []string // finalizers the cache saw
+		stored  []string // finalizers the server holds when the patch lands
+		uid     string   // UID the server holds
+		want    []string
+		wantErr bool
+	}{
+		{"only ours", []string{fin}, []string{fin}, "u1", []string{}, false},
+		{"others kept", []string{"a/b", fin, "c/d"}, []string{"a/b", fin, "c/d"}, "u1", []string{"a/b", "c/d"}, false},
+		{"list shifted meanwhile", []string{"a/b", fin}, []string{fin}, "u1", nil, true},
+		{"re-created node (other UID)", []string{fin}, []string{fin}, "u2", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, _ := json.Marshal(metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: types.UID(tt.uid), Finalizers: tt.stored}})
+			raw, err := RemoveFinalizerPatch("u1", tt.seen, fin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := jsonpatch.DecodePatch(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Apply(doc)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("apply %s to %s: err = %v, wantErr %v", raw, doc, err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			var got metav1.PartialObjectMetadata
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Finalizers) != len(tt.want) || (len(tt.want) > 0 && !reflect.DeepEqual(got.Finalizers, tt.want)) {
+				t.Errorf("finalizers = %v, want %v", got.Finalizers, tt.want)
+			}
+		})
+	}
+	if raw, _ := RemoveFinalizerPatch("u1", []string{"a/b"}, fin); raw != nil {
+		t.Errorf("patch %s for a node without our finalizer, want none", raw)
+	}
+}
+
+func TestRetryDelayCapsAtMax(t *testing.T) {
+	c := &Controller{cfg: Config{RetryBase: 5 * time.Second, RetryMax: 5 * time.Minute}}
+	tests := []struct {
+		requeues int
+		want     time.Duration
+	}{{0, 5 * time.Second}, {1, 10 * time.Second}, {5, 160 * time.Second}, {6, 5 * time.Minute}, {60, 5 * time.Minute}}
+	for _, tt := range tests {
+		if got := c.retryDelay(tt.requeues); got != tt.want {
+			t.Errorf("retryDelay(%d) = %s, want %s", tt.requeues, got, tt.want)
+		}
 	}
 }

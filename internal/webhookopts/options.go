@@ -7,9 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
 // Certificate modes.
@@ -75,6 +76,38 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// ShutdownGrace bounds how long in-flight requests may finish on SIGTERM.
 	ShutdownGrace time.Duration
+
+	// Cleanup runs the cleanup plugins when a Node with the finalizer is
+	// deleted, and removes the finalizer afterwards.
+	Cleanup bool
+	// ConfigFile is the cleanup configuration (YAML, from a ConfigMap); empty
+	// means the built-in defaults (only the log plugin).
+	ConfigFile string
+	// ConfigReloadInterval is how often ConfigFile is checked for changes.
+	ConfigReloadInterval time.Duration
+	// CleanupWorkers bounds how many Nodes are cleaned up at once.
+	CleanupWorkers int
+	// CleanupRetryBase and CleanupRetryMax shape the per-node exponential
+	// backoff after a failed cleanup.
+	CleanupRetryBase, CleanupRetryMax time.Duration
+	// DryRun makes every plugin report instead of act (finalizers are still removed).
+	DryRun bool
+	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
+	SkipAnnotation string
+
+	// LeaderElect makes replicas elect one leader that back-fills and cleans up.
+	LeaderElect bool
+	// LeaseName and LeaseNamespace locate the leader Lease (namespace empty = Namespace).
+	LeaseName, LeaseNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod are the election timings.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// PodName identifies this replica (Lease holder, Events about the
+	// configuration); empty means the host name.
+	PodName string
+	// KubeAPIQPS and KubeAPIBurst are the client-side rate limits of the
+	// API client (Events use a separate client with the same limits).
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 }
 
 // Default returns the documented defaults.
@@ -101,6 +134,20 @@ func Default() Options {
 		BackfillWorkers:   4,
 		ResyncPeriod:      10 * time.Minute,
 		ShutdownGrace:     10 * time.Second,
+
+		Cleanup:              true,
+		ConfigReloadInterval: 10 * time.Second,
+		CleanupWorkers:       16,
+		CleanupRetryBase:     5 * time.Second,
+		CleanupRetryMax:      5 * time.Minute,
+		SkipAnnotation:       "infra.894.io/skip-cleanup",
+		LeaderElect:          true,
+		LeaseName:            "kube-node-ready-webhook",
+		LeaseDuration:        15 * time.Second,
+		RenewDeadline:        10 * time.Second,
+		RetryPeriod:          2 * time.Second,
+		KubeAPIQPS:           50,
+		KubeAPIBurst:         100,
 	}
 }
 
@@ -120,7 +167,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the Service and the certificate Secret")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "the webhook's Service; its DNS names go into the self-managed certificate")
 	fs.StringVar(&o.CertSecretName, "cert-secret", o.CertSecretName, "Secret holding the self-managed CA and serving certificate")
-	fs.Var((*listValue)(&o.ExtraSANs), "extra-sans", "comma-separated extra DNS names or IPs for the self-managed certificate")
+	fs.Var((*flagenv.StringList)(&o.ExtraSANs), "extra-sans", "comma-separated extra DNS names or IPs for the self-managed certificate")
 	fs.StringVar(&o.WebhookConfigName, "webhook-config-name", o.WebhookConfigName, "MutatingWebhookConfiguration whose caBundle the webhook writes (self-managed); empty to leave it alone")
 	fs.DurationVar(&o.CAValidity, "ca-validity", o.CAValidity, "lifetime of a new self-managed CA")
 	fs.DurationVar(&o.CertValidity, "cert-validity", o.CertValidity, "lifetime of a new self-managed serving certificate")
@@ -130,40 +177,32 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.BackfillWorkers, "backfill-workers", o.BackfillWorkers, "number of back-fill workers")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "how often every cached Node is re-examined")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "time in-flight requests get to finish on SIGTERM")
+	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "run cleanup plugins when a Node with the finalizer is deleted, then remove the finalizer (needs API access; false only for an admission-only replica)")
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "cleanup configuration file (YAML, e.g. a mounted ConfigMap); reloaded when it changes; empty = built-in defaults (log plugin only)")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "how often the configuration file is checked for changes")
+	fs.IntVar(&o.CleanupWorkers, "cleanup-workers", o.CleanupWorkers, "nodes cleaned up at once")
+	fs.DurationVar(&o.CleanupRetryBase, "cleanup-retry-base", o.CleanupRetryBase, "first delay before retrying a failed node cleanup; doubles per failure")
+	fs.DurationVar(&o.CleanupRetryMax, "cleanup-retry-max", o.CleanupRetryMax, "longest delay between retries of a failed node cleanup")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "plugins report what they would do and change nothing; finalizers are still removed")
+	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to back-fill and clean up")
+	fs.StringVar(&o.LeaseName, "leader-elect-lease-name", o.LeaseName, "name of the leader Lease")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader Lease; empty = --namespace")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a standby waits after the last renewal before taking over")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it stops working")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between election attempts")
+	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this replica's name (Lease holder, Events); empty = host name")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate limit to the API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
 }
 
 // ApplyEnv sets each flag from its environment twin (KNR_<FLAG>, dashes as
 // underscores) and documents the twin in the flag's usage. Call it after
-// AddFlags and before Parse, so the command line wins. POD_NAMESPACE (from the
-// downward API) is read for --namespace before KNR_NAMESPACE.
-func ApplyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		names := []string{EnvName(f.Name)}
-		if f.Name == "namespace" {
-			names = []string{"POD_NAMESPACE", EnvName(f.Name)}
-		}
-		if f.Name == "version" {
-			return
-		}
-		f.Usage += " (env " + strings.Join(names, ", ") + ")"
-		for _, env := range names {
-			if v, ok := lookup(env); ok {
-				if err := fs.Set(f.Name, v); err != nil {
-					errs = append(errs, fmt.Errorf("%s=%q (flag --%s): %w", env, v, f.Name, err))
-				}
-			}
-		}
-	})
-	return errors.Join(errs...)
-}
-
-// EnvName is the environment twin of a flag.
-func EnvName(flagName string) string {
-	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// AddFlags and before Parse, so the command line wins. POD_NAMESPACE and
+// POD_NAME (downward API) are read for --namespace and --pod-name before
+// their KNR_ twins.
+func ApplyEnv(fs *flag.FlagSet) error {
+	return flagenv.Apply(fs, EnvPrefix, map[string][]string{"namespace": {"POD_NAMESPACE"}, "pod-name": {"POD_NAME"}})
 }
 
 // Validate reports every inconsistent option.
@@ -213,11 +252,47 @@ func (o *Options) Validate() error {
 	if o.Backfill && (o.BackfillWorkers < 1 || o.ResyncPeriod < 0) {
 		errs = append(errs, errors.New("--backfill-workers must be at least 1 and --resync-period not negative"))
 	}
+	if o.Cleanup {
+		if o.CleanupWorkers < 1 {
+			errs = append(errs, fmt.Errorf("--cleanup-workers %d must be at least 1", o.CleanupWorkers))
+		}
+		if o.CleanupRetryBase <= 0 || o.CleanupRetryMax < o.CleanupRetryBase {
+			errs = append(errs, fmt.Errorf("--cleanup-retry-base (%s) must be positive and --cleanup-retry-max (%s) not below it", o.CleanupRetryBase, o.CleanupRetryMax))
+		}
+		if o.ConfigFile != "" && o.ConfigReloadInterval <= 0 {
+			errs = append(errs, errors.New("--config-reload-interval must be positive"))
+		}
+		if o.SkipAnnotation == "" {
+			errs = append(errs, errors.New("--skip-annotation must be set"))
+		}
+	}
+	if o.NeedsWatcher() && o.LeaderElect {
+		if o.LeaseName == "" || o.LeaseNamespace == "" && o.Namespace == "" {
+			errs = append(errs, errors.New("--leader-elect needs --leader-elect-lease-name and a namespace (--leader-elect-namespace or --namespace)"))
+		}
+		if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s) > 0 must hold", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+		}
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps (%v) must be positive and --kube-api-burst (%d) at least 1", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
 	return errors.Join(errs...)
 }
 
+// NeedsWatcher reports whether the node watcher (informer, leader election) runs.
+func (o *Options) NeedsWatcher() bool { return o.Backfill || o.Cleanup }
+
 // NeedsClient reports whether the options need an API server client.
-func (o *Options) NeedsClient() bool { return o.Backfill || o.CertMode == CertModeSelfManaged }
+func (o *Options) NeedsClient() bool { return o.NeedsWatcher() || o.CertMode == CertModeSelfManaged }
+
+// LeaseNS is the namespace of the leader Lease.
+func (o *Options) LeaseNS() string {
+	if o.LeaseNamespace != "" {
+		return o.LeaseNamespace
+	}
+	return o.Namespace
+}
 
 // SANs splits the serving certificate's names into DNS names (the Service's
 // first) and IP addresses.
@@ -233,19 +308,4 @@ func (o *Options) SANs() ([]string, []net.IP) {
 		}
 	}
 	return dns, ips
-}
-
-// listValue is a comma-separated list flag; an empty string is an empty list.
-type listValue []string
-
-func (l *listValue) String() string { return strings.Join(*l, ",") }
-
-func (l *listValue) Set(s string) error {
-	*l = nil
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
-	}
-	return nil
 }

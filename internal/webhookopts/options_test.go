@@ -14,7 +14,10 @@ func parse(t *testing.T, env map[string]string, args ...string) (Options, error)
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.AddFlags(fs)
-	if err := ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	if err := ApplyEnv(fs); err != nil {
 		return o, err
 	}
 	if err := fs.Parse(args); err != nil {

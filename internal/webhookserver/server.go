@@ -17,14 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/admission"
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
-	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
 )
@@ -50,7 +47,7 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	var cfg *rest.Config
 	if opts.NeedsClient() {
 		var err error
-		if cfg, err = restConfig(opts.Kubeconfig); err != nil {
+		if cfg, err = restConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst); err != nil {
 			return err
 		}
 	}
@@ -70,8 +67,8 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	if err := startCertificates(ctx, &wg, opts, cfg, store, log); err != nil {
 		return err
 	}
-	if opts.Backfill {
-		if err := startBackfill(ctx, &wg, opts, cfg, reg, log); err != nil {
+	if opts.NeedsWatcher() {
+		if err := startWatcher(ctx, &wg, opts, cfg, reg, log); err != nil {
 			return err
 		}
 	}
@@ -108,7 +105,7 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	return err
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
+func restConfig(kubeconfig string, qps float64, burst int) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -117,9 +114,10 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		cfg, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+		return nil, fmt.Errorf("kubernetes client configuration (set --kubeconfig, run in a cluster, or pass --cleanup=false --backfill=false for an admission-only replica in files mode): %w", err)
 	}
 	cfg.UserAgent = "kube-node-ready-webhook/" + version.Version
+	cfg.QPS, cfg.Burst = float32(qps), burst
 	return cfg, nil
 }
 
@@ -153,26 +151,6 @@ func startCertificates(ctx context.Context, wg *sync.WaitGroup, opts webhookopts
 		WebhookConfigName: opts.WebhookConfigName, Store: store, Log: log,
 	}
 	wg.Go(func() { m.Run(ctx, opts.CertSyncInterval) })
-	return nil
-}
-
-func startBackfill(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
-	mc, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	factory := metadatainformer.NewSharedInformerFactory(mc, opts.ResyncPeriod)
-	ctrl, err := finalizer.New(mc, factory, opts.Finalizer, reg, log.With("component", "backfill"))
-	if err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	wg.Go(func() {
-		if err := ctrl.Run(ctx, opts.BackfillWorkers); err != nil && ctx.Err() == nil {
-			log.Error("finalizer back-fill stopped", "error", err)
-		}
-	})
-	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
 	return nil
 }
 

@@ -3,33 +3,24 @@
 package webhook
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
+	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 const (
@@ -38,147 +29,23 @@ const (
 	filesLabel = "e2e.kube-node-ready/files-webhook"  // nodes with it go to the files-mode webhook
 )
 
-// webhookBinary is the real binary built by `make build`.
-func webhookBinary(t *testing.T) string {
-	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(root, "bin", "kube-node-ready-webhook")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s missing: run `make build` first: %v", bin, err)
-	}
-	return bin
-}
-
-// webhookProc is one running kube-node-ready-webhook.
-type webhookProc struct {
-	*harness.Process
-	ip string
-}
+// The webhook process helpers live in test/webhookenv, shared with the
+// cleanup tests and benchmarks.
+type webhookProc = webhookenv.Proc
 
 func startWebhook(t *testing.T, dir, name, ip string, args ...string) *webhookProc {
 	t.Helper()
-	all := append([]string{
-		"--listen-address=" + ip + ":8443",
-		"--metrics-address=" + ip + ":8080",
-	}, args...)
-	p, err := harness.StartProcess(dir, name, webhookBinary(t), all, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &webhookProc{Process: p, ip: ip}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s log:\n%s", name, p.Tail(40))
-		}
-		_ = p.Stop(10 * time.Second)
-	})
-	return w
+	return webhookenv.Start(t, dir, name, ip, args...)
 }
 
-// waitReady waits for /readyz; the process dying fails the test with its log.
-func (w *webhookProc) waitReady(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	hc := &http.Client{Timeout: time.Second}
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		if exited, _ := w.Exited(); exited {
-			return false, w.ExitError()
-		}
-		resp, err := hc.Get("http://" + w.ip + ":8080/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		t.Fatalf("%s not ready: %v", w.Name, err)
-	}
-}
-
-// metric sums every sample of name whose labels contain all of match.
-func (w *webhookProc) metric(t *testing.T, name string, match ...string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + w.ip + ":8080/metrics")
-	if err != nil {
-		t.Fatalf("scrape %s: %v", w.Name, err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, m := range match {
-			ok = ok && strings.Contains(line, m)
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
-}
-
-func webhookConfig(name, url string, selector *metav1.LabelSelector, caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
-	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         "node-cleanup.infra.894.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url), CABundle: caBundle},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"},
-					Scope: ptr.To(admissionregistrationv1.ClusterScope),
-				},
-			}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			TimeoutSeconds:          ptr.To[int32](2),
-			AdmissionReviewVersions: []string{"v1"},
-			ObjectSelector:          selector,
-		}},
-	}
-}
+var (
+	webhookConfig = webhookenv.WebhookConfig
+	nodeYAML      = webhookenv.NodeYAML
+)
 
 func kubectl(t *testing.T, cp *harness.ControlPlane, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(cp.BinDir, "kubectl"), append([]string{"--kubeconfig", cp.Kubeconfig, "--request-timeout=10s"}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %v: %v: %s", args, err, out)
-	}
-	return string(out)
-}
-
-func nodeYAML(name string, labels map[string]string, finalizers ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n", name)
-	if len(labels) > 0 {
-		b.WriteString("  labels:\n")
-		for k, v := range labels {
-			fmt.Fprintf(&b, "    %s: %q\n", k, v)
-		}
-	}
-	if len(finalizers) > 0 {
-		b.WriteString("  finalizers:\n")
-		for _, f := range finalizers {
-			fmt.Fprintf(&b, "  - %s\n", f)
-		}
-	}
-	return b.String()
+	return webhookenv.Kubectl(t, cp, stdin, args...)
 }
 
 func getNode(t *testing.T, cp *harness.ControlPlane, name string) *corev1.Node {

@@ -70,7 +70,7 @@ func TestWebhook(t *testing.T) {
 		"--webhook-config-name=" + mwcSelf, "--log-level=debug",
 	}
 	self := startWebhook(t, cp.Dir, "webhook-self", selfIP, selfArgs...)
-	self.waitReady(t, 30*time.Second)
+	self.WaitReady(t, 30*time.Second)
 
 	var caBundle []byte
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -140,7 +140,7 @@ func TestWebhook(t *testing.T) {
 	})
 
 	t.Run("status updates and updates are never sent", func(t *testing.T) {
-		before := self.metric(t, "node_cleanup_webhook_requests_total")
+		before := self.Metric(t, "node_cleanup_webhook_requests_total")
 		n := getNode(t, cp, "kubectl-node")
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 		n, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
@@ -153,15 +153,15 @@ func TestWebhook(t *testing.T) {
 		}
 		kubectl(t, cp, "", "label", "node", "kubectl-node", "relabelled=yes")
 		kubectl(t, cp, "", "patch", "node", "kubectl-node", "--subresource=status", "--type=merge", "-p", `{"status":{"capacity":{"pods":"10"}}}`)
-		if after := self.metric(t, "node_cleanup_webhook_requests_total"); after != before {
+		if after := self.Metric(t, "node_cleanup_webhook_requests_total"); after != before {
 			t.Errorf("webhook received %v requests for status updates and updates, want 0", after-before)
 		}
-		if got := self.metric(t, "node_cleanup_webhook_requests_total", `operation="UPDATE"`); got != 0 {
+		if got := self.Metric(t, "node_cleanup_webhook_requests_total", `operation="UPDATE"`); got != 0 {
 			t.Errorf("requests_total{operation=UPDATE} = %v, want 0", got)
 		}
 		// The same scrape does see a CREATE, so the counter above is live.
 		kubectl(t, cp, nodeYAML("after-updates", nil), "create", "-f", "-")
-		if after := self.metric(t, "node_cleanup_webhook_requests_total", `operation="CREATE"`, `result="patched"`); after < 1 {
+		if after := self.Metric(t, "node_cleanup_webhook_requests_total", `operation="CREATE"`, `result="patched"`); after < 1 {
 			t.Errorf("requests_total{CREATE,patched} = %v after a create", after)
 		}
 	})
@@ -183,9 +183,9 @@ func TestWebhook(t *testing.T) {
 			}
 		}
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-			return self.metric(t, "node_cleanup_nodes_with_finalizer") == float64(want), nil
+			return self.Metric(t, "node_cleanup_nodes_with_finalizer") == float64(want), nil
 		}); err != nil {
-			t.Errorf("node_cleanup_nodes_with_finalizer = %v, want %d", self.metric(t, "node_cleanup_nodes_with_finalizer"), want)
+			t.Errorf("node_cleanup_nodes_with_finalizer = %v, want %d", self.Metric(t, "node_cleanup_nodes_with_finalizer"), want)
 		}
 	})
 
@@ -202,7 +202,7 @@ func TestWebhook(t *testing.T) {
 		}
 		self = startWebhook(top, cp.Dir, "webhook-self-restarted", selfIP, selfArgs...)
 		waitFinalizer(t, cp, "while-down", 5*time.Second)
-		self.waitReady(t, 10*time.Second)
+		self.WaitReady(t, 10*time.Second)
 	})
 
 	t.Run("API server unreachable: admission keeps serving, back-fill resumes", func(t *testing.T) {
@@ -253,9 +253,9 @@ func TestWebhook(t *testing.T) {
 		}, ca1.CertPEM), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		files := startWebhook(t, cp.Dir, "webhook-files", filesIP, "--cert-mode=files", "--backfill=false",
+		files := startWebhook(t, cp.Dir, "webhook-files", filesIP, "--cert-mode=files", "--backfill=false", "--cleanup=false",
 			"--tls-cert-file="+certFile, "--tls-key-file="+keyFile, "--tls-reload-interval=200ms")
-		files.waitReady(t, 10*time.Second)
+		files.WaitReady(t, 10*time.Second)
 
 		created := 0
 		createMutated := func(t *testing.T, timeout time.Duration) {
@@ -286,7 +286,7 @@ func TestWebhook(t *testing.T) {
 		}
 		roots1 := pool(ca1.CertPEM)
 		createMutated(t, 20*time.Second)
-		patched := files.metric(t, "node_cleanup_webhook_requests_total", `result="patched"`)
+		patched := files.Metric(t, "node_cleanup_webhook_requests_total", `result="patched"`)
 
 		// Same CA, new leaf.
 		leaf2 := mustServing(t, ca1)
@@ -321,7 +321,7 @@ func TestWebhook(t *testing.T) {
 		waitServed(t, pool(ca2.CertPEM), leaf3)
 		createMutated(t, 10*time.Second)
 
-		if after := files.metric(t, "node_cleanup_webhook_requests_total", `result="patched"`); after < patched+3 {
+		if after := files.Metric(t, "node_cleanup_webhook_requests_total", `result="patched"`); after < patched+3 {
 			t.Errorf("files webhook patched %v requests after the first, want at least 3 more", after-patched)
 		}
 	})
@@ -381,7 +381,7 @@ func TestWebhook(t *testing.T) {
 		if exited, _ := self.Exited(); exited {
 			t.Fatal("webhook died on bad input")
 		}
-		if got := self.metric(t, "node_cleanup_webhook_requests_total", `result="panic"`); got != 0 {
+		if got := self.Metric(t, "node_cleanup_webhook_requests_total", `result="panic"`); got != 0 {
 			t.Errorf("panics = %v", got)
 		}
 	})

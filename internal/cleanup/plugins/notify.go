@@ -1,0 +1,191 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
+)
+
+// NotifyName is the notify plugin's name.
+const NotifyName = "notify"
+
+// Notification kinds, also the values of the `events` key.
+const (
+	NotifyStart   = "start"
+	NotifySuccess = "success"
+	NotifyFailure = "failure"
+)
+
+// notify POSTs a chat message (Slack or Microsoft Teams incoming-webhook
+// JSON) when a node's cleanup starts, completes and fails. Start is sent by
+// Cleanup on the first attempt; success and failure when the attempt ends.
+// Failures are sent on attempts 1, 2, 4, 8, … so a stuck node does not flood
+// the channel. Each POST is retried with exponential backoff.
+type notify struct {
+	urlFile string
+	format  string
+	events  []string
+	cluster string
+	retries uint64
+	http    *http.Client
+	log     *slog.Logger
+}
+
+type notifySettings struct {
+	// URLFile holds the incoming-webhook URL (a secret, mounted from a Secret).
+	URLFile string `json:"urlFile"`
+	// Format is slack or teams.
+	Format string `json:"format"`
+	// Events picks from start, success, failure.
+	Events []string `json:"events"`
+	// Cluster names the cluster in messages.
+	Cluster string `json:"cluster"`
+	// Retries after the first POST.
+	Retries *int `json:"retries"`
+}
+
+func newNotify(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error) {
+	s := notifySettings{Format: "slack", Events: []string{NotifyStart, NotifySuccess, NotifyFailure}}
+	if err := cleanup.DecodeSettings(NotifyName, settings, &s); err != nil {
+		return nil, err
+	}
+	if s.URLFile == "" {
+		return nil, fmt.Errorf("%s.urlFile: required (a file holding the webhook URL, mounted from a Secret)", NotifyName)
+	}
+	if _, err := readSecret(NotifyName, "urlFile", s.URLFile); err != nil {
+		return nil, err
+	}
+	if s.Format != "slack" && s.Format != "teams" {
+		return nil, fmt.Errorf("%s.format: want slack or teams, got %q", NotifyName, s.Format)
+	}
+	for i, e := range s.Events {
+		if e != NotifyStart && e != NotifySuccess && e != NotifyFailure {
+			return nil, fmt.Errorf("%s.events[%d]: want start, success or failure, got %q", NotifyName, i, e)
+		}
+	}
+	retries := 3
+	if s.Retries != nil {
+		retries = *s.Retries
+	}
+	if retries < 0 || retries > 10 {
+		return nil, fmt.Errorf("%s.retries: want 0 to 10, got %d", NotifyName, retries)
+	}
+	return &notify{urlFile: s.URLFile, format: s.Format, events: s.Events, cluster: s.Cluster, retries: uint64(retries), http: deps.HTTP, log: deps.Log}, nil
+}
+
+func (p *notify) Name() string { return NotifyName }
+
+func (p *notify) ShouldRun(*corev1.Node) bool { return true }
+
+// Cleanup sends the start message once per node.
+func (p *notify) Cleanup(ctx context.Context, node *corev1.Node) error {
+	if cleanup.Info(ctx).Attempt > 1 {
+		return nil
+	}
+	return p.send(ctx, node, NotifyStart, nil)
+}
+
+// Finished sends the success or failure message.
+func (p *notify) Finished(ctx context.Context, node *corev1.Node, err error) {
+	kind := NotifySuccess
+	if err != nil {
+		kind = NotifyFailure
+		if a := cleanup.Info(ctx).Attempt; a&(a-1) != 0 {
+			return // not a power of two
+		}
+	}
+	if serr := p.send(ctx, node, kind, err); serr != nil {
+		p.log.Warn("notification not delivered", "node", node.Name, "kind", kind, "error", serr)
+	}
+}
+
+func (p *notify) send(ctx context.Context, node *corev1.Node, kind string, cause error) error {
+	if !slices.Contains(p.events, kind) {
+		return nil
+	}
+	body, err := json.Marshal(Message(p.format, p.cluster, node.Name, kind, cleanup.Info(ctx).Attempt, cause))
+	if err != nil {
+		return err
+	}
+	if cleanup.DryRun(ctx) {
+		p.log.Info("dry run: would send notification", "node", node.Name, "kind", kind, "body", string(body))
+		return nil
+	}
+	target, err := readSecret(NotifyName, "urlFile", p.urlFile)
+	if err != nil {
+		return err
+	}
+	b := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
+		InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
+		MaxInterval: 5 * time.Second, Clock: backoff.SystemClock,
+	}, p.retries), ctx)
+	return backoff.Retry(func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+		if err != nil {
+			return backoff.Permanent(fmt.Errorf("notify: bad URL in %s: %w", p.urlFile, err))
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := p.http.Do(req)
+		if err != nil {
+			// The URL is a secret: never put it in an error.
+			return fmt.Errorf("notify: POST %s message failed: %v", kind, redactURL(err))
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode/100 == 2:
+			return nil
+		case resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout:
+			return backoff.Permanent(fmt.Errorf("notify: %s message rejected: HTTP %d", kind, resp.StatusCode))
+		}
+		return fmt.Errorf("notify: %s message: HTTP %d", kind, resp.StatusCode)
+	}, b)
+}
+
+// Message is the JSON body for format (slack or teams).
+func Message(format, cluster, node, kind string, attempt int, cause error) any {
+	where := ""
+	if cluster != "" {
+		where = " in cluster " + cluster
+	}
+	var text, color string
+	switch kind {
+	case NotifyStart:
+		text, color = fmt.Sprintf("Node %s%s is being deleted: cleanup started.", node, where), "0078D7"
+	case NotifySuccess:
+		text, color = fmt.Sprintf("Node %s%s: cleanup completed, the node is released.", node, where), "2EB886"
+	default:
+		text, color = fmt.Sprintf("Node %s%s: cleanup failed (attempt %d), retrying: %v", node, where, attempt, cause), "D40E0D"
+	}
+	if format == "teams" {
+		return map[string]any{
+			"@type":      "MessageCard",
+			"@context":   "https://schema.org/extensions",
+			"summary":    "kube-node-ready: node " + node + " cleanup " + kind,
+			"themeColor": color,
+			"title":      "kube-node-ready: node cleanup " + kind,
+			"text":       text,
+		}
+	}
+	return map[string]any{"text": text}
+}
+
+// redactURL drops the URL from a *url.Error, keeping the cause.
+func redactURL(err error) error {
+	type unwrapper interface{ Unwrap() error }
+	if u, ok := err.(unwrapper); ok && u.Unwrap() != nil {
+		return u.Unwrap()
+	}
+	return err
+}

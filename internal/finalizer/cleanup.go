@@ -1,0 +1,167 @@
+package finalizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
+)
+
+// syncCleanup runs the pipeline for a Node being deleted and removes our
+// finalizer when no critical plugin failed. An error requeues the Node with
+// backoff; the bypass annotation short-cuts everything.
+func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int) error {
+	m, err := c.cached(name)
+	if m == nil || err != nil {
+		return err
+	}
+	if m.DeletionTimestamp == nil || !hasString(m.Finalizers, c.cfg.Finalizer) {
+		return nil
+	}
+	if c.skipped(m) {
+		return c.bypass(ctx, m)
+	}
+	pipeline := c.cfg.Pipeline()
+	attempt := requeues + 1
+	node := nodeOf(m)
+	log := c.log.With("node", name, "uid", string(m.UID), "attempt", attempt)
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if !c.startRun(name, m.UID, cancel) {
+		return nil
+	}
+	defer c.endRun(name, m.UID)
+
+	if attempt == 1 {
+		log.Info("node cleanup started", "plugins", pipeline.Names(), "dry_run", pipeline.DryRun())
+		c.event(node, corev1.EventTypeNormal, ReasonCleanupStarted, "Cleanup", "cleanup started: plugins %s%s", strings.Join(pipeline.Names(), ", "), dryRunNote(pipeline))
+	}
+	start := time.Now()
+	res := pipeline.Run(runCtx, node, attempt)
+	if ctx.Err() != nil {
+		return ctx.Err() // stopping or no longer leading: the next leader resumes
+	}
+	if cause := context.Cause(runCtx); runCtx.Err() != nil {
+		if errors.Is(cause, errBypassed) {
+			if latest, _ := c.cached(name); latest != nil && latest.UID == m.UID {
+				return c.bypass(ctx, latest)
+			}
+		}
+		log.Info("node cleanup abandoned", "reason", cause.Error())
+		return nil
+	}
+	for _, f := range res.OptionalFailures() {
+		log.Warn("optional cleanup plugin failed; continuing", "plugin", f.Name, "result", f.Result, "error", f.Err.Error())
+		c.event(node, corev1.EventTypeWarning, ReasonCleanupPluginFailed, "Cleanup", "optional plugin %s failed (%s), continuing: %s", f.Name, f.Result, f.Err)
+	}
+	if res.Err != nil {
+		retry := c.retryDelay(requeues)
+		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "retry_in_seconds", retry.Seconds())
+		c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s: %s", attempt, retry, res.Err)
+		c.nodes.WithLabelValues("failed").Inc()
+		pipeline.Finished(ctx, node, attempt, res.Err)
+		return res.Err
+	}
+	removed, err := RemoveFinalizer(ctx, c.client, name, m.UID, m.Finalizers, c.cfg.Finalizer)
+	if err != nil {
+		log.Warn("cleanup done but the finalizer could not be removed; retrying", "error", err.Error())
+		return err
+	}
+	if !removed {
+		log.Info("node gone or replaced before its finalizer was removed")
+		return nil
+	}
+	c.nodes.WithLabelValues("completed").Inc()
+	log.Info("node cleanup completed; finalizer removed", "results", res.Summary(), "duration_seconds", time.Since(start).Seconds())
+	c.event(node, corev1.EventTypeNormal, ReasonCleanupCompleted, "Cleanup", "cleanup completed in %s (%s)%s; finalizer removed", time.Since(start).Round(time.Millisecond), res.Summary(), dryRunNote(pipeline))
+	pipeline.Finished(ctx, node, attempt, nil)
+	return nil
+}
+
+// bypass removes the finalizer without running plugins.
+func (c *Controller) bypass(ctx context.Context, m *metav1.PartialObjectMetadata) error {
+	removed, err := RemoveFinalizer(ctx, c.client, m.Name, m.UID, m.Finalizers, c.cfg.Finalizer)
+	if err != nil {
+		return err
+	}
+	if removed {
+		c.nodes.WithLabelValues("skipped").Inc()
+		c.log.Warn("node cleanup skipped by annotation; finalizer removed", "node", m.Name, "uid", string(m.UID), "annotation", c.cfg.SkipAnnotation)
+		c.event(nodeOf(m), corev1.EventTypeWarning, ReasonCleanupSkipped, "Cleanup", "%s=true: finalizer removed without running cleanup plugins", c.cfg.SkipAnnotation)
+	}
+	return nil
+}
+
+// startRun registers a running cleanup so that the informer can cancel it;
+// false when the Node changed in between (nothing to run).
+func (c *Controller) startRun(name string, uid types.UID, cancel context.CancelCauseFunc) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[name] = &runningClean{uid: uid, cancel: cancel}
+	return true
+}
+
+func (c *Controller) endRun(name string, uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.running[name]; r != nil && r.uid == uid {
+		delete(c.running, name)
+	}
+}
+
+// retryDelay mirrors the cleanup queue's rate limiter for messages.
+func (c *Controller) retryDelay(requeues int) time.Duration {
+	d := c.cfg.RetryBase
+	for range requeues {
+		d *= 2
+		if d >= c.cfg.RetryMax {
+			return c.cfg.RetryMax
+		}
+	}
+	return min(d, c.cfg.RetryMax)
+}
+
+func (c *Controller) event(node *corev1.Node, eventType, reason, action, note string, args ...any) {
+	if c.cfg.Recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	c.cfg.Recorder.Eventf(ref, nil, eventType, reason, action, truncate(fmt.Sprintf(note, args...)))
+}
+
+// nodeOf is the Node plugins see: metadata only.
+func nodeOf(m *metav1.PartialObjectMetadata) *corev1.Node {
+	return &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: *m.ObjectMeta.DeepCopy()}
+}
+
+func dryRunNote(p *cleanup.Pipeline) string {
+	if p.DryRun() {
+		return " (dry run: plugins only reported)"
+	}
+	return ""
+}
+
+func hasString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate keeps an Event note under the API's 1 kB limit.
+func truncate(s string) string {
+	if len(s) > 1000 {
+		return s[:1000] + "…"
+	}
+	return s
+}

@@ -1,0 +1,78 @@
+package finalizer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
+)
+
+// RemoveFinalizer removes only finalizer from the Node name with uid, with a
+// guarded JSON patch; it re-reads the Node and tries again when the
+// finalizer list changed underneath. A Node that is gone, was re-created
+// (another UID) or no longer carries the finalizer is done: false, nil.
+func RemoveFinalizer(ctx context.Context, client metadata.Interface, name string, uid types.UID, finalizers []string, finalizer string) (bool, error) {
+	nodes := client.Resource(NodesResource)
+	for try := 0; ; try++ {
+		patch, err := RemoveFinalizerPatch(uid, finalizers, finalizer)
+		if err != nil || patch == nil {
+			return false, err
+		}
+		_, err = nodes.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) || try >= 5:
+			return false, fmt.Errorf("remove finalizer from node %s: %w", name, err)
+		}
+		// A test op failed: read the Node as it is now and decide again.
+		cur, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("get node %s: %w", name, err)
+		}
+		if cur.UID != uid {
+			return false, nil
+		}
+		finalizers = cur.Finalizers
+	}
+}
+
+// RemoveAll strips finalizer from every Node, passing over the list until a
+// pass finds none left (a watcher still running may have added it back in
+// between). It returns how many Nodes it changed.
+func RemoveAll(ctx context.Context, client metadata.Interface, finalizer string, logf func(string, ...any)) (int, error) {
+	changed := 0
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := client.Resource(NodesResource).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			logf("list nodes: %v (retrying)", err)
+			return false, nil
+		}
+		left := 0
+		for _, n := range list.Items {
+			ok, err := RemoveFinalizer(ctx, client, n.Name, n.UID, n.Finalizers, finalizer)
+			if err != nil {
+				logf("%v (retrying)", err)
+				left++
+				continue
+			}
+			if ok {
+				changed++
+				left++ // check again next pass
+				logf("removed %s from node %s", finalizer, n.Name)
+			}
+		}
+		return left == 0, nil
+	})
+	return changed, err
+}

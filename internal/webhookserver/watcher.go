@@ -1,0 +1,189 @@
+package webhookserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
+	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
+)
+
+// ReasonConfigInvalid is recorded on the webhook's Pod when a changed
+// configuration file is rejected.
+const ReasonConfigInvalid = "CleanupConfigInvalid"
+
+// startWatcher starts the node watcher: the informer on every replica, the
+// back-fill and cleanup workers on the leader only.
+func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// Events are best effort and must not eat the cleanup's request budget:
+	// their own client, so their own rate limiter.
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return err
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return err
+	}
+	wg.Go(func() { <-ctx.Done(); broadcaster.Shutdown() })
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-node-ready-webhook")
+	identity := replicaIdentity(opts.PodName)
+
+	wcfg := finalizer.Config{
+		Finalizer:       opts.Finalizer,
+		SkipAnnotation:  opts.SkipAnnotation,
+		Backfill:        opts.Backfill,
+		BackfillWorkers: opts.BackfillWorkers,
+		Cleanup:         opts.Cleanup,
+		CleanupWorkers:  opts.CleanupWorkers,
+		RetryBase:       opts.CleanupRetryBase,
+		RetryMax:        opts.CleanupRetryMax,
+		Recorder:        recorder,
+	}
+	if opts.Cleanup {
+		loader, err := startConfig(ctx, wg, opts, client, recorder, reg, log)
+		if err != nil {
+			return err
+		}
+		wcfg.Pipeline = loader.Pipeline
+	}
+	if opts.WebhookConfigName != "" {
+		wcfg.BackfillAllowed = webhookConfigPresent(client, opts.WebhookConfigName, log)
+	}
+	factory := metadatainformer.NewSharedInformerFactory(mc, opts.ResyncPeriod)
+	ctrl, err := finalizer.New(mc, factory, wcfg, reg, log.With("component", "watcher"))
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
+	lead := func(ctx context.Context) {
+		if err := ctrl.Lead(ctx); err != nil && ctx.Err() == nil {
+			log.Error("node watcher stopped", "error", err)
+		}
+	}
+	wg.Go(func() {
+		if !opts.LeaderElect {
+			lead(ctx)
+			return
+		}
+		err := finalizer.RunElected(ctx, finalizer.Election{
+			Client: client, Namespace: opts.LeaseNS(), Name: opts.LeaseName, Identity: identity,
+			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
+		}, log.With("component", "leader-election"), lead)
+		if err != nil {
+			log.Error("leader election stopped", "error", err)
+		}
+	})
+	return nil
+}
+
+// startConfig loads the cleanup configuration (an invalid file stops the
+// start) and keeps reloading it.
+func startConfig(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, client kubernetes.Interface, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*cleanup.Loader, error) {
+	metrics, err := cleanup.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("component", "cleanup")
+	loader := &cleanup.Loader{
+		Path:    opts.ConfigFile,
+		Table:   plugins.Builtins(),
+		Deps:    cleanup.Deps{Client: client, HTTP: &http.Client{}, Log: log},
+		DryRun:  opts.DryRun,
+		Metrics: metrics,
+		Log:     log,
+		OnInvalid: func(err error) {
+			if opts.PodName == "" {
+				return
+			}
+			ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: opts.Namespace, Name: opts.PodName}
+			note := "configuration reload failed; keeping the previous configuration: " + err.Error()
+			if len(note) > 1000 {
+				note = note[:1000] + "…"
+			}
+			recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonConfigInvalid, "Reload", "%s", note)
+		},
+	}
+	if err := loader.RegisterMetrics(reg); err != nil {
+		return nil, err
+	}
+	if err := loader.Load(); err != nil {
+		return nil, fmt.Errorf("cleanup configuration: %w", err)
+	}
+	p := loader.Pipeline()
+	log.Info("cleanup configuration loaded", "path", opts.ConfigFile, "plugins", p.Names(), "dry_run", p.DryRun())
+	wg.Go(func() { loader.Watch(ctx, opts.ConfigReloadInterval) })
+	return loader, nil
+}
+
+// webhookConfigPresent answers "is the MutatingWebhookConfiguration still
+// there?", cached for a few seconds. remove-finalizers deletes it first, so
+// a running leader stops re-adding finalizers during uninstall.
+func webhookConfigPresent(client kubernetes.Interface, name string, log *slog.Logger) func(context.Context) bool {
+	var mu sync.Mutex
+	var checked time.Time
+	var present bool
+	return func(ctx context.Context) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(checked) < 5*time.Second {
+			return present
+		}
+		_, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if present || checked.IsZero() {
+				log.Warn("back-fill paused: the MutatingWebhookConfiguration is gone (uninstalling?)", "name", name)
+			}
+			present = false
+		case err != nil:
+			// Unknown: keep back-filling (a stranded node is worse than an extra finalizer).
+			log.Debug("cannot read the webhook configuration", "name", name, "error", err)
+			present = true
+		default:
+			present = true
+		}
+		checked = time.Now()
+		return present
+	}
+}
+
+// replicaIdentity is unique per process: a restarted pod with the same name
+// must not inherit the old process's Lease.
+func replicaIdentity(podName string) string {
+	if podName == "" {
+		podName, _ = os.Hostname()
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return podName + "_" + hex.EncodeToString(b)
+}
