@@ -77,8 +77,16 @@ func helm(t *testing.T, args ...string) (string, error) {
 }
 
 func TestLint(t *testing.T) {
-	if out, err := helm(t, "lint", chart, "--kube-version", "1.36.0", "--strict"); err != nil {
-		t.Fatalf("helm lint: %v\n%s", err, out)
+	for _, sets := range [][]string{
+		nil,
+		{"--set", "webhook.certificates.mode=cert-manager", "--set", "webhook.clientCA=pem"},
+		{"--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.prometheusRule.enabled=true",
+			"--set", "monitoring.grafanaDashboard.enabled=true", "--set", "networkPolicy.enabled=true"},
+	} {
+		args := append([]string{"lint", chart, "--kube-version", "1.36.0", "--strict"}, sets...)
+		if out, err := helm(t, args...); err != nil {
+			t.Errorf("helm %v: %v\n%s", args, err, out)
+		}
 	}
 }
 
@@ -128,6 +136,8 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"agent.checks={dns,ping}", "checks"},
 		{"agent.maxRetainted=0", "maxRetainted"},
 		{"agent.startupTaint.effect=Sometimes", "effect"},
+		{"webhook.certificates.mode=vault", "mode"},
+		{"webhook.replicas=0", "replicas"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := helm(t, "template", release, chart, "-n", namespace, "--kube-version", "1.36.0", "--set", tc.set)
