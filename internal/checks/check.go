@@ -115,10 +115,10 @@ type Runner struct {
 // NewRunner returns a runner for checks; metrics may be nil.
 func NewRunner(checks []Check, timeout time.Duration, metrics *Metrics) *Runner {
 	if metrics != nil {
-		// Export every series from the start so absent never means "not run yet".
+		// Failure counters exist from the start (rate() needs the zero); the
+		// success gauge appears with the first result, so 0 always means failed.
 		for _, c := range checks {
 			metrics.failures.WithLabelValues(c.Name())
-			metrics.success.WithLabelValues(c.Name())
 		}
 	}
 	return &Runner{checks: checks, timeout: timeout, metrics: metrics}
