@@ -12,10 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +36,8 @@ const (
 	release   = "knr"
 	namespace = "kube-node-ready"
 	// agentSA is the agent ServiceAccount the chart creates for release "knr".
-	agentSA = "knr-kube-node-ready"
+	agentSA   = "knr-kube-node-ready"
+	finalizer = "infra.894.io/node-cleanup"
 )
 
 var (
@@ -247,4 +252,188 @@ func TestManifestsMatchChart(t *testing.T) {
 	if body != out {
 		t.Fatal("manifests/kube-node-ready.yaml differs from the chart rendered with default values; run `make manifests`")
 	}
+}
+
+// playHookJobs stands in for the job controller and the kubelet, which the
+// harness does not run: each Job helm creates in namespace is run as its
+// container would run — the real webhook binary with the Job's args, under a
+// token of the Job's ServiceAccount — and then marked complete, so helm's
+// wait for the hook returns. It stops when ctx ends and reports the Jobs run.
+func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node) <-chan []string {
+	ran := make(chan []string, 1)
+	go func() {
+		var names []string
+		defer func() { ran <- names }()
+		seen := map[string]bool{}
+		for ctx.Err() == nil {
+			time.Sleep(200 * time.Millisecond)
+			jobs, err := cp.Client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
+			}
+			for _, job := range jobs.Items {
+				if seen[string(job.UID)] {
+					continue
+				}
+				seen[string(job.UID)] = true
+				spec := job.Spec.Template.Spec
+				token, err := cp.NodeToken(ctx, namespace, spec.ServiceAccountName, runner.Name)
+				if err != nil {
+					t.Errorf("token for hook job %s: %v", job.Name, err)
+					continue
+				}
+				kubeconfig, err := cp.WriteKubeconfig("hook-"+job.Name, spec.ServiceAccountName, token)
+				if err != nil {
+					t.Errorf("kubeconfig for hook job %s: %v", job.Name, err)
+					continue
+				}
+				args := append(append([]string(nil), spec.Containers[0].Args...), "--kubeconfig="+kubeconfig)
+				out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kube-node-ready-webhook"), args...).CombinedOutput()
+				if err != nil {
+					t.Errorf("hook job %s (%v): %v\n%s", job.Name, args, err, out)
+					continue
+				}
+				now := metav1.Now()
+				job.Status.StartTime = &now
+				job.Status.CompletionTime = &now
+				job.Status.Succeeded = 1
+				job.Status.Conditions = []batchv1.JobCondition{
+					{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+					{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				}
+				if _, err := cp.Client.BatchV1().Jobs(namespace).UpdateStatus(ctx, &job, metav1.UpdateOptions{}); err != nil {
+					t.Errorf("mark hook job %s complete: %v", job.Name, err)
+					continue
+				}
+				names = append(names, job.Name)
+			}
+		}
+	}()
+	return ran
+}
+
+func nodesWithFinalizer(t *testing.T) []string {
+	t.Helper()
+	list, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range list.Items {
+		if slices.Contains(n.Finalizers, finalizer) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// uninstallStripsFinalizers creates nodes carrying the finalizer, runs helm
+// uninstall while playing its hook Job, and checks nothing is stranded.
+func uninstallStripsFinalizers(t *testing.T, prefix string) {
+	t.Helper()
+	ctx := t.Context()
+	for i := range 3 {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Finalizers: []string{finalizer, "example.com/keep"}}}
+		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runner, err := cp.CreateNode(ctx, prefix+"-hook-runner", harness.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookCtx, stop := context.WithCancel(ctx)
+	ran := playHookJobs(hookCtx, t, runner)
+	out, err := helm(t, "uninstall", release, "-n", namespace, "--timeout", "60s")
+	stop()
+	jobs := <-ran
+	if err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	if len(jobs) != 1 {
+		t.Errorf("hook jobs run: %v, want the uninstall job once", jobs)
+	}
+	if left := nodesWithFinalizer(t); len(left) != 0 {
+		t.Errorf("nodes still carrying %s after uninstall: %v", finalizer, left)
+	}
+	for i := range 3 {
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, fmt.Sprintf("%s-%d", prefix, i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(n.Finalizers, []string{"example.com/keep"}) {
+			t.Errorf("node %s finalizers = %v, want only the foreign one kept", n.Name, n.Finalizers)
+		}
+	}
+	if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "knr-kube-node-ready-webhook", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("webhook configuration after uninstall: %v, want NotFound", err)
+	}
+}
+
+func TestUninstallLeavesNoFinalizer(t *testing.T) {
+	if out, err := helm(t, "install", release, chart, "-n", namespace, "--create-namespace"); err != nil && !strings.Contains(out, "cannot re-use a name") {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	uninstallStripsFinalizers(t, "uninstall")
+}
+
+// TestUninstallOfHalfInstalledRelease: an install that failed half-way (the
+// API server refused the webhook Deployment, after other objects were
+// created) still strips finalizers on uninstall.
+func TestUninstallOfHalfInstalledRelease(t *testing.T) {
+	ctx := t.Context()
+	admission := cp.Client.AdmissionregistrationV1()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-deployments"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "deployments refused by the test"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-deployments"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if _, err := admission.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admission.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admission.ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = admission.ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+	})
+	probe := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}},
+			},
+		},
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := cp.Client.AppsV1().Deployments(namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("policy never took effect: %v", err)
+	}
+	out, err := helm(t, "install", release, chart, "-n", namespace)
+	if err == nil {
+		t.Fatalf("helm install succeeded despite the policy; the test needs a half-installed release:\n%s", out)
+	}
+	if st, _ := helm(t, "status", release, "-n", namespace); !strings.Contains(st, "STATUS: failed") {
+		t.Fatalf("release is not in failed state after %s\n%s", out, st)
+	}
+	uninstallStripsFinalizers(t, "half")
 }
