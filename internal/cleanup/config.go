@@ -73,11 +73,16 @@ var genericKeys = []string{"enabled", "critical", "timeout", "after"}
 
 // ParseConfig parses and validates a configuration file against the plugin
 // table. Every error names the field (`plugins.portworx.timeout: ...`).
-// Empty input is the defaults.
+// Empty input is the defaults. With an error, the returned Config (nil when
+// the file is not even YAML) holds what could be read.
 func ParseConfig(data []byte, table []Builtin) (*Config, error) {
 	f, err := parseFile(data)
-	if err != nil {
+	if err != nil && f.Plugins == nil {
 		return nil, err
+	}
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
 	}
 	known := map[string]Builtin{}
 	for _, b := range table {
@@ -87,7 +92,6 @@ func ParseConfig(data []byte, table []Builtin) (*Config, error) {
 	for _, b := range table {
 		cfg.Plugins[b.Name] = PluginConfig{Spec: b.Defaults, Settings: json.RawMessage("{}")}
 	}
-	var errs []error
 	for _, name := range sortedKeys(f.Plugins) {
 		if _, ok := known[name]; !ok {
 			errs = append(errs, fmt.Errorf("plugins.%s: unknown plugin (known: %s)", name, strings.Join(names(table), ", ")))
@@ -115,10 +119,9 @@ func ParseConfig(data []byte, table []Builtin) (*Config, error) {
 			errs = append(errs, fmt.Errorf("plugins: ordering cycle %s", strings.Join(cycle, " → ")))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	// The configuration is returned even with errors, so that Build can
+	// report the plugins' own errors in the same pass.
+	return cfg, errors.Join(errs...)
 }
 
 // parsePlugin splits a plugin section into the generic keys and its own.

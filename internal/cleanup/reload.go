@@ -3,6 +3,7 @@ package cleanup
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -135,12 +136,12 @@ func (l *Loader) read() ([]byte, error) {
 }
 
 func (l *Loader) build(data []byte) (*Pipeline, error) {
-	cfg, err := ParseConfig(data, l.Table)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", l.describe(), err)
+	cfg, perr := ParseConfig(data, l.Table)
+	if cfg == nil {
+		return nil, fmt.Errorf("%s: %w", l.describe(), perr)
 	}
-	p, err := Build(cfg, l.Table, l.Deps, l.DryRun, l.Metrics)
-	if err != nil {
+	p, berr := Build(cfg, l.Table, l.Deps, l.DryRun, l.Metrics)
+	if err := errors.Join(perr, berr); err != nil {
 		return nil, fmt.Errorf("%s: %w", l.describe(), err)
 	}
 	return p, nil

@@ -47,11 +47,12 @@ func RemoveFinalizer(ctx context.Context, client metadata.Interface, name string
 	}
 }
 
-// RemoveAll strips finalizer from every Node, passing over the list until a
-// pass finds none left (a watcher still running may have added it back in
-// between). It returns how many Nodes it changed.
+// RemoveAll strips finalizer from every Node, passing over the list every
+// 2 s until a pass after the first finds none left (a watcher that had not
+// yet noticed the webhook configuration is gone may add it back in between).
+// It returns how many Nodes it changed.
 func RemoveAll(ctx context.Context, client metadata.Interface, finalizer string, logf func(string, ...any)) (int, error) {
-	changed := 0
+	changed, passes := 0, 0
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := client.Resource(NodesResource).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -72,7 +73,8 @@ func RemoveAll(ctx context.Context, client metadata.Interface, finalizer string,
 				logf("removed %s from node %s", finalizer, n.Name)
 			}
 		}
-		return left == 0, nil
+		passes++
+		return left == 0 && passes >= 2, nil
 	})
 	return changed, err
 }

@@ -146,7 +146,7 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Optio
 }
 
 // webhookConfigPresent answers "is the MutatingWebhookConfiguration still
-// there?", cached for a few seconds. remove-finalizers deletes it first, so
+// there?", cached for a second. remove-finalizers deletes it first, so
 // a running leader stops re-adding finalizers during uninstall.
 func webhookConfigPresent(client kubernetes.Interface, name string, log *slog.Logger) func(context.Context) bool {
 	var mu sync.Mutex
@@ -155,7 +155,7 @@ func webhookConfigPresent(client kubernetes.Interface, name string, log *slog.Lo
 	return func(ctx context.Context) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if time.Since(checked) < 5*time.Second {
+		if time.Since(checked) < time.Second {
 			return present
 		}
 		_, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})

@@ -1,0 +1,651 @@
+//go:build e2e
+
+// Package cleanup tests node cleanup end to end: two real
+// kube-node-ready-webhook processes (leader-elected, least-privilege RBAC as
+// the README documents it) against a real kube-apiserver, real kubectl, and
+// loopback HTTP servers that speak the Portworx and chat formats.
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+const (
+	ipA        = "10.213.0.20" // webhook replica A (admission goes here)
+	ipB        = "10.213.0.21" // webhook replica B
+	ipBad      = "10.213.0.22" // a webhook started with an invalid configuration
+	pxAddr     = "10.213.0.30:9001"
+	chatAddr   = "10.213.0.31:8080"
+	ns         = "knr-system"
+	mwc        = "knr-e2e-cleanup"
+	fin        = webhookenv.Finalizer
+	skipAnnot  = "infra.894.io/skip-cleanup"
+	optedClass = "local-e2e"
+)
+
+type env struct {
+	cp         *harness.ControlPlane
+	dir        string
+	configPath string
+	px         *portworx
+	chat       *chat
+	procs      []*webhookenv.Proc
+	tokenFile  string
+	urlFile    string
+}
+
+func (e *env) config(extra string) string {
+	return fmt.Sprintf(`%splugins:
+  volumeattachments:
+    critical: true
+    timeout: 30s
+    pollInterval: 200ms
+  local-volumes:
+    critical: true
+    after: [volumeattachments]
+  portworx:
+    critical: true
+    timeout: 60s
+    after: [local-volumes]
+    endpoint: http://%s
+    tokenFile: %s
+  notify:
+    critical: false
+    timeout: 10s
+    urlFile: %s
+    retries: 1
+  log: {}
+`, extra, pxAddr, e.tokenFile, e.urlFile)
+}
+
+func TestCleanup(t *testing.T) {
+	cp := harness.StartT(t, harness.Options{NoDNS: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	e := &env{cp: cp, dir: cp.Dir, px: &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}, chat: &chat{}}
+	serve(t, pxAddr, e.px)
+	serve(t, chatAddr, e.chat)
+	e.tokenFile = writeFile(t, e.dir, "px-token", "px-token\n")
+	e.urlFile = writeFile(t, e.dir, "chat-url", "http://"+chatAddr+"/hook\n")
+	e.configPath = writeFile(t, e.dir, "config.yaml", e.config(""))
+	go playProtectionControllers(ctx, cp)
+
+	kubeconfig, err := webhookenv.InstallRBAC(ctx, cp, ns, mwc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
+		webhookenv.WebhookConfig(mwc, "https://"+ipA+":8443/mutate-node", nil, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	args := func(pod string) []string {
+		return []string{
+			"--kubeconfig=" + kubeconfig, "--namespace=" + ns, "--pod-name=" + pod,
+			"--webhook-config-name=" + mwc, "--extra-sans=" + ipA + "," + ipB,
+			"--config=" + e.configPath, "--config-reload-interval=200ms",
+			"--cleanup-retry-base=200ms", "--cleanup-retry-max=2s",
+			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
+			"--log-level=debug",
+		}
+	}
+	a := webhookenv.Start(t, e.dir, "webhook-a", ipA, args("webhook-a")...)
+	a.WaitReady(t, 30*time.Second)
+	b := webhookenv.Start(t, e.dir, "webhook-b", ipB, args("webhook-b")...)
+	b.WaitReady(t, 30*time.Second)
+	e.procs = []*webhookenv.Proc{a, b}
+	leader := e.leader(t)
+	t.Logf("leader: %s", leader.Name)
+	if other := e.other(leader); other.Metric(t, "node_cleanup_leader") != 0 {
+		t.Fatalf("both replicas report node_cleanup_leader 1")
+	}
+	// Admission reaches replica A once the caBundle is in place.
+	waitFor(t, 30*time.Second, "a created node gets the finalizer from admission", func() bool {
+		n, err := cp.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{})
+		return err == nil && slices.Contains(n.Finalizers, fin)
+	})
+	mustCreate(t, ctx, cp, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: optedClass, Annotations: map[string]string{"infra.894.io/cleanup-local-volumes": "true"}}, Provisioner: "kubernetes.io/no-provisioner"})
+	mustCreate(t, ctx, cp, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "not-opted"}, Provisioner: "kubernetes.io/no-provisioner"})
+	mustCreate(t, ctx, cp, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}})
+
+	t.Run("kubectl delete node runs the plugins in order and the node disappears", func(t *testing.T) {
+		const name = "clean-1"
+		e.px.set(name, pxOK)
+		e.createNode(t, name)
+		e.createNode(t, "neighbour")
+		va := createVA(t, ctx, cp, "va-clean-1", name)
+		otherVA := createVA(t, ctx, cp, "va-neighbour", "neighbour")
+		pv, pvc := createLocalPV(t, ctx, cp, "pv-clean-1", name, optedClass, "data-clean-1")
+		keepClass, _ := createLocalPV(t, ctx, cp, "pv-clean-1-not-opted", name, "not-opted", "")
+		keepNode, _ := createLocalPV(t, ctx, cp, "pv-neighbour", "neighbour", optedClass, "")
+		e.px.mu.Lock()
+		e.px.onDelete = func(node string) string {
+			// What the API server holds when Portworx is asked: the plugins
+			// it runs after must be done by now.
+			vaLeft := 0
+			if v, err := cp.Client.StorageV1().VolumeAttachments().Get(ctx, va, metav1.GetOptions{}); err == nil && v.DeletionTimestamp == nil {
+				vaLeft++
+			}
+			pvLeft := 0
+			if p, err := cp.Client.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
+				pvLeft++
+			}
+			return fmt.Sprintf("va=%d pv=%d", vaLeft, pvLeft)
+		}
+		e.px.mu.Unlock()
+
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		e.waitGone(t, name, 60*time.Second)
+
+		calls := e.px.callsFor(name)
+		if len(calls) != 1 || calls[0].status != 200 || calls[0].check != "va=0 pv=0" {
+			t.Errorf("portworx calls for %s = %+v, want one, after the volumeattachment and the local volume were deleted", name, calls)
+		}
+		for _, gone := range []func() error{
+			func() error {
+				_, err := cp.Client.StorageV1().VolumeAttachments().Get(ctx, va, metav1.GetOptions{})
+				return err
+			},
+			func() error {
+				_, err := cp.Client.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
+				return err
+			},
+			func() error {
+				_, err := cp.Client.CoreV1().PersistentVolumeClaims("apps").Get(ctx, pvc, metav1.GetOptions{})
+				return err
+			},
+		} {
+			waitFor(t, 10*time.Second, "volumeattachment, local volume and its claim gone", func() bool { return apierrors.IsNotFound(gone()) })
+		}
+		for _, keep := range []string{keepClass, keepNode} {
+			if p, err := cp.Client.CoreV1().PersistentVolumes().Get(ctx, keep, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+				t.Errorf("persistentvolume %s (not opted in, or another node's) was touched: %v", keep, err)
+			}
+		}
+		if v, err := cp.Client.StorageV1().VolumeAttachments().Get(ctx, otherVA, metav1.GetOptions{}); err != nil || v.DeletionTimestamp != nil {
+			t.Errorf("the neighbour's volumeattachment was touched: %v", err)
+		}
+		waitFor(t, 10*time.Second, "the success message", func() bool { return len(e.chat.messagesAbout(name)) >= 2 })
+		msgs := e.chat.messagesAbout(name)
+		if len(msgs) != 2 || !strings.Contains(msgs[0], "cleanup started") || !strings.Contains(msgs[1], "cleanup completed") {
+			t.Errorf("chat messages about %s = %q, want started then completed", name, msgs)
+		}
+		// The leader's log shows the configured order.
+		log := readLog(t, e.leader(t))
+		last := -1
+		for _, msg := range []string{"volumeattachment deleted", "local persistentvolume released", "node decommissioned from portworx"} {
+			i := logLine(log, `"msg":"`+msg+`"`, `"node":"clean-1"`)
+			if i < 0 || i < last {
+				t.Errorf("log line %q for clean-1 missing or out of order", msg)
+			}
+			last = i
+		}
+		e.waitEvent(t, name, "CleanupStarted", "")
+		e.waitEvent(t, name, "CleanupCompleted", "")
+		if got := e.leader(t).Metric(t, "node_cleanup_operations_total", `plugin="portworx"`, `result="success"`); got < 1 {
+			t.Errorf("node_cleanup_operations_total{plugin=portworx,result=success} = %v", got)
+		}
+	})
+
+	t.Run("a critical plugin failing keeps the node, retries with backoff, completes once fixed", func(t *testing.T) {
+		const name = "stuck-1"
+		e.px.set(name, pxFail)
+		e.createNode(t, name)
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		waitFor(t, 30*time.Second, "three failed portworx calls", func() bool { return len(e.px.callsFor(name)) >= 3 })
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || n.DeletionTimestamp == nil || !slices.Contains(n.Finalizers, fin) {
+			t.Fatalf("node %s after failed cleanups: %v %+v, want it terminating with the finalizer", name, err, n.ObjectMeta)
+		}
+		// Repeated failures are one Event series (events.k8s.io aggregates
+		// Events that differ only in their note).
+		e.waitEvent(t, name, "CleanupFailed", "attempt 1 failed, finalizer kept, retrying in 200ms: portworx: portworx: remove node stuck-1 (id px-stuck-1): HTTP 500")
+		waitFor(t, 10*time.Second, "the CleanupFailed series to count a second failure", func() bool {
+			list, err := cp.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for _, ev := range list.Items {
+				if ev.Regarding.Name == name && ev.Reason == "CleanupFailed" && ev.Series != nil && ev.Series.Count >= 2 {
+					return true
+				}
+			}
+			return false
+		})
+		// The delay doubles per failure (200ms base in this test).
+		log := readLog(t, e.leader(t))
+		for attempt, delay := range map[int]string{1: "0.2", 2: "0.4", 3: "0.8"} {
+			if logLine(log, `"msg":"node cleanup failed; finalizer kept"`, `"node":"stuck-1"`, fmt.Sprintf(`"attempt":%d,`, attempt), `"retry_in_seconds":`+delay+`}`) < 0 {
+				t.Errorf("no log line for failed attempt %d of stuck-1 with retry_in_seconds %s", attempt, delay)
+			}
+		}
+		if got := e.leader(t).Metric(t, "node_cleanup_operations_total", `plugin="portworx"`, `result="failure"`); got < 3 {
+			t.Errorf("node_cleanup_operations_total{plugin=portworx,result=failure} = %v, want ≥ 3", got)
+		}
+		e.px.set(name, pxOK)
+		e.waitGone(t, name, 30*time.Second)
+		calls := e.px.callsFor(name)
+		if calls[len(calls)-1].status != 200 {
+			t.Errorf("node gone but the last portworx call answered %d", calls[len(calls)-1].status)
+		}
+		e.waitEvent(t, name, "CleanupCompleted", "")
+	})
+
+	t.Run("an optional plugin failing does not keep the node", func(t *testing.T) {
+		const name = "optional-1"
+		e.px.set(name, pxAbsent)
+		e.chat.setStatus(http.StatusForbidden)
+		defer e.chat.setStatus(http.StatusOK)
+		e.createNode(t, name)
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		e.waitGone(t, name, 30*time.Second)
+		e.waitEvent(t, name, "CleanupPluginFailed", "optional plugin notify failed")
+		e.waitEvent(t, name, "CleanupCompleted", "notify=failure")
+	})
+
+	t.Run("kubectl annotate skip-cleanup on a node stuck in a hanging plugin deletes it at once", func(t *testing.T) {
+		const name = "bypass-1"
+		e.px.set(name, pxHang)
+		e.createNode(t, name)
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		waitArrived(t, e.px, name)
+		webhookenv.Kubectl(t, cp, "", "annotate", "node", name, skipAnnot+"=true")
+		e.waitGone(t, name, 10*time.Second)
+		e.waitEvent(t, name, "CleanupSkipped", skipAnnot+"=true")
+		if calls := e.px.callsFor(name); len(calls) != 1 || calls[0].status != 0 {
+			t.Errorf("portworx calls %+v, want the hanging one abandoned by the bypass", calls)
+		}
+	})
+
+	t.Run("dry run reports, changes nothing outside, still removes the finalizer", func(t *testing.T) {
+		const name = "dry-1"
+		e.px.set(name, pxOK)
+		e.applyConfig(t, e.config("dryRun: true\n"), true)
+		defer e.applyConfig(t, e.config(""), true)
+		e.createNode(t, name)
+		va := createVA(t, ctx, cp, "va-dry-1", name)
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		e.waitGone(t, name, 30*time.Second)
+		if v, err := cp.Client.StorageV1().VolumeAttachments().Get(ctx, va, metav1.GetOptions{}); err != nil || v.DeletionTimestamp != nil {
+			t.Errorf("dry run deleted the volumeattachment: %v", err)
+		}
+		if calls := e.px.callsFor(name); len(calls) != 0 {
+			t.Errorf("dry run called portworx: %+v", calls)
+		}
+		e.waitEvent(t, name, "CleanupCompleted", "dry run")
+		if logLine(readLog(t, e.leader(t)), `"msg":"dry run: would delete volumeattachment"`, `"node":"dry-1"`, `"volumeattachment":"va-dry-1"`) < 0 {
+			t.Errorf("no dry-run report for the volumeattachment in the leader's log")
+		}
+	})
+
+	t.Run("an invalid configuration file keeps the old one and says why", func(t *testing.T) {
+		e.applyConfig(t, strings.Replace(e.config(""), "timeout: 60s", "timeout: forever", 1), false)
+		defer e.applyConfig(t, e.config(""), true)
+		for _, p := range e.procs {
+			waitFor(t, 10*time.Second, "reload failure logged", func() bool {
+				return strings.Contains(readLog(t, p), `"msg":"configuration reload failed; keeping the previous configuration"`)
+			})
+		}
+		waitFor(t, 10*time.Second, "CleanupConfigInvalid Event on the pod", func() bool {
+			list, err := cp.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for _, ev := range list.Items {
+				if ev.Reason == "CleanupConfigInvalid" && ev.Regarding.Name == "webhook-a" && strings.Contains(ev.Note, "plugins.portworx.timeout") {
+					return true
+				}
+			}
+			return false
+		})
+		// The previous configuration (portworx enabled) keeps running.
+		const name = "after-invalid"
+		e.px.set(name, pxOK)
+		e.createNode(t, name)
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		e.waitGone(t, name, 30*time.Second)
+		if calls := e.px.callsFor(name); len(calls) != 1 {
+			t.Errorf("portworx calls for %s = %+v, want one (old configuration)", name, calls)
+		}
+	})
+
+	t.Run("an invalid configuration at start stops the process naming the field", func(t *testing.T) {
+		bad := writeFile(t, t.TempDir(), "bad.yaml", "plugins:\n  portworx:\n    endpoint: portworx:9001\n  nope: {}\n")
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(cctx, webhookenv.Binary(t), "--kubeconfig="+kubeconfig, "--namespace="+ns,
+			"--listen-address="+ipBad+":8443", "--metrics-address="+ipBad+":8080", "--config="+bad, "--webhook-config-name=").CombinedOutput()
+		if err == nil {
+			t.Fatalf("started with an invalid configuration: %s", out)
+		}
+		for _, want := range []string{"plugins.nope: unknown plugin", "plugins.portworx.endpoint"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("output does not name %s:\n%s", want, out)
+			}
+		}
+	})
+
+	t.Run("killing the leader mid-cleanup: the other replica finishes it, never before the critical plugins succeed", func(t *testing.T) {
+		const name = "handover-1"
+		e.px.set(name, pxHang)
+		e.createNode(t, name)
+		old := e.leader(t)
+		standby := e.other(old)
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		waitArrived(t, e.px, name)
+		if err := old.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-old.Done()
+		e.procs = []*webhookenv.Proc{standby}
+		// The standby takes the Lease and runs the pipeline again: portworx is
+		// asked a second time, and the node is still there, held by the finalizer.
+		waitArrived(t, e.px, name)
+		if n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil || !slices.Contains(n.Finalizers, fin) {
+			t.Fatalf("node %s before portworx answered: %v, want it present with the finalizer", name, err)
+		}
+		if got := standby.Metric(t, "node_cleanup_leader"); got != 1 {
+			t.Errorf("%s node_cleanup_leader = %v after takeover", standby.Name, got)
+		}
+		close(e.px.release)
+		e.waitGone(t, name, 30*time.Second)
+		calls := e.px.callsFor(name)
+		if len(calls) != 2 || calls[0].status != 0 || calls[1].status != 200 {
+			t.Errorf("portworx calls %+v, want the killed leader's abandoned call, then the new leader's successful one", calls)
+		}
+	})
+
+	t.Run("remove-finalizers strands nothing and deletion is instant afterwards", func(t *testing.T) {
+		for i := range 3 {
+			e.createNode(t, fmt.Sprintf("uninstall-%d", i)) // back-fill: replica A (admission) is dead
+		}
+		out, err := exec.Command(webhookenv.Binary(t), "remove-finalizers", "--kubeconfig="+kubeconfig, "--webhook-config-name="+mwc).CombinedOutput()
+		if err != nil {
+			t.Fatalf("remove-finalizers: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "mutatingwebhookconfiguration "+mwc+": deleted") {
+			t.Errorf("output does not report the configuration deleted first:\n%s", out)
+		}
+		if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwc, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("webhook configuration still there: %v", err)
+		}
+		list, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) < 3 {
+			t.Fatalf("%d nodes left, want the uninstall-* ones at least", len(list.Items))
+		}
+		for _, n := range list.Items {
+			if slices.Contains(n.Finalizers, fin) {
+				t.Errorf("node %s still has %s", n.Name, fin)
+			}
+		}
+		// A replica still running does not put it back, and nothing waits on it.
+		webhookenv.Kubectl(t, cp, webhookenv.NodeYAML("after-uninstall", nil), "create", "-f", "-")
+		for _, name := range []string{"uninstall-0", "after-uninstall"} {
+			webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--timeout=5s")
+			if _, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("node %s still there right after kubectl delete returned: %v", name, err)
+			}
+		}
+	})
+}
+
+// leader is the replica reporting node_cleanup_leader 1.
+func (e *env) leader(t *testing.T) *webhookenv.Proc {
+	t.Helper()
+	var found *webhookenv.Proc
+	waitFor(t, 30*time.Second, "a leader", func() bool {
+		for _, p := range e.procs {
+			if v, err := p.TryMetric("node_cleanup_leader"); err == nil && v == 1 {
+				found = p
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func (e *env) other(p *webhookenv.Proc) *webhookenv.Proc {
+	for _, q := range e.procs {
+		if q != p {
+			return q
+		}
+	}
+	return nil
+}
+
+// createNode creates a Node with real kubectl and waits for our finalizer.
+func (e *env) createNode(t *testing.T, name string) {
+	t.Helper()
+	webhookenv.Kubectl(t, e.cp, webhookenv.NodeYAML(name, map[string]string{corev1.LabelHostname: name}), "create", "-f", "-")
+	waitFor(t, 30*time.Second, "finalizer on "+name, func() bool {
+		n, err := e.cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		return err == nil && slices.Contains(n.Finalizers, fin)
+	})
+}
+
+func (e *env) waitGone(t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "node "+name+" gone", func() bool {
+		_, err := e.cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// waitEvent waits for an Event with reason on the Node whose note contains note.
+func (e *env) waitEvent(t *testing.T, node, reason, note string) {
+	t.Helper()
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := e.cp.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, ev := range list.Items {
+			if ev.Regarding.Kind == "Node" && ev.Regarding.Name == node {
+				seen = append(seen, ev.Reason+": "+ev.Note)
+				if ev.Reason == reason && strings.Contains(ev.Note, note) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no %s Event on node %s with %q; Events: %q", reason, node, note, seen)
+	}
+}
+
+// applyConfig rewrites the configuration file and waits until every running
+// replica has reloaded it (valid) or rejected it.
+func (e *env) applyConfig(t *testing.T, content string, valid bool) {
+	t.Helper()
+	result := `result="success"`
+	if !valid {
+		result = `result="invalid"`
+	}
+	before := make([]float64, len(e.procs))
+	for i, p := range e.procs {
+		before[i] = p.Metric(t, "node_cleanup_config_reloads_total", result)
+	}
+	if err := os.WriteFile(e.configPath+".tmp", []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.configPath+".tmp", e.configPath); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range e.procs {
+		waitFor(t, 10*time.Second, p.Name+" reloaded the configuration", func() bool {
+			v, err := p.TryMetric("node_cleanup_config_reloads_total", result)
+			return err == nil && v > before[i]
+		})
+	}
+}
+
+func waitArrived(t *testing.T, px *portworx, node string) {
+	t.Helper()
+	select {
+	case got := <-px.arrived:
+		if got != node {
+			t.Fatalf("portworx call for %s, want %s", got, node)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no portworx call for %s", node)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// logLine is the byte offset of the first line of log holding every part, or -1.
+func logLine(log string, parts ...string) int {
+	off := 0
+	for _, line := range strings.SplitAfter(log, "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			return off
+		}
+		off += len(line)
+	}
+	return -1
+}
+
+func readLog(t *testing.T, p *webhookenv.Proc) string {
+	t.Helper()
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func mustCreate(t *testing.T, ctx context.Context, cp *harness.ControlPlane, obj any) {
+	t.Helper()
+	var err error
+	switch o := obj.(type) {
+	case *storagev1.StorageClass:
+		_, err = cp.Client.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
+	case *corev1.Namespace:
+		_, err = cp.Client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+	default:
+		t.Fatalf("mustCreate: %T", obj)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createVA(t *testing.T, ctx context.Context, cp *harness.ControlPlane, name, node string) string {
+	t.Helper()
+	pv := "pv-for-" + name
+	_, err := cp.Client.StorageV1().VolumeAttachments().Create(ctx, &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       storagev1.VolumeAttachmentSpec{Attacher: "csi.e2e.example", NodeName: node, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// createLocalPV creates a local PersistentVolume pinned to node, bound to a
+// new claim in namespace apps when claim is set.
+func createLocalPV(t *testing.T, ctx context.Context, cp *harness.ControlPlane, name, node, class, claim string) (string, string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              class,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/" + name}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}}},
+		},
+	}
+	if claim != "" {
+		c, err := cp.Client.CoreV1().PersistentVolumeClaims("apps").Create(ctx, &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &class, VolumeName: name,
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "apps", Name: claim, UID: c.UID}
+	}
+	if _, err := cp.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name, claim
+}
+
+// playProtectionControllers stands in for kube-controller-manager, which the
+// harness does not run: it lifts the PV/PVC protection finalizers of objects
+// being deleted, as the real controllers do once nothing uses them.
+func playProtectionControllers(ctx context.Context, cp *harness.ControlPlane) {
+	lift := []byte(`{"metadata":{"finalizers":null}}`)
+	for ctx.Err() == nil {
+		if pvcs, err := cp.Client.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{}); err == nil {
+			for _, c := range pvcs.Items {
+				if c.DeletionTimestamp != nil && len(c.Finalizers) > 0 {
+					cp.Client.CoreV1().PersistentVolumeClaims(c.Namespace).Patch(ctx, c.Name, types.MergePatchType, lift, metav1.PatchOptions{})
+				}
+			}
+		}
+		if pvs, err := cp.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
+			for _, p := range pvs.Items {
+				if p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
+					cp.Client.CoreV1().PersistentVolumes().Patch(ctx, p.Name, types.MergePatchType, lift, metav1.PatchOptions{})
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,180 @@
+//go:build e2e
+
+package cleanup
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pxBehaviour is how the fake Portworx answers a DELETE for one node.
+type pxBehaviour int
+
+const (
+	pxOK     pxBehaviour = iota // 200
+	pxFail                      // 500
+	pxHang                      // block until released or the client goes away
+	pxAbsent                    // the node is not in the Portworx cluster
+)
+
+// pxCall is one DELETE /v1/cluster/{id} the fake Portworx received.
+type pxCall struct {
+	node   string
+	status int
+	// check is what the test's hook saw in the real API server when the call arrived.
+	check string
+}
+
+// portworx speaks the OpenStorage cluster REST API as documented in the
+// README: GET /v1/cluster/enumerate, DELETE /v1/cluster/{id}.
+type portworx struct {
+	mu        sync.Mutex
+	behaviour map[string]pxBehaviour
+	calls     []pxCall
+	arrived   chan string   // node of each hanging call, as it arrives
+	release   chan struct{} // closing it lets hanging calls answer 200
+	onDelete  func(node string) string
+	token     string
+	badAuth   int
+}
+
+func (p *portworx) set(node string, b pxBehaviour) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.behaviour[node] = b
+}
+
+func (p *portworx) callsFor(node string) []pxCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []pxCall
+	for _, c := range p.calls {
+		if c.node == node {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (p *portworx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	if r.Header.Get("Authorization") != "Bearer "+p.token {
+		p.badAuth++
+	}
+	p.mu.Unlock()
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/cluster/enumerate":
+		type node struct {
+			ID                string `json:"id"`
+			SchedulerNodeName string `json:"scheduler_node_name"`
+		}
+		var nodes []node
+		p.mu.Lock()
+		for n, b := range p.behaviour {
+			if b != pxAbsent {
+				nodes = append(nodes, node{ID: "px-" + n, SchedulerNodeName: n})
+			}
+		}
+		p.mu.Unlock()
+		json.NewEncoder(w).Encode(map[string]any{"id": "px-cluster", "nodes": nodes})
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/cluster/px-"):
+		n := strings.TrimPrefix(r.URL.Path, "/v1/cluster/px-")
+		p.mu.Lock()
+		b := p.behaviour[n]
+		hook := p.onDelete
+		p.mu.Unlock()
+		status := http.StatusOK
+		switch b {
+		case pxFail:
+			status = http.StatusInternalServerError
+		case pxHang:
+			p.arrived <- n
+			select {
+			case <-p.release:
+			case <-r.Context().Done():
+				p.record(pxCall{node: n, status: 0})
+				return
+			}
+		}
+		check := ""
+		if hook != nil {
+			check = hook(n)
+		}
+		p.record(pxCall{node: n, status: status, check: check})
+		w.WriteHeader(status)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (p *portworx) record(c pxCall) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, c)
+}
+
+// chat is a Slack-compatible incoming webhook.
+type chat struct {
+	mu     sync.Mutex
+	status int
+	texts  []string
+}
+
+func (c *chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var msg struct {
+		Text string `json:"text"`
+	}
+	err := json.NewDecoder(r.Body).Decode(&msg)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil || r.Header.Get("Content-Type") != "application/json" {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if c.status != 0 && c.status != http.StatusOK {
+		w.WriteHeader(c.status)
+		return
+	}
+	c.texts = append(c.texts, msg.Text)
+}
+
+func (c *chat) setStatus(s int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.status = s
+}
+
+// messagesAbout returns the texts that mention node, in arrival order.
+func (c *chat) messagesAbout(node string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, t := range c.texts {
+		if strings.Contains(t, "Node "+node+" ") || strings.Contains(t, "Node "+node+":") {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// serve runs h on addr until the test ends.
+func serve(t *testing.T, addr string, h http.Handler) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+}
