@@ -437,3 +437,35 @@ func TestUninstallOfHalfInstalledRelease(t *testing.T) {
 	}
 	uninstallStripsFinalizers(t, "half")
 }
+
+// TestEveryValueDocumented: each value in values.yaml (or, for a map, each
+// of its entries) is in the table of the chart's README.
+func TestEveryValueDocumented(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chart, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			path := prefix + k
+			if strings.Contains(string(readme), "`"+path+"`") {
+				continue
+			}
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(path+".", sub)
+				continue
+			}
+			t.Errorf("value %s is not documented in charts/kube-node-ready/README.md", path)
+		}
+	}
+	walk("", values)
+}
