@@ -1,12 +1,14 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The simulated cluster lives in a private network namespace of its own: inside it
@@ -92,4 +94,34 @@ func setupNamespace() error {
 		return fmt.Errorf("network namespace not usable: listen on %s: %w", APIServerIP, err)
 	}
 	return l.Close()
+}
+
+// MainWithControlPlane is TestMain for packages whose tests share one control
+// plane: it enters the network namespace, starts the plane with opts, runs
+// setup (which typically stores the plane in a package variable), runs the
+// tests, prints the component logs if they failed, stops the plane and exits.
+func MainWithControlPlane(m *testing.M, opts Options, setup func(context.Context, *ControlPlane) error) {
+	if err := EnterNetworkNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	cp, err := Start(ctx, opts)
+	if err == nil {
+		err = setup(ctx, cp)
+		if err != nil {
+			cp.Stop()
+		}
+	}
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness: start control plane:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "control plane logs:\n%s", cp.Logs(40))
+	}
+	cp.Stop()
+	os.Exit(code)
 }

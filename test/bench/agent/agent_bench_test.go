@@ -46,24 +46,10 @@ var cp *harness.ControlPlane
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if err := harness.EnterNetworkNamespace(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	var err error
-	cp, err = harness.Start(ctx, harness.Options{AuditLog: true, Logf: log.Printf})
-	if err == nil {
-		err = agentenv.InstallRBAC(ctx, cp)
-	}
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cp.Stop()
-	os.Exit(code)
+	harness.MainWithControlPlane(m, harness.Options{AuditLog: true, Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
+		cp = c
+		return agentenv.InstallRBAC(ctx, cp)
+	})
 }
 
 // BenchmarkAgentStartToUntaint measures, for a healthy node, the time from

@@ -6,7 +6,6 @@ package agent_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -30,27 +29,10 @@ const agentSA = agentenv.ServiceAccount
 var cp *harness.ControlPlane
 
 func TestMain(m *testing.M) {
-	if err := harness.EnterNetworkNamespace(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	var err error
-	cp, err = harness.Start(ctx, harness.Options{Logf: log.Printf})
-	if err == nil {
-		err = agentenv.InstallRBAC(ctx, cp)
-	}
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "control plane logs:\n%s", cp.Logs(40))
-	}
-	cp.Stop()
-	os.Exit(code)
+	harness.MainWithControlPlane(m, harness.Options{Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
+		cp = c
+		return agentenv.InstallRBAC(ctx, cp)
+	})
 }
 
 // agent is one running agent process playing one node.

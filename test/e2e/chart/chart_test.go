@@ -47,29 +47,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if err := harness.EnterNetworkNamespace(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	var err error
-	if root, err = harness.RepoRoot(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	chart = filepath.Join(root, "charts", "kube-node-ready")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	cp, err = harness.Start(ctx, harness.Options{Logf: log.Printf})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "control plane logs:\n%s", cp.Logs(40))
-	}
-	cp.Stop()
-	os.Exit(code)
+	harness.MainWithControlPlane(m, harness.Options{Logf: log.Printf}, func(_ context.Context, c *harness.ControlPlane) error {
+		cp = c
+		var err error
+		root, err = harness.RepoRoot()
+		chart = filepath.Join(root, "charts", "kube-node-ready")
+		return err
+	})
 }
 
 // helm runs the real helm against the harness API server.
