@@ -1,0 +1,293 @@
+//go:build e2e
+
+// Package cleanup benchmarks node cleanup with the real webhook binary at its
+// default settings (16 workers, client QPS 50 / burst 100) against the real
+// kube-apiserver: how long 500 nodes deleted at once take to disappear with
+// one 200 ms plugin, and the watcher's resident memory with 5 000 realistic
+// nodes in its cache. It prints the "## Cleanup" section's tables for
+// docs/benchmarks.md; nothing here asserts on time.
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+const (
+	webhookIP  = "10.213.0.25"
+	pxAddr     = "10.213.0.35:9001"
+	burstNodes = 500
+	cacheNodes = 5000
+	rounds     = 3
+	pluginTime = 200 * time.Millisecond
+)
+
+// slowPortworx answers every decommission after pluginTime: the one 200 ms plugin.
+type slowPortworx struct{ deletes atomic.Int64 }
+
+func (p *slowPortworx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/cluster/enumerate":
+		// Every node is known to Portworx under its own name.
+		fmt.Fprint(w, `{"nodes":[`)
+		for i := range burstNodes {
+			if i > 0 {
+				fmt.Fprint(w, ",")
+			}
+			fmt.Fprintf(w, `{"id":"px-%d","scheduler_node_name":"burst-%d"}`, i, i)
+		}
+		fmt.Fprint(w, `]}`)
+	case r.Method == http.MethodDelete:
+		time.Sleep(pluginTime)
+		p.deletes.Add(1)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func BenchmarkCleanup(b *testing.B) {
+	for range b.N {
+		benchCleanup(b)
+	}
+}
+
+func benchCleanup(b *testing.B) {
+	cp := harness.StartT(b, harness.Options{NoDNS: true})
+	ctx := context.Background()
+	px := &slowPortworx{}
+	ln, err := net.Listen("tcp", pxAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: px, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	// Only the 200 ms plugin; the log plugin (on by default) off.
+	config := filepath.Join(cp.Dir, "cleanup.yaml")
+	if err := os.WriteFile(config, []byte("plugins:\n  log:\n    enabled: false\n  portworx:\n    endpoint: http://"+pxAddr+"\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	fast := rest.CopyConfig(cp.Config)
+	fast.QPS, fast.Burst = 2000, 4000
+	client, err := kubernetes.NewForConfig(fast)
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := []string{"--kubeconfig=" + cp.Kubeconfig, "--namespace=kube-system", "--webhook-config-name=", "--config=" + config}
+
+	hook := webhookenv.Start(b, cp.Dir, "webhook", webhookIP, args...)
+	hook.WaitReady(b, 30*time.Second)
+	var times []time.Duration
+	for round := range rounds {
+		createNodes(b, client, "burst-", burstNodes, false)
+		waitMetric(b, hook, "node_cleanup_nodes_with_finalizer", burstNodes, 60*time.Second)
+		waitMetric(b, hook, "node_cleanup_leader", 1, 60*time.Second)
+		before := px.deletes.Load()
+		start := time.Now()
+		if err := client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench=burst"}); err != nil {
+			b.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench=burst"})
+			return err == nil && len(l.Items) == 0, nil
+		}); err != nil {
+			b.Fatalf("round %d: nodes never all gone: %v", round, err)
+		}
+		d := time.Since(start)
+		if got := px.deletes.Load() - before; got != burstNodes {
+			b.Fatalf("round %d: %d decommissions for %d nodes", round, got, burstNodes)
+		}
+		times = append(times, d)
+		b.Logf("round %d: %d nodes gone in %s", round, burstNodes, d.Round(time.Millisecond))
+	}
+	if err := hook.Stop(10 * time.Second); err != nil {
+		b.Fatal(err)
+	}
+
+	// Memory: a fresh replica lists 5 000 realistic nodes.
+	createNodes(b, client, "cache-", cacheNodes, true)
+	mem := webhookenv.Start(b, cp.Dir, "webhook-mem", webhookIP, args...)
+	mem.WaitReady(b, 30*time.Second)
+	waitMetric(b, mem, "node_cleanup_nodes_with_finalizer", cacheNodes, 2*time.Minute)
+	waitMetric(b, mem, "node_cleanup_leader", 1, 60*time.Second)
+	var rss []int
+	for range 10 {
+		time.Sleep(time.Second)
+		rss = append(rss, statusKiB(b, mem.Pid(), "VmRSS"))
+	}
+	hwm := statusKiB(b, mem.Pid(), "VmHWM")
+	sizes := nodeSizes(b, client)
+
+	byRound := slices.Clone(times)
+	slices.Sort(times)
+	slices.Sort(rss)
+	mib := func(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n| %d nodes deleted at once (DeleteCollection), one %s plugin | round 1 | round 2 | round 3 | median |\n| --- | --- | --- | --- | --- |\n", burstNodes, pluginTime)
+	fmt.Fprintf(&sb, "| time until all are gone | %s | %s | %s | **%s** |\n", byRound[0].Round(10*time.Millisecond), byRound[1].Round(10*time.Millisecond), byRound[2].Round(10*time.Millisecond), times[len(times)/2].Round(10*time.Millisecond))
+	fmt.Fprintf(&sb, "\n| watcher with %d nodes cached | VmRSS median of 10 samples | VmRSS max | VmHWM |\n| --- | --- | --- | --- |\n", cacheNodes)
+	fmt.Fprintf(&sb, "| webhook process (leader, informer synced) | **%s** | %s | %s |\n", mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), mib(hwm))
+	fmt.Fprintf(&sb, "\nA cached-node's full object is %s as JSON (%d labels, %d annotations, %d images, %d conditions).\n", sizes.json, sizes.labels, sizes.annotations, sizes.images, sizes.conditions)
+	b.Logf("\n%s", sb.String())
+	fmt.Print(sb.String())
+}
+
+// createNodes creates n Nodes with our finalizer, 32 at a time; realistic
+// ones carry the labels, annotations and status a cloud node has.
+func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, realistic bool) {
+	b.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	var failed atomic.Value
+	for range 32 {
+		wg.Go(func() {
+			for i := range work {
+				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+					Name:       fmt.Sprintf("%s%d", prefix, i),
+					Labels:     map[string]string{"bench": strings.TrimSuffix(prefix, "-")},
+					Finalizers: []string{webhookenv.Finalizer},
+				}}
+				if realistic {
+					decorate(node, i)
+				}
+				created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+				if err != nil {
+					failed.Store(err)
+					continue
+				}
+				if realistic {
+					created.Status = node.Status
+					if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+						failed.Store(err)
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatalf("create nodes: %v", err)
+	}
+}
+
+// decorate gives node what an EKS/GKE node typically carries.
+func decorate(node *corev1.Node, i int) {
+	name := node.Name
+	zone := []string{"a", "b", "c"}[i%3]
+	for k, v := range map[string]string{
+		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+		"node.kubernetes.io/instance-type": "m6i.2xlarge", "beta.kubernetes.io/instance-type": "m6i.2xlarge",
+		"topology.kubernetes.io/region": "eu-west-1", "topology.kubernetes.io/zone": "eu-west-1" + zone,
+		"failure-domain.beta.kubernetes.io/region": "eu-west-1", "failure-domain.beta.kubernetes.io/zone": "eu-west-1" + zone,
+		"karpenter.sh/nodepool": "general-purpose", "karpenter.sh/capacity-type": "on-demand",
+		"karpenter.k8s.aws/instance-family": "m6i", "karpenter.k8s.aws/instance-cpu": "8", "karpenter.k8s.aws/instance-memory": "32768",
+		"node-ready/verified": "true", "topology.ebs.csi.aws.com/zone": "eu-west-1" + zone,
+	} {
+		node.Labels[k] = v
+	}
+	node.Annotations = map[string]string{
+		"node.alpha.kubernetes.io/ttl":                           "0",
+		"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+		"alpha.kubernetes.io/provided-node-ip":                   fmt.Sprintf("10.0.%d.%d", i/250, i%250),
+		"karpenter.sh/nodepool-hash":                             "4012513481623584108",
+		"karpenter.k8s.aws/ec2nodeclass-hash":                    "15616957348189460630",
+		"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"ebs.csi.aws.com":"i-0%015x","efs.csi.aws.com":"i-0%015x"}`, i, i),
+	}
+	q := resource.MustParse
+	node.Spec.ProviderID = fmt.Sprintf("aws:///eu-west-1%s/i-0%015x", zone, i)
+	node.Spec.PodCIDR = fmt.Sprintf("100.64.%d.0/24", i%250)
+	st := &node.Status
+	st.Capacity = corev1.ResourceList{"cpu": q("8"), "memory": q("32080868Ki"), "pods": q("58"), "ephemeral-storage": q("104845292Ki"), "hugepages-1Gi": q("0"), "hugepages-2Mi": q("0")}
+	st.Allocatable = corev1.ResourceList{"cpu": q("7910m"), "memory": q("31064036Ki"), "pods": q("58"), "ephemeral-storage": q("95551679124"), "hugepages-1Gi": q("0"), "hugepages-2Mi": q("0")}
+	now := metav1.Now()
+	for _, c := range []struct{ t, s, r string }{
+		{"MemoryPressure", "False", "KubeletHasSufficientMemory"}, {"DiskPressure", "False", "KubeletHasNoDiskPressure"},
+		{"PIDPressure", "False", "KubeletHasSufficientPID"}, {"Ready", "True", "KubeletReady"},
+	} {
+		st.Conditions = append(st.Conditions, corev1.NodeCondition{Type: corev1.NodeConditionType(c.t), Status: corev1.ConditionStatus(c.s), Reason: c.r, Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now})
+	}
+	st.Addresses = []corev1.NodeAddress{{Type: "InternalIP", Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250)}, {Type: "Hostname", Address: name}, {Type: "InternalDNS", Address: name + ".eu-west-1.compute.internal"}}
+	st.NodeInfo = corev1.NodeSystemInfo{MachineID: fmt.Sprintf("ec2%029x", i), SystemUUID: fmt.Sprintf("ec2%029x", i), BootID: fmt.Sprintf("%032x", i), KernelVersion: "6.1.112-124.190.amzn2023.x86_64", OSImage: "Amazon Linux 2023.6.20241031", ContainerRuntimeVersion: "containerd://1.7.22", KubeletVersion: "v1.36.3-eks-7f9249a", KubeProxyVersion: "v1.36.3-eks-7f9249a", OperatingSystem: "linux", Architecture: "amd64"}
+	for j := range 20 {
+		st.Images = append(st.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/image-%d@sha256:%064x", j, j), fmt.Sprintf("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/image-%d:v1.%d.0", j, j)}, SizeBytes: int64(10_000_000 + j*1_000_000)})
+	}
+}
+
+type sizes struct {
+	json                                    string
+	labels, annotations, images, conditions int
+}
+
+func nodeSizes(b *testing.B, c kubernetes.Interface) sizes {
+	b.Helper()
+	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/cache-0").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := c.CoreV1().Nodes().Get(context.Background(), "cache-0", metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sizes{json: fmt.Sprintf("%.1f KiB", float64(len(raw))/1024), labels: len(n.Labels), annotations: len(n.Annotations), images: len(n.Status.Images), conditions: len(n.Status.Conditions)}
+}
+
+func waitMetric(b *testing.B, p *webhookenv.Proc, name string, want float64, timeout time.Duration) {
+	b.Helper()
+	var got float64
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		if exited, _ := p.Exited(); exited {
+			return false, p.ExitError()
+		}
+		v, err := p.TryMetric(name)
+		got = v
+		return err == nil && v >= want, nil
+	}); err != nil {
+		b.Fatalf("%s = %v, want %v: %v", name, got, want, err)
+	}
+}
+
+func statusKiB(b *testing.B, pid int, field string) int {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			n, _ := strconv.Atoi(strings.Fields(line)[1])
+			return n
+		}
+	}
+	b.Fatalf("%s not in /proc/%d/status", field, pid)
+	return 0
+}
