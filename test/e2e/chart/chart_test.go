@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
+	cleanupplugins "github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -452,4 +454,58 @@ func TestEveryValueDocumented(t *testing.T) {
 		}
 	}
 	walk("", values)
+}
+
+// TestCleanupConfigParsesAndGrantsPluginRBAC renders the cleanup ConfigMap
+// with every plugin and checks the webhook's own parser accepts it, and that
+// the ClusterRole grants exactly the enabled plugins' permissions.
+func TestCleanupConfigParsesAndGrantsPluginRBAC(t *testing.T) {
+	plugins := `{"volumeattachments":{"critical":true,"timeout":"2m"},` +
+		`"local-volumes":{"after":["volumeattachments"],"storageClasses":["local-storage"]},` +
+		`"portworx":{"after":["local-volumes"],"endpoint":"http://portworx-api.kube-system:9001","tokenFile":"/etc/kube-node-ready/secrets/portworx-token"},` +
+		`"notify":{"critical":false,"urlFile":"/etc/kube-node-ready/secrets/notify-url","format":"slack"},"log":{}}`
+	render := func(show string, extra ...string) string {
+		args := append([]string{"template", release, chart, "-n", namespace, "--kube-version", "1.36.0", "--show-only", show}, extra...)
+		out, err := helm(t, args...)
+		if err != nil {
+			t.Fatalf("helm %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal([]byte(render("templates/webhook-configmap.yaml", "--set-json", "webhook.cleanup.plugins="+plugins)), &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cleanup.ParseConfig([]byte(cm.Data["config.yaml"]), cleanupplugins.Builtins())
+	if err != nil {
+		t.Fatalf("the webhook rejects the chart's config.yaml: %v\n%s", err, cm.Data["config.yaml"])
+	}
+	if !cfg.Plugins["portworx"].Enabled || !cfg.Plugins["volumeattachments"].Critical {
+		t.Errorf("parsed config lost settings: %+v", cfg.Plugins)
+	}
+
+	rules := func(extra ...string) string {
+		docs := strings.Split(render("templates/webhook-rbac.yaml", extra...), "\n---")
+		for _, d := range docs {
+			if strings.Contains(d, "kind: ClusterRole\n") {
+				return d
+			}
+		}
+		t.Fatal("no ClusterRole rendered")
+		return ""
+	}
+	all := rules("--set-json", "webhook.cleanup.plugins="+plugins)
+	only := rules()
+	for _, want := range []string{"volumeattachments", "persistentvolumes", "persistentvolumeclaims", "storageclasses"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("ClusterRole with every plugin lacks %s", want)
+		}
+		if strings.Contains(only, want) {
+			t.Errorf("ClusterRole with only the log plugin grants %s", want)
+		}
+	}
+	disabled := rules("--set-json", `webhook.cleanup.plugins={"volumeattachments":{"enabled":false}}`)
+	if strings.Contains(disabled, "volumeattachments") {
+		t.Error("a disabled plugin still gets RBAC")
+	}
 }
