@@ -113,7 +113,10 @@ func run(ctx context.Context) error {
 	}
 
 	gone := ns[4]
-	step(fmt.Sprintf("deleting %s: the webhook's finalizer holds it until cleanup has run", gone.Name))
+	step(fmt.Sprintf("deleting %s: the webhook's finalizer holds it until its volumes are detached and it is logged", gone.Name))
+	if err := attachVolume(ctx, cp, gone.Name); err != nil {
+		return err
+	}
 	if err := deleteAndWatchCleanup(ctx, cp, gone.Name); err != nil {
 		return err
 	}
