@@ -46,6 +46,9 @@ type Agent struct {
 	budget   Budget
 	informer cache.SharedIndexInformer
 	lock     *retaintLock
+	// writeRetry spaces the rounds after a failed write to the node, so a
+	// passed round is not left waiting a whole period for its untaint.
+	writeRetry backoff.BackOff
 	// wake is signalled when the node changes in a way that should not wait for the next round.
 	wake chan struct{}
 
@@ -91,9 +94,19 @@ func New(opts *Options, client *kube.Client, runner *checks.Runner, metrics *Met
 			client: client, namespace: opts.PodNamespace, name: "kube-node-ready-retaint",
 			holder: opts.NodeName, duration: 15 * time.Second,
 		},
+		writeRetry: &backoff.ExponentialBackOff{
+			InitialInterval: opts.InitialBackoff, Multiplier: 2, RandomizationFactor: 0.2,
+			MaxInterval: opts.Period, Stop: backoff.Stop, Clock: backoff.SystemClock,
+		},
 	}
-	_, err = a.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { a.signal() },
+	a.writeRetry.Reset()
+	_, err = a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		// The initial list is not news: Run starts with a round anyway.
+		AddFunc: func(_ any, initialList bool) {
+			if !initialList {
+				a.signal()
+			}
+		},
 		DeleteFunc: func(any) { a.signal() },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Node)
@@ -215,8 +228,11 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 		err = a.apply(ctx, want)
 	}
 	if err != nil {
-		a.log.Error("update node failed; will retry", "err", err)
+		d := a.writeRetry.NextBackOff()
+		a.log.Error("update node failed; will retry", "err", err, "retry_seconds", d.Seconds())
+		return d
 	}
+	a.writeRetry.Reset()
 
 	switch {
 	case !*inInitial:
@@ -392,11 +408,24 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			node = updated
 			return nil
 		}
+		// A failed test op comes back as 422 Invalid, like any other
+		// rejection (an admission policy, say): only a node that changed
+		// under us is a conflict worth retrying at once.
 		if !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
 			a.count(op, "error")
 			return fmt.Errorf("patch node: %w", err)
 		}
+		fresh, getErr := a.client.GetNode(ctx, a.opts.NodeName)
+		if getErr != nil {
+			a.count(op, "error")
+			return fmt.Errorf("patch node: %w (re-read failed: %v)", err, getErr)
+		}
+		if fresh.ResourceVersion == node.ResourceVersion {
+			a.count(op, "error")
+			return fmt.Errorf("patch node: rejected: %w", err)
+		}
 		a.count(op, "conflict")
+		node = fresh
 		d := bo.NextBackOff()
 		if d == backoff.Stop {
 			return fmt.Errorf("patch node: still conflicting after retries: %w", err)
@@ -405,9 +434,6 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(d):
-		}
-		if node, err = a.client.GetNode(ctx, a.opts.NodeName); err != nil {
-			return fmt.Errorf("re-read node after conflict: %w", err)
 		}
 	}
 }

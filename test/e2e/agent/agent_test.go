@@ -14,10 +14,16 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kube-node-ready/kube-node-ready/test/agentenv"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -383,4 +389,89 @@ func TestStartupRetriesExhaustedKeepTaintAndSaySo(t *testing.T) {
 	if !strings.Contains(metrics, `node_check_success{check="dns"} 0`) || !strings.Contains(metrics, "node_ready_verified 0") {
 		t.Error("metrics do not show the failing dns check and the unverified node")
 	}
+}
+
+// TestFailedUntaintIsRetriedWithinSeconds: a passed round whose patch the API
+// server refuses is retried on a backoff, not a whole period later.
+func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
+	ctx := t.Context()
+	admission := cp.Client.AdmissionregistrationV1()
+	name := "refuse-agent-writes"
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}},
+				},
+			}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name: "agent", Expression: `request.userInfo.username == "system:serviceaccount:` + agentenv.Namespace + `:` + agentSA + `"`,
+			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "agent writes refused by the test"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	if _, err := admission.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admission.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if _, err := admission.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindingGone := false
+	t.Cleanup(func() {
+		if !bindingGone {
+			_ = admission.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+
+	n := newNode(t, "write-refused", harness.NodeOptions{})
+	// The policy compiles asynchronously: wait until the agent's own writes are refused.
+	cfg := rest.AnonymousClientConfig(cp.Config)
+	kubeconfig := nodeKubeconfig(t, agentSA, n)
+	loaded, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BearerToken = loaded.BearerToken
+	agentClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := []byte(`[{"op":"add","path":"/metadata/labels/probe","value":"x"}]`)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := agentClient.CoreV1().Nodes().Patch(ctx, n.Name, types.JSONPatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("policy never took effect: %v", err)
+	}
+
+	a := startAgent(t, n, "--check-period=1m")
+	// Two refused writes: the agent has retried once on its own.
+	deadline := time.Now().Add(10 * time.Second)
+	for logCount(a.proc, "update node failed") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent did not retry the refused write:\n%s", a.proc.Tail(10))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !tainted(getNode(t, n.Name)) {
+		t.Fatal("node untainted although the agent's writes are refused")
+	}
+	if err := admission.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindingGone = true
+	// Well inside the 1 minute period: the retry backoff, not the next round, untaints.
+	waitNode(t, n.Name, 20*time.Second, "verified after writes are allowed again", verified)
 }

@@ -197,6 +197,11 @@ func waitEvent(t *testing.T, node, reason string, timeout time.Duration) {
 	t.Fatalf("no %s Event on node %s within %s; have %v", reason, node, timeout, eventReasons(t, node))
 }
 
+func logCount(p *harness.Process, s string) int {
+	b, _ := os.ReadFile(p.LogPath)
+	return strings.Count(string(b), s)
+}
+
 func logContains(p *harness.Process, s string) bool {
 	b, err := os.ReadFile(p.LogPath)
 	return err == nil && strings.Contains(string(b), s)
