@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/i
 BIN     := $(CURDIR)/bin
 GO      ?= go
 # Packages whose tests need the real control plane carry the e2e build tag.
-E2E_PKGS ?= ./test/...
+E2E_PKGS ?= ./test/harness/... ./test/e2e/...
 E2E_TIMEOUT ?= 20m
 
 export KNR_BIN_DIR := $(BIN)
