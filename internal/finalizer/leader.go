@@ -2,6 +2,7 @@ package finalizer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -24,13 +25,48 @@ type Election struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
+// term is one run of a LeaderElector. client-go starts OnStartedLeading in a
+// goroutine and does not wait for it, so LeaderElector.Run can return (lease
+// lost, or released on shutdown) before the callback has even begun. term
+// makes sure that lead either started before the run ended, and is waited
+// for, or never starts: otherwise a late lead would work without the Lease,
+// overlapping the next term's lead or another replica's.
+type term struct {
+	mu      sync.Mutex
+	over    bool          // no lead may start any more
+	leading chan struct{} // closed when lead returns; nil if it never started
+}
+
+// begin registers a starting lead; false when the term is already over.
+func (t *term) begin() (done chan struct{}, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.over {
+		return nil, false
+	}
+	t.leading = make(chan struct{})
+	return t.leading, true
+}
+
+// end stops any further lead from starting and waits for a running one.
+func (t *term) end() {
+	t.mu.Lock()
+	t.over = true
+	done := t.leading
+	t.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
 // RunElected calls lead with a context that ends when leadership is lost or
 // ctx ends, every time this replica becomes leader, until ctx ends. The Lease
 // is released only after lead has returned, so two replicas never work at once.
 func RunElected(ctx context.Context, e Election, log *slog.Logger, lead func(context.Context)) error {
 	for ctx.Err() == nil {
-		var mu sync.Mutex
-		var leading chan struct{}
+		t := &term{}
+		// The elector's context outlives ctx on purpose: on shutdown the work
+		// stops first, and only then is the Lease released (ReleaseOnCancel).
 		electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock: &resourcelock.LeaseLock{
@@ -45,10 +81,10 @@ func RunElected(ctx context.Context, e Election, log *slog.Logger, lead func(con
 			Name:            e.Name,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lctx context.Context) {
-					done := make(chan struct{})
-					mu.Lock()
-					leading = done
-					mu.Unlock()
+					done, ok := t.begin()
+					if !ok {
+						return
+					}
 					defer close(done)
 					wctx, cancel := context.WithCancel(lctx)
 					defer cancel()
@@ -67,26 +103,15 @@ func RunElected(ctx context.Context, e Election, log *slog.Logger, lead func(con
 		})
 		if err != nil {
 			cancelElect()
-			return err
+			return fmt.Errorf("leader election on lease %s/%s: %w", e.Namespace, e.Name, err)
 		}
-		// On shutdown, stop the work first, then release the Lease.
 		stopWatch := context.AfterFunc(ctx, func() {
-			mu.Lock()
-			done := leading
-			mu.Unlock()
-			if done != nil {
-				<-done
-			}
+			t.end()
 			cancelElect()
 		})
 		le.Run(electCtx)
 		stopWatch()
-		mu.Lock()
-		done := leading
-		mu.Unlock()
-		if done != nil {
-			<-done // lead has seen its context end
-		}
+		t.end() // lead has seen its context end
 		cancelElect()
 		if ctx.Err() == nil {
 			log.Warn("lost leadership; standing for election again", "lease", e.Namespace+"/"+e.Name)
