@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +24,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	if m == nil || err != nil {
 		return err
 	}
-	if m.DeletionTimestamp == nil || !hasString(m.Finalizers, c.cfg.Finalizer) {
+	if m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, c.cfg.Finalizer) {
 		return nil
 	}
 	if c.skipped(m) {
@@ -35,10 +37,10 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if !c.startRun(name, m.UID, cancel) {
-		return nil
-	}
 	defer c.endRun(name, m.UID)
+	if cause := c.startRun(m, cancel); cause != nil {
+		return c.interrupted(ctx, m, cause, log)
+	}
 
 	if attempt == 1 {
 		log.Info("node cleanup started", "plugins", pipeline.Names(), "dry_run", pipeline.DryRun())
@@ -49,14 +51,8 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping or no longer leading: the next leader resumes
 	}
-	if cause := context.Cause(runCtx); runCtx.Err() != nil {
-		if errors.Is(cause, errBypassed) {
-			if latest, _ := c.cached(name); latest != nil && latest.UID == m.UID {
-				return c.bypass(ctx, latest)
-			}
-		}
-		log.Info("node cleanup abandoned", "reason", cause.Error())
-		return nil
+	if runCtx.Err() != nil {
+		return c.interrupted(ctx, m, context.Cause(runCtx), log)
 	}
 	for _, f := range res.OptionalFailures() {
 		log.Warn("optional cleanup plugin failed; continuing", "plugin", f.Name, "result", f.Result, "error", f.Err.Error())
@@ -100,13 +96,42 @@ func (c *Controller) bypass(ctx context.Context, m *metav1.PartialObjectMetadata
 	return nil
 }
 
-// startRun registers a running cleanup so that the informer can cancel it;
-// false when the Node changed in between (nothing to run).
-func (c *Controller) startRun(name string, uid types.UID, cancel context.CancelCauseFunc) bool {
+// interrupted finishes a cleanup of m that was cancelled with cause: a
+// bypass removes the finalizer at once; a Node that is gone, re-created or no
+// longer ours leaves nothing to do. Any other cause is returned (requeue).
+func (c *Controller) interrupted(ctx context.Context, m *metav1.PartialObjectMetadata, cause error, log *slog.Logger) error {
+	switch {
+	case errors.Is(cause, errBypassed):
+		if latest, _ := c.cached(m.Name); latest != nil && latest.UID == m.UID {
+			return c.bypass(ctx, latest)
+		}
+	case !errors.Is(cause, errReplaced):
+		return cause
+	}
+	log.Info("node cleanup abandoned", "reason", cause.Error())
+	return nil
+}
+
+// startRun registers a running cleanup of m so that the informer can cancel
+// it. An update that reached the informer after m was read from the cache but
+// before the registration found nothing to cancel, so the cache is read again
+// afterwards: the cause when m changed that way, nil when the cleanup may run.
+// (The informer updates its cache before it calls the handlers, so every
+// update is seen by one side or the other.)
+func (c *Controller) startRun(m *metav1.PartialObjectMetadata, cancel context.CancelCauseFunc) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.running[name] = &runningClean{uid: uid, cancel: cancel}
-	return true
+	c.running[m.Name] = &runningClean{uid: m.UID, cancel: cancel}
+	c.mu.Unlock()
+	latest, err := c.cached(m.Name)
+	switch {
+	case err != nil:
+		return err
+	case latest == nil || latest.UID != m.UID || latest.DeletionTimestamp == nil || !slices.Contains(latest.Finalizers, c.cfg.Finalizer):
+		return errReplaced
+	case c.skipped(latest):
+		return errBypassed
+	}
+	return nil
 }
 
 func (c *Controller) endRun(name string, uid types.UID) {
@@ -147,15 +172,6 @@ func dryRunNote(p *cleanup.Pipeline) string {
 		return " (dry run: plugins only reported)"
 	}
 	return ""
-}
-
-func hasString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // truncate keeps an Event note under the API's 1 kB limit.
