@@ -292,6 +292,19 @@ func (c *Controller) Lead(ctx context.Context) error {
 	c.mu.Lock()
 	c.backfillQ, c.cleanupQ = bq, cq
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.backfillQ, c.cleanupQ = nil, nil
+		c.mu.Unlock()
+		if bq != nil {
+			bq.ShutDown() // wakes workers blocked in Get
+		}
+		if cq != nil {
+			cq.ShutDown()
+		}
+		wg.Wait()
+		c.log.Info("node watcher stopped leading")
+	}()
 	// Whatever the cache holds now is the work a previous leader may have left.
 	all, err := c.lister.List(labels.Everything())
 	if err != nil {
@@ -317,17 +330,6 @@ func (c *Controller) Lead(ctx context.Context) error {
 		}
 	}
 	<-ctx.Done()
-	c.mu.Lock()
-	c.backfillQ, c.cleanupQ = nil, nil
-	c.mu.Unlock()
-	if bq != nil {
-		bq.ShutDown() // wakes workers blocked in Get
-	}
-	if cq != nil {
-		cq.ShutDown()
-	}
-	wg.Wait()
-	c.log.Info("node watcher stopped leading")
 	return nil
 }
 
