@@ -133,7 +133,8 @@ func (p *notify) send(ctx context.Context, node *corev1.Node, kind string, cause
 	return backoff.Retry(func() error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 		if err != nil {
-			return backoff.Permanent(fmt.Errorf("notify: bad URL in %s: %w", p.urlFile, err))
+			// url.Parse errors quote the whole URL, which is the secret.
+			return backoff.Permanent(fmt.Errorf("notify: bad URL in %s: %v", p.urlFile, redactURL(err)))
 		}
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := p.http.Do(req)

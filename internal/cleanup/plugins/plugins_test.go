@@ -229,3 +229,18 @@ func TestNotifyFormatsAndRetries(t *testing.T) {
 		})
 	}
 }
+
+// The URL is a secret: an unparsable one must not reach logs or Events
+// through the plugin's error.
+func TestNotifyBadURLErrorHidesTheURL(t *testing.T) {
+	const secret = "T0KEN-s3cret"
+	p, err := build(t, newNotify, `{"urlFile":"`+secretFile(t, "http://hooks.example/"+secret+"\x7f")+`"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 1})
+	err = p.Cleanup(ctx, node("n1"))
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("err = %v, want an error without the URL", err)
+	}
+}
