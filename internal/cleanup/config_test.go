@@ -132,4 +132,16 @@ func TestLoaderKeepsOldConfigOnInvalidFile(t *testing.T) {
 	if got := strings.Join(l.Pipeline().Names(), ","); got != "c" {
 		t.Errorf("after a valid change plugins = %s, want c", got)
 	}
+	invalid = nil
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	l.Reload()
+	l.Reload() // the same unreadable file is reported once
+	if got := strings.Join(l.Pipeline().Names(), ","); got != "c" {
+		t.Errorf("after the file went away plugins = %s, want the old c", got)
+	}
+	if len(invalid) != 1 {
+		t.Errorf("OnInvalid calls for a missing file = %v, want one", invalid)
+	}
 }

@@ -35,7 +35,8 @@ type Loader struct {
 
 	current atomic.Pointer[Pipeline]
 	mu      sync.Mutex
-	last    []byte
+	last    []byte // content last installed or rejected
+	readErr string // last read failure reported, "" after a good read
 	reloads *prometheus.CounterVec
 }
 
@@ -87,25 +88,28 @@ func (l *Loader) Watch(ctx context.Context, interval time.Duration) {
 // Reload applies the file if it changed since the last attempt.
 func (l *Loader) Reload() {
 	data, err := l.read()
-	if err == nil {
-		l.mu.Lock()
-		same := bytes.Equal(data, l.last)
-		l.mu.Unlock()
-		if same {
-			return
-		}
+	l.mu.Lock()
+	// Report a bad file, or the same read failure, once rather than every tick.
+	same := err == nil && bytes.Equal(data, l.last) || err != nil && err.Error() == l.readErr
+	if err != nil {
+		l.readErr = err.Error()
+	} else {
+		l.readErr = ""
+	}
+	l.mu.Unlock()
+	if same {
+		return
 	}
 	var p *Pipeline
 	if err == nil {
 		p, err = l.build(data)
 	}
 	if err != nil {
-		// Remember the bad content so it is reported once, not every tick.
-		l.mu.Lock()
 		if data != nil {
+			l.mu.Lock()
 			l.last = data
+			l.mu.Unlock()
 		}
-		l.mu.Unlock()
 		l.count("invalid")
 		l.Log.Error("configuration reload failed; keeping the previous configuration", "path", l.Path, "error", err.Error())
 		if l.OnInvalid != nil {
