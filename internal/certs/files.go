@@ -34,10 +34,12 @@ func (f *FileSource) Load() error {
 	return err
 }
 
-// Run re-reads the files every interval until ctx ends.
+// Run re-reads the files every interval until ctx ends. A failure is logged
+// when it first appears or changes, not on every tick while it lasts.
 func (f *FileSource) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	lastErr := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -45,8 +47,13 @@ func (f *FileSource) Run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		changed, err := f.reload()
+		if err == nil {
+			lastErr = ""
+		}
 		switch {
+		case err != nil && err.Error() == lastErr:
 		case err != nil:
+			lastErr = err.Error()
 			f.Log.Error("certificate reload failed; still serving the previous certificate", "error", err)
 		case changed:
 			f.Log.Info("certificate reloaded", "cert_file", f.CertFile, "not_after", notAfter(f.Store.Certificate()))

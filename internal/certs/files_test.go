@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -172,5 +174,25 @@ func TestClientCertificateRequired(t *testing.T) {
 				t.Errorf("handshake err = %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+func TestFileSourceRunReportsAFailureOnce(t *testing.T) {
+	dir := t.TempDir()
+	ca := mustCA(t, time.Now(), 24*time.Hour)
+	certFile, keyFile := writePair(t, dir, serving(t, ca))
+	var logs strings.Builder
+	src := &FileSource{CertFile: certFile, KeyFile: keyFile, Store: &Store{}, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := src.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, serving(t, ca).KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	src.Run(ctx, 10*time.Millisecond) // returns when ctx ends
+	if n := strings.Count(logs.String(), "certificate reload failed"); n != 1 {
+		t.Errorf("the same failure was logged %d times over ~20 reloads, want once:\n%s", n, logs.String())
 	}
 }
