@@ -261,7 +261,8 @@ func (m *SelfManaged) injectCABundle(ctx context.Context, bundle []byte) error {
 			return nil
 		}
 		if _, err := cfgs.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
-			return err
+			// Wrapped, a conflict is still one to RetryOnConflict (errors.As).
+			return fmt.Errorf("certs: update mutatingwebhookconfiguration %s: %w", m.WebhookConfigName, err)
 		}
 		m.Log.Info("ca bundle written", "mutatingwebhookconfiguration", m.WebhookConfigName, "webhooks", len(cfg.Webhooks))
 		return nil

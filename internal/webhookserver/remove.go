@@ -25,11 +25,11 @@ func RemoveFinalizers(ctx context.Context, opts webhookopts.Options, out io.Writ
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("client: %w", err)
 	}
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("metadata client: %w", err)
 	}
 	if name := opts.WebhookConfigName; name != "" {
 		err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, name, metav1.DeleteOptions{})

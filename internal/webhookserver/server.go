@@ -141,7 +141,7 @@ func startCertificates(ctx context.Context, wg *sync.WaitGroup, opts webhookopts
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("certs: client: %w", err)
 	}
 	dns, ips := opts.SANs()
 	m := &certs.SelfManaged{

@@ -39,21 +39,21 @@ const ReasonConfigInvalid = "CleanupConfigInvalid"
 func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("watcher: metadata client: %w", err)
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("watcher: client: %w", err)
 	}
 	// Events are best effort and must not eat the cleanup's request budget:
 	// their own client, so their own rate limiter.
 	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
-		return err
+		return fmt.Errorf("watcher: events client: %w", err)
 	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return err
+		return fmt.Errorf("watcher: start event recording: %w", err)
 	}
 	wg.Go(func() { <-ctx.Done(); broadcaster.Shutdown() })
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-node-ready-webhook")
