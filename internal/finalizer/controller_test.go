@@ -49,28 +49,13 @@ func TestAddFinalizerPatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc, _ := json.Marshal(metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", Finalizers: tt.stored}})
 			raw, err := AddFinalizerPatch(tt.seen, fin)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := jsonpatch.DecodePatch(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := p.Apply(doc)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("apply %s to %s: err = %v, wantErr %v", raw, doc, err, tt.wantErr)
-			}
-			if err != nil {
-				return
-			}
-			var got metav1.PartialObjectMetadata
-			if err := json.Unmarshal(out, &got); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got.Finalizers, tt.want) {
-				t.Errorf("finalizers = %v, want %v", got.Finalizers, tt.want)
+			got, ok := applyPatch(t, raw, metav1.ObjectMeta{Name: "n", Finalizers: tt.stored}, tt.wantErr)
+			if ok && !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("finalizers = %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -92,34 +77,43 @@ func TestRemoveFinalizerPatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc, _ := json.Marshal(metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: types.UID(tt.uid), Finalizers: tt.stored}})
 			raw, err := RemoveFinalizerPatch("u1", tt.seen, fin)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := jsonpatch.DecodePatch(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := p.Apply(doc)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("apply %s to %s: err = %v, wantErr %v", raw, doc, err, tt.wantErr)
-			}
-			if err != nil {
-				return
-			}
-			var got metav1.PartialObjectMetadata
-			if err := json.Unmarshal(out, &got); err != nil {
-				t.Fatal(err)
-			}
-			if len(got.Finalizers) != len(tt.want) || (len(tt.want) > 0 && !reflect.DeepEqual(got.Finalizers, tt.want)) {
-				t.Errorf("finalizers = %v, want %v", got.Finalizers, tt.want)
+			got, ok := applyPatch(t, raw, metav1.ObjectMeta{Name: "n", UID: types.UID(tt.uid), Finalizers: tt.stored}, tt.wantErr)
+			if ok && (len(got) != len(tt.want) || (len(tt.want) > 0 && !reflect.DeepEqual(got, tt.want))) {
+				t.Errorf("finalizers = %v, want %v", got, tt.want)
 			}
 		})
 	}
 	if raw, _ := RemoveFinalizerPatch("u1", []string{"a/b"}, fin); raw != nil {
 		t.Errorf("patch %s for a node without our finalizer, want none", raw)
 	}
+}
+
+// applyPatch applies a JSON patch to a Node holding stored the way the API
+// server would, and returns the resulting finalizers; ok is false when the
+// patch was (as wantErr expects) refused.
+func applyPatch(t *testing.T, raw []byte, stored metav1.ObjectMeta, wantErr bool) (finalizers []string, ok bool) {
+	t.Helper()
+	doc, _ := json.Marshal(metav1.PartialObjectMetadata{ObjectMeta: stored})
+	p, err := jsonpatch.DecodePatch(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(doc)
+	if (err != nil) != wantErr {
+		t.Fatalf("apply %s to %s: err = %v, wantErr %v", raw, doc, err, wantErr)
+	}
+	if err != nil {
+		return nil, false
+	}
+	var got metav1.PartialObjectMetadata
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got.Finalizers, true
 }
 
 func TestRetryDelayCapsAtMax(t *testing.T) {
