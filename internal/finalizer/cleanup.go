@@ -159,7 +159,9 @@ func (c *Controller) event(node *corev1.Node, eventType, reason, action, note st
 		return
 	}
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-	c.cfg.Recorder.Eventf(ref, nil, eventType, reason, action, truncate(fmt.Sprintf(note, args...)))
+	// The note is formatted here (to truncate it), so it must not be a format
+	// again: plugin errors carry '%' (URL escapes) that would turn into %!x(MISSING).
+	c.cfg.Recorder.Eventf(ref, nil, eventType, reason, action, "%s", truncate(fmt.Sprintf(note, args...)))
 }
 
 // nodeOf is the Node plugins see: metadata only.

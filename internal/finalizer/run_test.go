@@ -3,10 +3,13 @@ package finalizer
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 )
 
 // An update the informer delivered between the worker's cache read and its
@@ -54,5 +57,16 @@ func TestStartRunSeesChangesTheInformerCouldNotCancel(t *testing.T) {
 				t.Error("run not registered: a later update could not cancel it")
 			}
 		})
+	}
+}
+
+// Plugin errors often carry '%' (URL escapes); an Event must show them as they are.
+func TestEventNoteIsNotAFormat(t *testing.T) {
+	rec := events.NewFakeRecorder(1)
+	c := &Controller{cfg: Config{Recorder: rec}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u1"}}
+	c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "failed: %s", errors.New("DELETE /v1/cluster/a%2Fb"))
+	if got := <-rec.Events; !strings.Contains(got, "a%2Fb") {
+		t.Errorf("event %q, want the error unchanged", got)
 	}
 }
