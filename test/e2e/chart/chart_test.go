@@ -128,6 +128,8 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"agent.maxRetainted=0", "maxRetainted"},
 		{"agent.startupTaint.effect=Sometimes", "effect"},
 		{"webhook.certificates.mode=vault", "mode"},
+		{"webhook.certificates.mode=", "mode"},
+		{"webhook.cleanup.plugins.ceph.enabled=true", "ceph"},
 		{"webhook.replicas=0", "replicas"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
