@@ -4,6 +4,7 @@ package admission
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 
@@ -35,16 +36,38 @@ type patchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
-// objectMeta is the part of a Node the policy reads. Decoding only this keeps
-// the handler cheap and makes any other field shape irrelevant.
-type objectMeta struct {
-	Kind       string `json:"kind"`
-	APIVersion string `json:"apiVersion"`
-	Metadata   struct {
-		// Finalizers is a RawMessage so that a present-but-null list is told
-		// apart from an absent one.
-		Finalizers json.RawMessage `json:"finalizers"`
-	} `json:"metadata"`
+// nodeFields reads the part of a Node the policy needs. Keys match exactly,
+// as JSON patch paths and the API server do; encoding/json into a struct
+// would also take "Metadata" or "FINALIZERS" and yield a patch whose path is
+// missing. meta is nil when metadata is absent or null; finalizers is nil
+// when the list is absent, "null" when it is null.
+func nodeFields(raw []byte) (kind, apiVersion string, meta, finalizers json.RawMessage, err error) {
+	var top map[string]json.RawMessage
+	if err = json.Unmarshal(raw, &top); err != nil {
+		return
+	}
+	if top == nil {
+		return "", "", nil, nil, errors.New("object is null")
+	}
+	if v, ok := top["kind"]; ok {
+		if err = json.Unmarshal(v, &kind); err != nil {
+			return
+		}
+	}
+	if v, ok := top["apiVersion"]; ok {
+		if err = json.Unmarshal(v, &apiVersion); err != nil {
+			return
+		}
+	}
+	meta = top["metadata"]
+	if meta == nil || string(meta) == "null" {
+		return kind, apiVersion, nil, nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err = json.Unmarshal(meta, &m); err != nil {
+		return
+	}
+	return kind, apiVersion, meta, m["finalizers"], nil
 }
 
 // MutateNode is the policy: for a CREATE of a core/v1 Node it returns a JSON
@@ -61,20 +84,26 @@ func MutateNode(req *admissionv1.AdmissionRequest, finalizer string) (*admission
 		// The API server rejects an answer with the wrong UID anyway.
 		return resp, ResultInvalid
 	}
-	var obj objectMeta
-	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+	kind, apiVersion, meta, finalizers, err := nodeFields(req.Object.Raw)
+	if err != nil {
 		return resp, ResultInvalid
 	}
-	if (obj.Kind != "" && obj.Kind != "Node") || (obj.APIVersion != "" && obj.APIVersion != "v1") {
+	if (kind != "" && kind != "Node") || (apiVersion != "" && apiVersion != "v1") {
 		return resp, ResultInvalid
 	}
 	var ops []patchOp
-	switch raw := strings.TrimSpace(string(obj.Metadata.Finalizers)); raw {
+	if meta == nil {
+		// No metadata to add a list to (an API server always sends it, but
+		// a patch that cannot apply would fail the create).
+		ops = []patchOp{{Op: "add", Path: "/metadata", Value: map[string][]string{"finalizers": {finalizer}}}}
+		return patched(resp, ops)
+	}
+	switch raw := strings.TrimSpace(string(finalizers)); raw {
 	case "", "null":
 		ops = []patchOp{{Op: "add", Path: "/metadata/finalizers", Value: []string{finalizer}}}
 	default:
 		var current []string
-		if err := json.Unmarshal(obj.Metadata.Finalizers, &current); err != nil {
+		if err := json.Unmarshal(finalizers, &current); err != nil {
 			return resp, ResultInvalid
 		}
 		if slices.Contains(current, finalizer) {
@@ -82,6 +111,10 @@ func MutateNode(req *admissionv1.AdmissionRequest, finalizer string) (*admission
 		}
 		ops = []patchOp{{Op: "add", Path: "/metadata/finalizers/-", Value: finalizer}}
 	}
+	return patched(resp, ops)
+}
+
+func patched(resp *admissionv1.AdmissionResponse, ops []patchOp) (*admissionv1.AdmissionResponse, string) {
 	patch, err := json.Marshal(ops)
 	if err != nil {
 		return resp, ResultInvalid

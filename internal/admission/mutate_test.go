@@ -151,3 +151,25 @@ func TestMutateNodeLeavesOtherRequestsAlone(t *testing.T) {
 		})
 	}
 }
+
+func TestMutateNodeAddsMissingMetadata(t *testing.T) {
+	for name, raw := range map[string]string{
+		"absent": `{"apiVersion":"v1","kind":"Node"}`,
+		"null":   `{"apiVersion":"v1","kind":"Node","metadata":null}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := &admissionv1.AdmissionRequest{UID: "u", Resource: nodesResource, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(raw)}}
+			resp, result := MutateNode(req, fin)
+			if result != ResultPatched {
+				t.Fatalf("result = %q", result)
+			}
+			var got corev1.Node
+			if err := json.Unmarshal(applyPatch(t, []byte(raw), resp), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Finalizers, []string{fin}) {
+				t.Errorf("finalizers = %v", got.Finalizers)
+			}
+		})
+	}
+}

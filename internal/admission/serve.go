@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -32,6 +33,9 @@ type Handler struct {
 
 	// reviewFn replaces review in tests that need a panicking policy.
 	reviewFn func(body []byte, finalizer string) outcome
+
+	answersOnce sync.Once
+	answers     *answers
 }
 
 // outcome is what one review produced.
@@ -44,6 +48,16 @@ type outcome struct {
 	reason    string
 }
 
+// buffers hold one request's body and answer; pooled, because a Node review
+// is a few KiB and arrives thousands of times a second under load.
+type buffers struct{ in, out []byte }
+
+// maxPooledBytes keeps an unusually large body's buffer out of the pool, so
+// one big request does not pin memory.
+const maxPooledBytes = 64 << 10
+
+var bufferPool = sync.Pool{New: func() any { return &buffers{in: make([]byte, 0, 8<<10), out: make([]byte, 0, 1<<10)} }}
+
 // ServeHTTP decodes an AdmissionReview, applies MutateNode and answers. It
 // never answers allowed:false: a panic becomes an allowed answer with no patch.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -52,8 +66,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
+	bufs := bufferPool.Get().(*buffers)
 	var out outcome
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(bufs.in[:0], http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+	bufs.in = body
 	switch {
 	case err != nil:
 		var tooLarge *http.MaxBytesError
@@ -66,7 +82,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method != http.MethodPost:
 		out = outcome{status: http.StatusMethodNotAllowed, result: ResultBadRequest, operation: opUnknown, reason: "method " + r.Method, body: []byte("POST only\n")}
 	default:
-		out = h.safeReview(body)
+		out = h.safeReview(bufs.out[:0], body)
 	}
 	if out.status == http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
@@ -75,14 +91,41 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(out.status)
 	_, _ = w.Write(out.body)
+	if cap(out.body) <= maxPooledBytes && cap(out.body) >= cap(bufs.out) {
+		bufs.out = out.body[:0]
+	}
+	if cap(bufs.in) <= maxPooledBytes {
+		bufferPool.Put(bufs)
+	}
 	h.Metrics.observe(out.operation, out.result, time.Since(start))
 	if h.Log != nil && out.reason != "" {
 		h.Log.Warn("admission request not handled normally", "result", out.result, "operation", out.operation, "uid", out.uid, "reason", out.reason, "status", out.status)
 	}
 }
 
+// readBody appends r's contents to buf, sized up front from the declared
+// length when there is one; limit is enforced by r.
+func readBody(buf []byte, r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared > 0 && declared <= limit && int64(cap(buf)) <= declared {
+		buf = make([]byte, 0, declared+1) // +1: the read that sees EOF needs room
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 // safeReview is review with panics turned into an allowed answer.
-func (h *Handler) safeReview(body []byte) (out outcome) {
+func (h *Handler) safeReview(dst, body []byte) (out outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			uid, apiVersion := peekUID(body)
@@ -92,7 +135,18 @@ func (h *Handler) safeReview(body []byte) (out outcome) {
 	if h.reviewFn != nil {
 		return h.reviewFn(body, h.Finalizer)
 	}
-	return review(body, h.Finalizer)
+	return h.review(dst, body)
+}
+
+// review is what the handler does with a body, without its recover: the
+// fast path where it is sure, else the typed decode. The answer is appended
+// to dst.
+func (h *Handler) review(dst, body []byte) outcome {
+	h.answersOnce.Do(func() { h.answers = newAnswers(h.Finalizer) })
+	if out, ok := fastReview(dst, body, h.answers); ok {
+		return out
+	}
+	return fullReview(body, h.Finalizer)
 }
 
 // envelope is decoded first, leniently, to tell an AdmissionReview from
@@ -103,9 +157,11 @@ type envelope struct {
 	Request    json.RawMessage `json:"request"`
 }
 
-// review turns a request body into an answer. It is pure and must not panic;
-// the fuzz test holds it to that without the recover in safeReview.
-func review(body []byte, finalizer string) outcome {
+// fullReview turns a request body into an answer through the typed
+// admission/v1 decode: the reference the fast path is held to, and the
+// answer for every body the fast path is unsure of. It is pure and must not
+// panic; the fuzz tests hold it to that without the recover in safeReview.
+func fullReview(body []byte, finalizer string) outcome {
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
 		return badRequest("decode AdmissionReview: " + err.Error())

@@ -166,7 +166,7 @@ func benchWebhook(b *testing.B) {
 	}
 	defer null.Stop(5 * time.Second)
 	hook, err := harness.StartProcess(cp.Dir, "webhook", filepath.Join(root, "bin", "kube-node-ready-webhook"), []string{
-		"--cert-mode=files", "--backfill=false", "--tls-cert-file=" + wc, "--tls-key-file=" + wk,
+		"--cert-mode=files", "--backfill=false", "--cleanup=false", "--tls-cert-file=" + wc, "--tls-key-file=" + wk,
 		"--listen-address=" + webhookIP + ":8443", "--metrics-address=" + webhookIP + ":8080",
 	}, nil)
 	if err != nil {
