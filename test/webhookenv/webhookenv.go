@@ -2,7 +2,7 @@
 // harness control plane and holds the helpers the webhook and cleanup
 // end-to-end tests and benchmarks share: start a process on its own address,
 // wait for /readyz, scrape a metric, register a MutatingWebhookConfiguration,
-// run real kubectl.
+// run real kubectl, cut it off from the API server through a Proxy.
 package webhookenv
 
 import (

@@ -6,18 +6,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
 	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
@@ -83,77 +79,6 @@ func waitFinalizer(t *testing.T, cp *harness.ControlPlane, name string, timeout 
 		t.Fatalf("node %s never got %s (finalizers %v): %v", name, fin, n.GetFinalizers(), err)
 	}
 	return n
-}
-
-// tlsProxy forwards TCP from listen to target and can cut every connection,
-// which looks to its clients like the target became unreachable.
-type tlsProxy struct {
-	listen, target string
-	mu             sync.Mutex
-	ln             net.Listener
-	conns          map[net.Conn]struct{}
-}
-
-func (p *tlsProxy) start(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", p.listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	if p.conns == nil {
-		p.conns = map[net.Conn]struct{}{}
-	}
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.pipe(c)
-		}
-	}()
-}
-
-func (p *tlsProxy) pipe(c net.Conn) {
-	up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	go func() { io.Copy(up, c); up.Close() }()
-	io.Copy(c, up)
-	c.Close()
-}
-
-// cut closes the listener and every open connection.
-func (p *tlsProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ln.Close()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[net.Conn]struct{}{}
-}
-
-// kubeconfigVia writes an admin kubeconfig that reaches the API server through addr.
-func kubeconfigVia(t *testing.T, cp *harness.ControlPlane, addr, path string) string {
-	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://" + addr, CertificateAuthority: cp.CAFile, TLSServerName: "kubernetes.default.svc"}
-	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: cp.Config.BearerToken}
-	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	cfg.CurrentContext = "c"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // servedSerial opens a new TLS connection to addr and returns the serial of

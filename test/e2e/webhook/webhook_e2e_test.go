@@ -29,6 +29,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
+	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -51,9 +52,8 @@ func TestWebhook(t *testing.T) {
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 
 	// The self-managed webhook reaches the API server through a proxy the test can cut.
-	proxy := &tlsProxy{listen: proxyAddr, target: harness.APIServerIP + ":443"}
-	proxy.start(t)
-	selfKubeconfig := kubeconfigVia(t, cp, proxyAddr, filepath.Join(cp.Dir, "webhook-via-proxy.kubeconfig"))
+	proxy := webhookenv.StartProxy(t, proxyAddr, harness.APIServerIP+":443")
+	selfKubeconfig := webhookenv.KubeconfigVia(t, cp.Kubeconfig, proxyAddr, filepath.Join(cp.Dir, "webhook-via-proxy.kubeconfig"))
 
 	// Registered without a caBundle: the webhook writes it.
 	_, err := mwcs.Create(ctx, webhookConfig(mwcSelf, "https://"+selfIP+":8443/mutate-node", &metav1.LabelSelector{
@@ -206,7 +206,7 @@ func TestWebhook(t *testing.T) {
 	})
 
 	t.Run("API server unreachable: admission keeps serving, back-fill resumes", func(t *testing.T) {
-		proxy.cut()
+		proxy.Cut()
 		// The API server still calls the webhook; the webhook cannot call back.
 		n, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "while-cut"}}, metav1.CreateOptions{})
 		if err != nil {
@@ -225,7 +225,7 @@ func TestWebhook(t *testing.T) {
 		if got := getNode(t, cp, "skipped-while-cut").Finalizers; slices.Contains(got, fin) {
 			t.Fatalf("back-fill reached the API server through a cut proxy: %v", got)
 		}
-		proxy.start(t)
+		proxy.Restore(t)
 		waitFinalizer(t, cp, "skipped-while-cut", 60*time.Second)
 	})
 
@@ -424,7 +424,7 @@ func TestWebhook(t *testing.T) {
 
 	t.Run("no serving before a certificate", func(t *testing.T) {
 		bad := filepath.Join(cp.Dir, "unreachable.kubeconfig")
-		kubeconfigVia(t, cp, "127.0.0.1:1", bad)
+		webhookenv.KubeconfigVia(t, cp.Kubeconfig, "127.0.0.1:1", bad)
 		w := startWebhook(t, cp.Dir, "webhook-pending", pendingIP, "--kubeconfig="+bad, "--namespace=kube-system", "--webhook-config-name=")
 		hc := &http.Client{Timeout: time.Second}
 		var status int
