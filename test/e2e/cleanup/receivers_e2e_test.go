@@ -42,6 +42,8 @@ type portworx struct {
 	onDelete  func(node string) string
 	token     string
 	badAuth   int
+	// enumerates counts GET /v1/cluster/enumerate: one per plugin run.
+	enumerates int
 }
 
 func (p *portworx) set(node string, b pxBehaviour) {
@@ -76,6 +78,7 @@ func (p *portworx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		var nodes []node
 		p.mu.Lock()
+		p.enumerates++
 		for n, b := range p.behaviour {
 			if b != pxAbsent {
 				nodes = append(nodes, node{ID: "px-" + n, SchedulerNodeName: n})
@@ -106,11 +109,23 @@ func (p *portworx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if hook != nil {
 			check = hook(n)
 		}
-		p.record(pxCall{node: n, status: status, check: check})
+		p.mu.Lock()
+		p.calls = append(p.calls, pxCall{node: n, status: status, check: check})
+		if status == http.StatusOK {
+			// Decommissioned: it leaves the cluster, as in real Portworx.
+			p.behaviour[n] = pxAbsent
+		}
+		p.mu.Unlock()
 		w.WriteHeader(status)
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+func (p *portworx) enumerated() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.enumerates
 }
 
 func (p *portworx) record(c pxCall) {
