@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -139,3 +141,31 @@ func (p *Process) Tail(n int) string {
 
 // errExited is returned by waits that gave up because the process ended.
 var errExited = errors.New("process exited")
+
+// StatusKiB reads a kB field of /proc/PID/status (VmRSS, VmHWM, RssAnon, RssFile).
+func (p *Process) StatusKiB(field string) (int, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				break
+			}
+			return strconv.Atoi(f[0])
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s in /proc/%d/status", p.Name, field, p.Pid())
+}
+
+// StatusKiBT is StatusKiB for tests and benchmarks: an error fails tb.
+func (p *Process) StatusKiBT(tb testing.TB, field string) int {
+	tb.Helper()
+	v, err := p.StatusKiB(field)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
+}

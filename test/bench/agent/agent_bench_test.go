@@ -196,9 +196,9 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 
 	var rss, anon, file, millicores []float64
 	for i, p := range procs {
-		rss = append(rss, rssMiB(b, p.Pid(), "VmRSS"))
-		anon = append(anon, rssMiB(b, p.Pid(), "RssAnon"))
-		file = append(file, rssMiB(b, p.Pid(), "RssFile"))
+		rss = append(rss, float64(p.StatusKiBT(b, "VmRSS"))/1024)
+		anon = append(anon, float64(p.StatusKiBT(b, "RssAnon"))/1024)
+		file = append(file, float64(p.StatusKiBT(b, "RssFile"))/1024)
 		millicores = append(millicores, float64(cpuAfter[i]-cpuBefore[i])/100/window.Seconds()*1000)
 	}
 	sort.Float64s(rss)
@@ -348,22 +348,6 @@ func cpuTicks(b *testing.B, procs []*harness.Process) []int64 {
 		out[i] = u + s
 	}
 	return out
-}
-
-// rssMiB reads a field of /proc/PID/status (VmRSS, RssAnon, RssFile) in MiB.
-func rssMiB(b *testing.B, pid int, field string) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no %s for pid %d", field, pid)
-	return 0
 }
 
 func percentile(sorted []time.Duration, p int) time.Duration {

@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,9 +136,9 @@ func benchCleanup(b *testing.B) {
 	var rss []int
 	for range 10 {
 		time.Sleep(time.Second)
-		rss = append(rss, statusKiB(b, mem.Pid(), "VmRSS"))
+		rss = append(rss, mem.StatusKiBT(b, "VmRSS"))
 	}
-	hwm := statusKiB(b, mem.Pid(), "VmHWM")
+	hwm := mem.StatusKiBT(b, "VmHWM")
 	sizes := nodeSizes(b, client)
 
 	byRound := slices.Clone(times)
@@ -274,20 +273,4 @@ func waitMetric(b *testing.B, p *webhookenv.Proc, name string, want float64, tim
 	}); err != nil {
 		b.Fatalf("%s = %v, want %v: %v", name, got, want, err)
 	}
-}
-
-func statusKiB(b *testing.B, pid int, field string) int {
-	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			n, _ := strconv.Atoi(strings.Fields(line)[1])
-			return n
-		}
-	}
-	b.Fatalf("%s not in /proc/%d/status", field, pid)
-	return 0
 }

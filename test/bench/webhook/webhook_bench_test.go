@@ -99,22 +99,6 @@ func runHey(b *testing.B, url, bodyFile string, workers, perWorkerQPS int) heyRe
 	return r
 }
 
-func rssKiB(b *testing.B, pid int, field string) int {
-	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			n, _ := strconv.Atoi(strings.Fields(line)[1])
-			return n
-		}
-	}
-	b.Fatalf("%s not in /proc/%d/status", field, pid)
-	return 0
-}
-
 func median[T int | float64 | time.Duration](v []T) T {
 	s := slices.Clone(v)
 	slices.Sort(s)
@@ -207,10 +191,10 @@ func benchWebhook(b *testing.B) {
 		add(&hook500, runHey(b, "https://"+webhookIP+":8443/mutate-node", bodyFile, 10, 50))
 		add(&null500, runHey(b, "https://"+nullIP+":8443/mutate-node", bodyFile, 10, 50))
 		add(&hookMax, runHey(b, "https://"+webhookIP+":8443/mutate-node", bodyFile, 50, 0))
-		maxRSS = max(maxRSS, rssKiB(b, hook.Pid(), "VmRSS"))
+		maxRSS = max(maxRSS, hook.StatusKiBT(b, "VmRSS"))
 		add(&nullMax, runHey(b, "https://"+nullIP+":8443/mutate-node", bodyFile, 50, 0))
 	}
-	hwm := rssKiB(b, hook.Pid(), "VmHWM")
+	hwm := hook.StatusKiBT(b, "VmHWM")
 
 	// kubectl create node through the real API server, with and without the webhook.
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
