@@ -46,8 +46,21 @@ type Options struct {
 	// AuditLog makes the API server write every request (metadata level, JSON)
 	// to Dir/audit.log, for tests and benchmarks that count requests.
 	AuditLog bool
+	// WebhookClientCert, when set, is the client certificate the API server
+	// presents to every admission webhook it calls, for webhooks that require
+	// one: it is written to Dir/apiserver with a kubeconfig and the
+	// AdmissionConfiguration passed as --admission-control-config-file.
+	WebhookClientCert *ClientCert
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
+}
+
+// ClientCert is a PEM certificate and its PEM private key.
+type ClientCert struct {
+	// CertPEM is the certificate, optionally followed by intermediates.
+	CertPEM []byte
+	// KeyPEM is its private key.
+	KeyPEM []byte
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ CoreDNS).
@@ -115,7 +128,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err = cp.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	if err = cp.startAPIServer(ctx, opts.AuditLog); err != nil {
+	if err = cp.startAPIServer(ctx, opts); err != nil {
 		return nil, err
 	}
 	if !opts.NoDNS {
@@ -238,7 +251,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	return nil
 }
 
-func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
+func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error {
 	certDir := filepath.Join(cp.Dir, "apiserver")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
@@ -270,13 +283,20 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, audit bool) error {
 		"--endpoint-reconciler-type=lease",
 		"--v=1",
 	}
-	if audit {
+	if opts.AuditLog {
 		policy := filepath.Join(certDir, "audit-policy.yaml")
 		const metadataForAll = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"
 		if err := os.WriteFile(policy, []byte(metadataForAll), 0o644); err != nil {
 			return err
 		}
 		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath(), "--audit-log-format=json")
+	}
+	if opts.WebhookClientCert != nil {
+		admissionConfig, err := writeWebhookClientCert(certDir, *opts.WebhookClientCert)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--admission-control-config-file="+admissionConfig)
 	}
 	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), args, nil)
 	if err != nil {
@@ -356,6 +376,53 @@ func (cp *ControlPlane) WriteKubeconfig(name, user, token string) (string, error
 	path := filepath.Join(cp.Dir, name+".kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+// writeWebhookClientCert writes the pair and the AdmissionConfiguration that
+// makes the API server present it to webhooks, and returns the configuration's
+// path. The API server picks a webhook's credentials from the kubeconfig's
+// users by the webhook's host:port; "*" is the fallback for every host.
+func writeWebhookClientCert(dir string, cc ClientCert) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	certFile := filepath.Join(dir, "webhook-client.crt")
+	keyFile := filepath.Join(dir, "webhook-client.key")
+	if err := os.WriteFile(certFile, cc.CertPEM, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(keyFile, cc.KeyPEM, 0o600); err != nil {
+		return "", err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.AuthInfos["*"] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+	kubeconfig := filepath.Join(dir, "webhook-client.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		return "", fmt.Errorf("write webhook client kubeconfig: %w", err)
+	}
+	// Both kinds are apiserver.config.k8s.io/v1 (k8s.io/apiserver/pkg/apis/apiserver/v1
+	// and .../admission/plugin/webhook/config/apis/webhookadmission/v1); the
+	// kubeconfig path must be absolute.
+	config := fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %[1]q
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %[1]q
+`, kubeconfig)
+	path := filepath.Join(dir, "admission-config.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		return "", err
 	}
 	return path, nil
 }
