@@ -130,6 +130,7 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"webhook.certificates.mode=vault", "mode"},
 		{"webhook.certificates.mode=", "mode"},
 		{"webhook.cleanup.plugins.ceph.enabled=true", "ceph"},
+		{"webhook.clientCA=pem", "certificates/mode"},
 		{"webhook.replicas=0", "replicas"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
