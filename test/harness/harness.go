@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -309,9 +310,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 	// The API server writes its self-signed serving certificate followed by
 	// the CA that signed it; the bundle is what clients verify against.
 	servingCert := filepath.Join(certDir, "apiserver.crt")
+	// The file is written in place, not renamed: wait until it holds the
+	// whole bundle, or a client built from a half-written file trusts nothing.
 	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
-		_, err := os.Stat(servingCert)
-		return err == nil, nil
+		b, err := os.ReadFile(servingCert)
+		return err == nil && completeBundle(b), nil
 	})
 	if err != nil {
 		return fmt.Errorf("kube-apiserver wrote no serving certificate: %w", err)
@@ -337,16 +340,20 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 		return err
 	}
 	hc := &http.Client{Transport: rt, Timeout: 2 * time.Second}
+	last := "no answer"
 	err = waitFor(ctx, p, 30*time.Second, func() (bool, error) {
-		resp, err := hc.Get(host + "/readyz")
+		resp, err := hc.Get(host + "/readyz?verbose")
 		if err != nil {
+			last = err.Error()
 			return false, nil
 		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
 		resp.Body.Close()
+		last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, body)
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("kube-apiserver not ready: %w", err)
+		return fmt.Errorf("kube-apiserver not ready: %w; last /readyz: %s", err, last)
 	}
 	// The bootstrap controller creates default/kubernetes shortly after readyz.
 	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
@@ -425,6 +432,26 @@ plugins:
 		return "", err
 	}
 	return path, nil
+}
+
+// completeBundle reports whether b holds the serving certificate and the CA
+// that signed it, both parseable.
+func completeBundle(b []byte) bool {
+	n := 0
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return n >= 2
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return false
+		}
+		n++
+	}
 }
 
 func writeServiceAccountKeys(dir string) (keyPath, pubPath string, err error) {
