@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -110,8 +111,14 @@ func (w *Proc) TryMetric(name string, match ...string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	return SumMetric(resp.Body, name, match...)
+}
+
+// SumMetric sums the samples of name in a Prometheus text exposition whose
+// labels contain all of match.
+func SumMetric(r io.Reader, name string, match ...string) (float64, error) {
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()

@@ -6,7 +6,6 @@
 package clientca
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -24,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,29 +261,7 @@ func apiserverMetric(ctx context.Context, name string, match ...string) (float64
 	if err != nil {
 		return 0, fmt.Errorf("scrape the API server: %w", err)
 	}
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, m := range match {
-			ok = ok && strings.Contains(line, m)
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
+	return webhookenv.SumMetric(bytes.NewReader(body), name, match...)
 }
 
 // logLines returns the lines of w's whole log that contain s.
