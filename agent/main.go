@@ -17,13 +17,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/kube"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 )
@@ -118,17 +117,10 @@ func runCheck(ctx context.Context, opts *agent.Options) int {
 	return 0
 }
 
-func newClient(kubeconfig string) (*kube.Client, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+func newClient(path string) (*kube.Client, error) {
+	cfg, err := kubeconfig.Load(path, name+"/"+version.Version)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	cfg.UserAgent = name + "/" + version.Version
 	return kube.New(cfg)
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/admission"
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
 )
@@ -105,18 +105,11 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	return err
 }
 
-func restConfig(kubeconfig string, qps float64, burst int) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+func restConfig(path string, qps float64, burst int) (*rest.Config, error) {
+	cfg, err := kubeconfig.Load(path, "kube-node-ready-webhook/"+version.Version)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration (set --kubeconfig, run in a cluster, or pass --cleanup=false --backfill=false for an admission-only replica in files mode): %w", err)
 	}
-	cfg.UserAgent = "kube-node-ready-webhook/" + version.Version
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	return cfg, nil
 }
