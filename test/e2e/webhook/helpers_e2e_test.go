@@ -53,16 +53,6 @@ func getNode(t *testing.T, cp *harness.ControlPlane, name string) *corev1.Node {
 	return n
 }
 
-func count(list []string, s string) int {
-	n := 0
-	for _, v := range list {
-		if v == s {
-			n++
-		}
-	}
-	return n
-}
-
 // waitFinalizer polls until the node carries the finalizer or timeout passes.
 func waitFinalizer(t *testing.T, cp *harness.ControlPlane, name string, timeout time.Duration) *corev1.Node {
 	t.Helper()
