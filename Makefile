@@ -30,14 +30,14 @@ tools: ## build pinned etcd, kube-apiserver, kubectl, CoreDNS, helm into bin/; a
 	./test/tools/build.sh
 
 .PHONY: test
-test: tools build unit e2e ## everything CI runs: unit tests (-race), then e2e against the real control plane
+test: tools build images unit e2e ## everything CI runs: unit tests (-race), then e2e against the real control plane
 
 .PHONY: unit
 unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: tools build ## tests against a real etcd + kube-apiserver + CoreDNS
+e2e: tools build images ## tests against a real etcd + kube-apiserver + CoreDNS
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
 
 .PHONY: lint
@@ -47,11 +47,11 @@ lint: ## go vet and gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: demo
-demo: tools build ## run the local control plane with simulated nodes until Ctrl-C
+demo: tools build images ## run the local control plane with simulated nodes until Ctrl-C
 	$(GO) run ./test/demo
 
 .PHONY: bench
-bench: tools build ## benchmarks; results go to docs/benchmarks.md
+bench: tools build images ## benchmarks; results go to docs/benchmarks.md
 	$(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -count 1 -timeout 60m ./test/bench/...
 
 .PHONY: manifests
@@ -63,11 +63,35 @@ manifests: tools ## render the chart with default values into manifests/kube-nod
 chart-docs: ## rewrite the values table of the chart README from values.yaml
 	$(GO) run ./test/chartdoc
 
+# Images are built without a container engine or a registry: knr-image
+# (test/tools/images, go-containerregistry) wraps the static binaries in
+# one-layer OCI images, one per platform, under one index. The Dockerfiles
+# describe the same image for people who build with Docker.
+IMAGE_REGISTRY ?= ghcr.io/kube-node-ready
+IMAGE_TAG      ?= $(VERSION)
+PLATFORMS      ?= linux/amd64 linux/arm64
+PUSH           ?=
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
 .PHONY: images
-images: ## container images (needs a running container engine)
-	@if ! docker info >/dev/null 2>&1; then echo "make images: no container engine is running here (docker info failed); nothing built"; exit 1; fi
-	docker build -f Dockerfile.agent --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t kube-node-ready-agent:$(VERSION) .
-	docker build -f Dockerfile.webhook --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t kube-node-ready-webhook:$(VERSION) .
+images: ## OCI images of agent and webhook (amd64+arm64) as bin/images/*.tar; PUSH=registry/repo also pushes
+	@test -r /etc/ssl/certs/ca-certificates.crt || { echo "make images: /etc/ssl/certs/ca-certificates.crt missing: apt-get install ca-certificates"; exit 1; }
+	cd test/tools/images && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/knr-image .
+	mkdir -p $(BIN)/images
+	for p in $(PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$${p%/*}-$${p#*/}/kube-node-ready-agent ./agent; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$${p%/*}-$${p#*/}/kube-node-ready-webhook ./webhook; \
+	done
+	for img in kube-node-ready-agent kube-node-ready-webhook; do \
+		bins=(); for p in $(PLATFORMS); do bins+=(--binary "$$p=$(BIN)/$${p%/*}-$${p#*/}/$$img"); done; \
+		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/knr-image --ref $(IMAGE_REGISTRY)/$$img:$(IMAGE_TAG) "$${bins[@]}" \
+			--ca-bundle /etc/ssl/certs/ca-certificates.crt \
+			--label org.opencontainers.image.source=https://github.com/kube-node-ready/kube-node-ready \
+			--label org.opencontainers.image.version=$(VERSION) \
+			--label org.opencontainers.image.revision=$(COMMIT) \
+			--label org.opencontainers.image.title=$$img \
+			--out $(BIN)/images/$$img.tar $(if $(PUSH),--push $(PUSH)/$$img); \
+	done
 
 .PHONY: clean
 clean: ## remove built binaries and tools

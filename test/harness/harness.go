@@ -54,6 +54,11 @@ type Options struct {
 	WebhookClientCert *ClientCert
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
+
+	// cluster is set by StartCluster: the API server then also serves
+	// kubelets (client certificates, Node authorizer, NodeRestriction) and
+	// CoreDNS runs as a Deployment on the real nodes instead of a process.
+	cluster *clusterPKI
 }
 
 // ClientCert is a PEM certificate and its PEM private key.
@@ -91,6 +96,11 @@ type ControlPlane struct {
 	apiserver *Process
 	coredns   *Process
 	nextNode  int
+	// extra are the processes started after the plane (controllers, real
+	// nodes' components), stopped first, newest first.
+	extra []*Process
+	// onStop run after every process has stopped, newest first.
+	onStop []func()
 }
 
 const (
@@ -132,7 +142,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err = cp.startAPIServer(ctx, opts); err != nil {
 		return nil, err
 	}
-	if !opts.NoDNS {
+	if !opts.NoDNS && opts.cluster == nil {
 		if err = cp.StartDNS(ctx); err != nil {
 			return nil, err
 		}
@@ -262,7 +272,11 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 		return err
 	}
 	tokens := filepath.Join(certDir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(adminToken+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+	tokenLines := adminToken + `,admin,admin,"system:masters"` + "\n"
+	if opts.cluster != nil {
+		tokenLines += opts.cluster.tokenLines()
+	}
+	if err := os.WriteFile(tokens, []byte(tokenLines), 0o600); err != nil {
 		return err
 	}
 	args := []string{
@@ -275,14 +289,22 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
 		"--token-auth-file=" + tokens,
-		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
-		// No node lifecycle controller runs here to lift the not-ready taint
-		// this plugin adds, so simulated nodes carry only the taints we give them.
-		"--disable-admission-plugins=TaintNodesByCondition",
 		"--endpoint-reconciler-type=lease",
 		"--v=1",
+	}
+	if opts.cluster == nil {
+		args = append(args, "--authorization-mode=RBAC",
+			// No node lifecycle controller runs here to lift the not-ready taint
+			// this plugin adds, so simulated nodes carry only the taints we give them.
+			"--disable-admission-plugins=TaintNodesByCondition")
+	} else {
+		clusterArgs, err := opts.cluster.apiServerArgs(certDir)
+		if err != nil {
+			return err
+		}
+		args = append(args, clusterArgs...)
 	}
 	if opts.AuditLog {
 		policy := filepath.Join(certDir, "audit-policy.yaml")
@@ -496,7 +518,7 @@ func (cp *ControlPlane) Logs(n int) string {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	var out string
-	for _, p := range []*Process{cp.etcd, cp.apiserver, cp.coredns} {
+	for _, p := range append([]*Process{cp.etcd, cp.apiserver, cp.coredns}, cp.extra...) {
 		if p != nil {
 			out += fmt.Sprintf("--- %s (%s)\n%s", p.Name, p.LogPath, p.Tail(n))
 		}
@@ -508,7 +530,13 @@ func (cp *ControlPlane) Logs(n int) string {
 // working directory if Start created it.
 func (cp *ControlPlane) Stop() {
 	cp.mu.Lock()
-	procs := []*Process{cp.coredns, cp.apiserver, cp.etcd}
+	var procs []*Process
+	for i := len(cp.extra) - 1; i >= 0; i-- {
+		procs = append(procs, cp.extra[i])
+	}
+	procs = append(procs, cp.coredns, cp.apiserver, cp.etcd)
+	onStop := cp.onStop
+	cp.onStop = nil
 	cp.mu.Unlock()
 	for _, p := range procs {
 		if p != nil {
@@ -516,6 +544,9 @@ func (cp *ControlPlane) Stop() {
 				cp.logf("stop: %v", err)
 			}
 		}
+	}
+	for i := len(onStop) - 1; i >= 0; i-- {
+		onStop[i]()
 	}
 	if cp.ownDir && os.Getenv("KNR_KEEP_HARNESS_DIR") == "" {
 		os.RemoveAll(cp.Dir)

@@ -2,12 +2,14 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -60,15 +62,23 @@ func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOp
 	if err != nil {
 		return Node{}, fmt.Errorf("create node %s: %w", name, err)
 	}
-	created.Status.Addresses = []corev1.NodeAddress{
-		{Type: corev1.NodeInternalIP, Address: ip},
-		{Type: corev1.NodeHostName, Address: name},
+	status := corev1.NodeStatus{
+		Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: ip},
+			{Type: corev1.NodeHostName, Address: name},
+		},
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
 	}
-	created.Status.Conditions = []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
-	}}
-	if _, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// A patch, not an update: in a cluster with controllers the node may
+	// already have changed (a pod range assigned) since it was created.
+	patch, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return Node{}, err
+	}
+	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, created.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return Node{}, fmt.Errorf("set status of node %s: %w", name, err)
 	}
 	return Node{Name: name, IP: ip}, nil

@@ -35,6 +35,11 @@ type Process struct {
 // killed if the test process dies (Pdeathsig), so no component outlives a run
 // that ends in a timeout or a crash.
 func StartProcess(dir, name, bin string, args []string, env []string) (*Process, error) {
+	return startProcess(dir, name, bin, args, env, 0)
+}
+
+// startProcess is StartProcess with extra clone flags (new namespaces).
+func startProcess(dir, name, bin string, args []string, env []string, cloneflags uintptr) (*Process, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s: binary %s not found (run `make tools` or `make build`): %w", name, bin, err)
 	}
@@ -47,7 +52,7 @@ func StartProcess(dir, name, bin string, args []string, env []string) (*Process,
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: cloneflags}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)

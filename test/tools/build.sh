@@ -9,21 +9,34 @@ bin="$root/bin"
 mkdir -p "$bin"
 
 # build NAME MODULE_DIR PINNED_MODULE BINARY=PACKAGE...  ($LDFLAGS applies)
+# All packages of one tool go to one `go build -o bin/` so that the packages
+# they share compile once (the six Kubernetes binaries share most of theirs).
 build() {
 	local name=$1 dir=$2 mod=$3
 	shift 3
 	local version stamp="$bin/.stamp-$name" pinned
 	pinned=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
-	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "${LDFLAGS:-}" | sha256sum | cut -c1-12)"
+	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "${LDFLAGS:-}${TAGS:-}" | sha256sum | cut -c1-12)"
 	if [[ -f "$stamp" && "$(cat "$stamp")" == "$version" ]] && all_present "$@"; then
 		return 0
 	fi
 	echo ">> building $name ($version)"
-	local start=$SECONDS
-	local spec
+	local start=$SECONDS spec pkgs=() out
+	out=$(mktemp -d "$bin/.build-$name.XXXXXX")
 	for spec in "$@"; do
-		(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "${LDFLAGS:-}" -o "$bin/${spec%%=*}" "${spec#*=}")
+		pkgs+=("${spec#*=}")
 	done
+	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "${TAGS:-}" -ldflags "${LDFLAGS:-}" -o "$out/" "${pkgs[@]}")
+	# go build names each binary after the last element of its package path,
+	# skipping a major-version suffix (go.etcd.io/etcd/server/v3 -> server).
+	local pkg built
+	for spec in "$@"; do
+		pkg=${spec#*=}
+		built=$(basename "$pkg")
+		[[ $built =~ ^v[0-9]+$ ]] && built=$(basename "$(dirname "$pkg")")
+		mv "$out/$built" "$bin/${spec%%=*}"
+	done
+	rmdir "$out"
 	echo "$version" >"$stamp"
 	echo ">> built $name in $((SECONDS - start))s"
 }
@@ -46,16 +59,47 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldv+=" -X $pkg.gitVersion=$k8s -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8sminor -X $pkg.gitTreeState=clean"
 done
 LDFLAGS=$ldv build kubernetes "$tools/kubernetes" k8s.io/kubernetes \
-	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
+	kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl \
+	kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy \
+	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
 build coredns "$tools/coredns" github.com/coredns/coredns coredns=github.com/coredns/coredns
 build helm "$tools/helm" helm.sh/helm/v3 helm=helm.sh/helm/v3/cmd/helm
+TAGS=no_btrfs,no_devmapper,no_zfs build containerd "$tools/containerd" github.com/containerd/containerd/v2 \
+	containerd=github.com/containerd/containerd/v2/cmd/containerd \
+	containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+	ctr=github.com/containerd/containerd/v2/cmd/ctr
+# The image builder and the pause program are the project's own code in a
+# module of its own, so go-containerregistry never enters the agent's or the
+# webhook's dependencies; their stamp is the hash of their sources. The test
+# nodes' images (pause, CoreDNS) are rebuilt when either they or CoreDNS change.
+images_src=$(cat "$tools/images/go.mod" "$tools/images/go.sum" "$tools/images"/*.go "$tools/images"/pause/*.go | sha256sum | cut -c1-12)
+images_stamp="$images_src $(cat "$bin/.stamp-coredns")"
+if [[ ! -f "$bin/images/pause.tar" || ! -f "$bin/images/coredns.tar" || "$(cat "$bin/.stamp-images" 2>/dev/null)" != "$images_stamp" ]]; then
+	echo ">> building knr-image and the test nodes' images (pause, CoreDNS)"
+	mkdir -p "$bin/images"
+	(cd "$tools/images" && CGO_ENABLED=0 go build -trimpath -o "$bin/knr-image" . &&
+		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/pause" ./pause)
+	arch=$(go env GOARCH)
+	"$bin/knr-image" --ref registry.k8s.io/pause:3.10.1 --binary "linux/$arch=$bin/pause" --out "$bin/images/pause.tar"
+	coredns_version=$(cd "$tools/coredns" && go list -m -f '{{.Version}}' github.com/coredns/coredns)
+	"$bin/knr-image" --ref "registry.k8s.io/coredns/coredns:$coredns_version" --binary "linux/$arch=$bin/coredns" \
+		--out "$bin/images/coredns.tar"
+	echo "$images_stamp" >"$bin/.stamp-images"
+fi
 
-# Debian packages: promtool (prometheus), hey (HTTP load), ip (iproute2), unshare (util-linux).
+# Debian packages: promtool (prometheus), hey (HTTP load), ip (iproute2),
+# unshare and nsenter (util-linux); for real nodes runc, the CNI plugins
+# (/usr/lib/cni), iptables and conntrack.
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
 command -v hey >/dev/null || need+=(hey)
 command -v ip >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
+command -v runc >/dev/null || need+=(runc)
+[[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] || need+=(containernetworking-plugins)
+command -v iptables >/dev/null || need+=(iptables)
+command -v conntrack >/dev/null || need+=(conntrack)
 if ((${#need[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
 		echo "missing Debian packages: ${need[*]}; install them as root: apt-get install ${need[*]}" >&2

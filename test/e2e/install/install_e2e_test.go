@@ -1,0 +1,587 @@
+//go:build e2e
+
+// Package install_test installs the chart with the real helm into a cluster
+// of real nodes (kubelet, containerd, runc, CNI, kube-proxy) and checks what a
+// user sees: nothing but the chart runs the component under test, from the
+// images `make images` built.
+package install_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
+)
+
+const (
+	release       = "kube-node-ready"
+	namespace     = "kube-node-ready"
+	finalizer     = "infra.894.io/node-cleanup"
+	verifiedLabel = "node-ready/verified"
+	skipAnnot     = "node-ready/skip-verification"
+	unhealthyKey  = "node-ready/unhealthy"
+)
+
+var (
+	c     *harness.Cluster
+	chart string
+)
+
+func TestMain(m *testing.M) {
+	if err := harness.EnterNetworkNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	chart = filepath.Join(root, "charts", "kube-node-ready")
+	images := filepath.Join(root, "bin", "images")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	c, err = harness.StartCluster(ctx, harness.ClusterOptions{
+		Options: harness.Options{Logf: log.Printf},
+		Images:  []string{filepath.Join(images, "kube-node-ready-agent.tar"), filepath.Join(images, "kube-node-ready-webhook.tar")},
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness: start cluster:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "cluster logs:\n%s", c.Logs(40))
+	}
+	c.Stop()
+	os.Exit(code)
+}
+
+// values are the chart values of every install here: the locally built
+// images (never pulled), the harness's stand-in for an internet name, and a
+// short period so that re-taints and recoveries happen within a test.
+func values(t *testing.T) string {
+	t.Helper()
+	agentRef, err := harness.ImageRef(filepath.Join(c.BinDir, "images", "kube-node-ready-agent.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhookRef, err := harness.ImageRef(filepath.Join(c.BinDir, "images", "kube-node-ready-webhook.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := func(ref string) string { return ref[:strings.LastIndex(ref, ":")] }
+	tag := func(ref string) string { return ref[strings.LastIndex(ref, ":")+1:] }
+	v := fmt.Sprintf(`agent:
+  image: {repository: %q, tag: %q, pullPolicy: Never}
+  checkPeriod: 2s
+  dns: {externalNames: [%q]}
+  network: {peerRefresh: 10s}
+webhook:
+  image: {repository: %q, tag: %q, pullPolicy: Never}
+`, repo(agentRef), tag(agentRef), harness.ExternalName, repo(webhookRef), tag(webhookRef))
+	path := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(c.BinDir, "helm"), append(args, "--kubeconfig", c.Kubeconfig)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.Kubectl(t.Context(), nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// eventually polls cond every 200 ms until it holds or timeout passes, then
+// fails with what cond last said.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, msg := cond()
+		last = msg
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s: %s", what, timeout, last)
+	}
+}
+
+func tainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == harness.StartupTaint.Key || t.Key == unhealthyKey
+	})
+}
+
+func realNodeNames() []string {
+	var names []string
+	for _, n := range c.Nodes {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+// verified reports whether every named node is untainted and labelled
+// verified, and which are not.
+func verified(t *testing.T, names ...string) (bool, string) {
+	var notYet []string
+	for _, name := range names {
+		n, err := c.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if tainted(n) || n.Labels[verifiedLabel] != "true" {
+			notYet = append(notYet, fmt.Sprintf("%s (taints %v, label %q, last agent events: %s)", name, n.Spec.Taints, n.Labels[verifiedLabel], agentEvents(t, name)))
+		}
+	}
+	return len(notYet) == 0, "not verified: " + strings.Join(notYet, ", ")
+}
+
+// agentEvents lists the agent's recent warning Events on a node, to say why
+// it is tainted.
+func agentEvents(t *testing.T, node string) string {
+	out, err := c.Kubectl(t.Context(), nil, "get", "events", "-A", "--field-selector", "type=Warning,involvedObject.name="+node,
+		"-o", `jsonpath={range .items[*]}{.reason}: {.note}{.message}{"\n"}{end}`)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return strings.Join(lines[max(0, len(lines)-4):], " | ")
+}
+
+// agentPods maps node name to the Running agent pod on it.
+func agentPods(t *testing.T) map[string]corev1.Pod {
+	t.Helper()
+	pods, err := c.Client.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app=kube-node-ready"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]corev1.Pod{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			m[p.Spec.NodeName] = p
+		}
+	}
+	return m
+}
+
+// metric reads one metric (summed over the series matching match) from a
+// pod's :8080/metrics at its pod IP.
+func metric(podIP, name string, match ...string) (float64, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get("http://" + podIP + ":8080/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return webhookenv.SumMetric(resp.Body, name, match...)
+}
+
+func TestChartOnRealNodes(t *testing.T) {
+	vals := values(t)
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"install", func(t *testing.T) { testInstall(t, vals) }},
+		{"join", testJoin},
+		{"pod-to-pod", testPodToPod},
+		{"dns-outage-and-bypass", testDNSOutageAndBypass},
+		{"own-node-policy", testOwnNodePolicy},
+		{"delete-node", testDeleteNode},
+		{"upgrade", func(t *testing.T) { testUpgrade(t, vals) }},
+		{"uninstall", testUninstall},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.run) {
+			t.Fatalf("step %s failed; later steps build on it", s.name)
+		}
+	}
+}
+
+// testInstall: helm install with default values (images local); every real
+// node's agent pod runs, the nodes are verified, the logs are JSON lines
+// naming the node, and every agent serves /metrics at its pod IP.
+func testInstall(t *testing.T, vals string) {
+	start := time.Now()
+	helm(t, "install", release, chart, "--namespace", namespace, "--create-namespace", "--values", vals, "--wait", "--timeout", "3m")
+	t.Logf("helm install --wait took %s", time.Since(start).Round(time.Millisecond))
+	eventually(t, 2*time.Minute, "real nodes verified", func() (bool, string) { return verified(t, realNodeNames()...) })
+	t.Logf("every real node verified %s after helm install started", time.Since(start).Round(time.Millisecond))
+
+	pods := agentPods(t)
+	for _, n := range c.Nodes {
+		p, ok := pods[n.Name]
+		if !ok {
+			t.Fatalf("no Running agent pod on %s", n.Name)
+		}
+		v, err := metric(p.Status.PodIP, "node_ready_verified")
+		if err != nil || v != 1 {
+			t.Errorf("agent on %s: node_ready_verified = %v, %v", n.Name, v, err)
+		}
+	}
+	logs := kubectl(t, "logs", "-n", namespace, "-l", "app=kube-node-ready", "--tail=-1", "--prefix=false")
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	for _, n := range c.Nodes {
+		if !strings.Contains(logs, `"node":"`+n.Name+`"`) {
+			t.Errorf("kubectl logs -l app=kube-node-ready: no line names node %s", n.Name)
+		}
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "{") || !strings.HasSuffix(l, "}") {
+			t.Errorf("log line is not JSON: %q", l)
+			break
+		}
+	}
+}
+
+// testJoin: a real node joining after the install is verified, and the
+// webhook's admission (not the back-fill) gave it the finalizer at creation.
+func testJoin(t *testing.T) {
+	ctx := t.Context()
+	w, err := c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	n, err := c.AddNode(ctx, harness.RealNodeOptions{NoWait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created, untainted time.Time
+	deadline := time.After(2 * time.Minute)
+	for untainted.IsZero() {
+		select {
+		case ev := <-w.ResultChan():
+			node, ok := ev.Object.(*corev1.Node)
+			if !ok || node.Name != n.Name {
+				continue
+			}
+			if created.IsZero() {
+				created = node.CreationTimestamp.Time
+				if !slices.Contains(node.Finalizers, finalizer) {
+					t.Errorf("node %s first seen without the finalizer %s (finalizers %v): admission did not add it", n.Name, finalizer, node.Finalizers)
+				}
+			}
+			if !tainted(node) && node.Labels[verifiedLabel] == "true" {
+				untainted = time.Now()
+			}
+		case <-deadline:
+			t.Fatalf("node %s joined but was not verified within 2m", n.Name)
+		}
+	}
+	t.Logf("node %s: creation -> taint removed in %s (creationTimestamp has 1 s resolution)", n.Name, untainted.Sub(created).Round(time.Millisecond))
+}
+
+// testPodToPod: the network check, run by `kubectl exec` in each real agent
+// pod (`kube-node-ready-agent check`, the command a person runs on a node
+// that looks wrong), reaches the agents on the other real nodes through the
+// pod network; with one node's pod network cut off, it fails on every node
+// whose chosen peers include that node, and passes again once it is back.
+func testPodToPod(t *testing.T) {
+	ctx := t.Context()
+	victim := c.Nodes[len(c.Nodes)-1]
+	eventually(t, time.Minute, "every agent a ready peer", func() (bool, string) {
+		slices, err := c.Client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + release})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					ready++
+				}
+			}
+		}
+		return ready == len(c.Nodes), fmt.Sprintf("%d of %d agent endpoints ready", ready, len(c.Nodes))
+	})
+	pods := agentPods(t)
+	// Every chosen peer must answer; with three nodes each agent has at most
+	// three candidates on other nodes, so it chooses all of them, the victim's
+	// agent included.
+	check := func(node string) (string, error) {
+		return c.Kubectl(ctx, nil, "exec", "-n", namespace, pods[node].Name, "--", "/kube-node-ready-agent", "check",
+			"--checks=network", "--check.network.peers=3", "--check.network.min-peers=3")
+	}
+	for _, n := range c.Nodes {
+		if out, err := check(n.Name); err != nil {
+			t.Fatalf("network check in the agent pod on %s before the cut: %v", n.Name, err)
+		} else if !strings.Contains(out, "network") {
+			t.Fatalf("check output names no network check: %s", out)
+		}
+	}
+	if err := victim.CutPodNetwork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = victim.RestorePodNetwork(context.Background()) })
+	victimPod := pods[victim.Name].Status.PodIP
+	for _, n := range c.Nodes {
+		if n == victim {
+			continue
+		}
+		out, err := check(n.Name)
+		if err == nil {
+			t.Errorf("network check on %s passed with %s's pod network cut off:\n%s", n.Name, victim.Name, out)
+		} else if !strings.Contains(out, victimPod) {
+			t.Errorf("network check on %s failed without naming the unreachable peer %s:\n%s", n.Name, victimPod, out)
+		}
+	}
+	if err := victim.RestorePodNetwork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if out, err := check(n.Name); err != nil {
+			t.Errorf("network check on %s after the pod network is back: %v\n%s", n.Name, err, out)
+		}
+	}
+	eventually(t, time.Minute, "all nodes verified after the pod network is back", func() (bool, string) { return verified(t, realNodeNames()...) })
+}
+
+// testDNSOutageAndBypass: CoreDNS scaled to zero re-taints real nodes, no
+// more than the fleet budget (10 % of 3 nodes: 1); the bypass annotation
+// untaints the re-tainted node at once while DNS is still down; CoreDNS back
+// untaints the rest.
+func testDNSOutageAndBypass(t *testing.T) {
+	ctx := t.Context()
+	kubectl(t, "scale", "-n", "kube-system", "deployment/coredns", "--replicas=0")
+	t.Cleanup(func() {
+		_, _ = c.Kubectl(context.Background(), nil, "scale", "-n", "kube-system", "deployment/coredns", "--replicas=2")
+	})
+	var retainted []string
+	eventually(t, 90*time.Second, "one node re-tainted", func() (bool, string) {
+		retainted = nil
+		for _, name := range realNodeNames() {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err == nil && tainted(n) {
+				retainted = append(retainted, name)
+			}
+		}
+		return len(retainted) >= 1, fmt.Sprintf("re-tainted: %v", retainted)
+	})
+	// Every agent has failed its threshold by now or soon; watch that the
+	// budget holds for a while.
+	limit := 1
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		var now []string
+		for _, name := range realNodeNames() {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err == nil && tainted(n) {
+				now = append(now, name)
+			}
+		}
+		if len(now) > limit {
+			t.Fatalf("%d nodes re-tainted (%v), fleet budget is %d", len(now), now, limit)
+		}
+		if len(now) == 1 {
+			retainted = now
+		}
+	}
+	events := kubectl(t, "get", "events", "-A", "--field-selector", "reason=RetaintSuppressed", "-o", "name")
+	if strings.TrimSpace(events) == "" {
+		t.Errorf("no RetaintSuppressed Event while %d of %d nodes were held by the budget", len(c.Nodes)-1, len(c.Nodes))
+	}
+
+	// The documented bypass: untaint at once, never re-taint.
+	bypassed := retainted[0]
+	kubectl(t, "annotate", "node", bypassed, skipAnnot+"=true")
+	eventually(t, 30*time.Second, "bypassed node untainted while DNS is down", func() (bool, string) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, bypassed, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return !tainted(n), fmt.Sprintf("taints %v", n.Spec.Taints)
+	})
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, bypassed, metav1.GetOptions{})
+		if err == nil && tainted(n) {
+			t.Fatalf("bypassed node %s re-tainted: %v", bypassed, n.Spec.Taints)
+		}
+	}
+
+	kubectl(t, "scale", "-n", "kube-system", "deployment/coredns", "--replicas=2")
+	if err := c.WaitCoreDNS(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "annotate", "node", bypassed, skipAnnot+"-")
+	eventually(t, 90*time.Second, "nodes verified after CoreDNS is back", func() (bool, string) { return verified(t, realNodeNames()...) })
+}
+
+// testOwnNodePolicy: the ValidatingAdmissionPolicy holds against the agent
+// pod's real projected token, read from the pod's volume on its node.
+func testOwnNodePolicy(t *testing.T) {
+	ctx := t.Context()
+	own, other := c.Nodes[0], c.Nodes[1]
+	pod := agentPods(t)[own.Name]
+	token, err := own.Exec(ctx, "sh", "-c", fmt.Sprintf("cat /var/lib/kubelet/pods/%s/volumes/kubernetes.io~projected/*/token", pod.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.BearerToken = strings.TrimSpace(token)
+	agent, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.CoreV1().Nodes().Get(ctx, own.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the agent's token cannot read its own node: %v", err)
+	}
+	patch := func(node, p string) error {
+		_, err := agent.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(p), metav1.PatchOptions{})
+		return err
+	}
+	if err := patch(other.Name, `{"metadata":{"labels":{"`+verifiedLabel+`":"false"}}}`); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Errorf("agent token on %s changing node %s: %v, want denied", own.Name, other.Name, err)
+	}
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, own.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taints := append(n.Spec.Taints, corev1.Taint{Key: "example.com/other", Value: "x", Effect: corev1.TaintEffectNoSchedule})
+	n.Spec.Taints = taints
+	if _, err := agent.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) {
+		t.Errorf("agent token adding another taint to its own node: %v, want denied", err)
+	}
+}
+
+// testDeleteNode: a real node switched off and deleted with kubectl is
+// cleaned up by the webhook's leader and then goes away.
+func testDeleteNode(t *testing.T) {
+	ctx := t.Context()
+	victim := c.Nodes[len(c.Nodes)-1]
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, victim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(n.Finalizers, finalizer) {
+		t.Fatalf("node %s has no finalizer: %v", victim.Name, n.Finalizers)
+	}
+	if err := victim.Stop(); err != nil {
+		t.Logf("stop %s: %v", victim.Name, err)
+	}
+	kubectl(t, "delete", "node", victim.Name, "--wait=false")
+	eventually(t, time.Minute, "deleted node gone", func() (bool, string) {
+		_, err := c.Client.CoreV1().Nodes().Get(ctx, victim.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("get %s: %v", victim.Name, err)
+	})
+	events := kubectl(t, "get", "events", "-A", "--field-selector", "reason=CleanupCompleted,involvedObject.name="+victim.Name, "-o", "name")
+	if strings.TrimSpace(events) == "" {
+		t.Errorf("no CleanupCompleted Event for %s", victim.Name)
+	}
+}
+
+// testUpgrade: helm upgrade with a changed value rolls the pods, keeps every
+// node verified and admission working with the same caBundle.
+func testUpgrade(t *testing.T, vals string) {
+	ctx := t.Context()
+	names := realNodeNames()[:2]
+	caBundle := func() []byte {
+		m, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, release+"-webhook", metav1.GetOptions{})
+		if err != nil || len(m.Webhooks) == 0 {
+			t.Fatalf("webhook configuration: %v", err)
+		}
+		return m.Webhooks[0].ClientConfig.CABundle
+	}
+	before := caBundle()
+	helm(t, "upgrade", release, chart, "--namespace", namespace, "--values", vals, "--set", "agent.logLevel=debug", "--set", "webhook.logLevel=debug", "--wait", "--timeout", "3m")
+	kubectl(t, "rollout", "status", "-n", namespace, "daemonset/"+release, "--timeout=2m")
+	kubectl(t, "rollout", "status", "-n", namespace, "deployment/"+release+"-webhook", "--timeout=2m")
+	if ok, msg := verified(t, names...); !ok {
+		t.Errorf("after upgrade: %s", msg)
+	}
+	if after := caBundle(); string(after) != string(before) {
+		t.Errorf("caBundle changed by helm upgrade")
+	}
+	node, err := c.CreateNode(ctx, "after-upgrade", harness.NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got.Finalizers, finalizer) {
+		t.Errorf("node created after the upgrade has finalizers %v, want %s from admission", got.Finalizers, finalizer)
+	}
+}
+
+// testUninstall: helm uninstall runs the pre-delete Job on a real kubelet and
+// leaves no node with the finalizer and no taint changed.
+func testUninstall(t *testing.T) {
+	ctx := t.Context()
+	// Only the project's taints: the node lifecycle controller changes the
+	// simulated node's own not-ready taint meanwhile.
+	ours := func(n corev1.Node) string {
+		var ts []string
+		for _, t := range n.Spec.Taints {
+			if strings.HasPrefix(t.Key, "node-ready/") {
+				ts = append(ts, t.ToString())
+			}
+		}
+		return strings.Join(ts, ",")
+	}
+	taintsBefore := map[string]string{}
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		taintsBefore[n.Name] = ours(n)
+	}
+	out := helm(t, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
+	t.Logf("helm uninstall: %s", strings.TrimSpace(out))
+	nodes, err = c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if slices.Contains(n.Finalizers, finalizer) {
+			t.Errorf("node %s still has %s after uninstall", n.Name, finalizer)
+		}
+		if got := ours(n); got != taintsBefore[n.Name] {
+			events, _ := c.Kubectl(ctx, nil, "get", "events", "-A", "--field-selector", "involvedObject.name="+n.Name)
+			t.Errorf("node %s taints changed by uninstall: %s -> %s; its events:\n%s", n.Name, taintsBefore[n.Name], got, events)
+		}
+	}
+	// The hook Job ran as a pod on a real kubelet.
+	jobs := kubectl(t, "get", "events", "-n", namespace, "--field-selector", "reason=Started", "-o", "jsonpath={range .items[*]}{.involvedObject.name}{\"\\n\"}{end}")
+	if !strings.Contains(jobs, "uninstall") {
+		t.Errorf("no container of the pre-delete Job started on a kubelet; Started events for: %s", jobs)
+	}
+}

@@ -1,0 +1,382 @@
+package harness
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/certs"
+)
+
+// A cluster of real nodes: the control plane plus kube-controller-manager and
+// kube-scheduler, and nodes that each run containerd, the kubelet and
+// kube-proxy in network, mount and PID namespaces of their own.
+//
+// Addresses: the harness namespace (where the control plane and the tests
+// run) reaches real node i over a veth pair, 10.214.i.1 on its side and
+// 10.214.i.2 (the node's InternalIP) on the node's; kube-controller-manager
+// gives each node a /24 of PodCIDR, routed from the harness namespace to the
+// node. Nothing is routed to the host's own network.
+const (
+	// PodCIDR is the cluster's pod address range.
+	PodCIDR = "10.244.0.0/16"
+	// realNodeNet is the range of the real nodes' veth links.
+	realNodeNet = "10.214.%d.%d"
+	// maxRealNodes bounds the nodes of one cluster (one /24 link each).
+	maxRealNodes = 64
+	// CoreDNSImage is the image the harness builds from the pinned CoreDNS
+	// (bin/images/coredns.tar) and runs as the kube-system/coredns Deployment.
+	coreDNSTar = "coredns.tar"
+	pauseTar   = "pause.tar"
+)
+
+// ClusterOptions shapes a cluster of real nodes.
+type ClusterOptions struct {
+	// Options configures the control plane (NoDNS is ignored: CoreDNS runs
+	// as a Deployment on the real nodes).
+	Options
+	// Nodes is how many real nodes start with the cluster (default 2).
+	Nodes int
+	// Images are OCI image tarballs (like bin/images/*.tar) imported into
+	// every real node's containerd, besides the pause and CoreDNS images.
+	Images []string
+	// CoreDNSReplicas is the size of the CoreDNS Deployment (default 2).
+	CoreDNSReplicas int32
+}
+
+// Cluster is a control plane with real nodes.
+type Cluster struct {
+	*ControlPlane
+	// Nodes are the real nodes, in the order they were added.
+	Nodes []*RealNode
+
+	opts     ClusterOptions
+	pki      *clusterPKI
+	cgroupID string
+	nextReal int
+}
+
+// clusterPKI is the client CA of a cluster and the static tokens of its
+// controllers: kubelets authenticate with certificates (as
+// system:node:<name>), the controllers and kube-proxy with tokens.
+type clusterPKI struct {
+	dir    string
+	ca     certs.KeyPair
+	tokens map[string]string // user -> token
+}
+
+func newClusterPKI(dir string) (*clusterPKI, error) {
+	ca, err := certs.NewCA("kube-node-ready-harness-ca", time.Now(), 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	p := &clusterPKI{dir: dir, ca: ca, tokens: map[string]string{}}
+	for _, user := range []string{"system:kube-controller-manager", "system:kube-scheduler", "system:kube-proxy"} {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		p.tokens[user] = hex.EncodeToString(b)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return p, os.WriteFile(p.caFile(), ca.CertPEM, 0o644)
+}
+
+func (p *clusterPKI) caFile() string    { return filepath.Join(p.dir, "client-ca.crt") }
+func (p *clusterPKI) caKeyFile() string { return filepath.Join(p.dir, "client-ca.key") }
+
+func (p *clusterPKI) tokenLines() string {
+	var b strings.Builder
+	for user, token := range p.tokens {
+		fmt.Fprintf(&b, "%s,%s,%s\n", token, user, user)
+	}
+	return b.String()
+}
+
+// apiServerArgs are the flags a real cluster adds: client certificates,
+// the Node authorizer and NodeRestriction for kubelets, a client certificate
+// for calling kubelets (logs, exec), and endpoint routing so webhooks are
+// called at their pod IPs (the harness namespace runs no kube-proxy).
+func (p *clusterPKI) apiServerArgs(certDir string) ([]string, error) {
+	if err := os.WriteFile(p.caKeyFile(), p.ca.KeyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	certFile, keyFile, err := p.issue(certDir, "kubelet-client", "kube-apiserver-kubelet-client", nil)
+	if err != nil {
+		return nil, err
+	}
+	return []string{
+		"--client-ca-file=" + p.caFile(),
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate=" + certFile,
+		"--kubelet-client-key=" + keyFile,
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--enable-aggregator-routing=true",
+	}, nil
+}
+
+// issue writes a client certificate for user (groups as organizations)
+// signed by the cluster CA into dir and returns the file names.
+func (p *clusterPKI) issue(dir, name, user string, groups []string) (certFile, keyFile string, err error) {
+	ca, err := tls.X509KeyPair(p.ca.CertPEM, p.ca.KeyPEM)
+	if err != nil {
+		return "", "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     ca.Leaf.NotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Leaf, &key.PublicKey, ca.PrivateKey)
+	if err != nil {
+		return "", "", err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+}
+
+// kubeconfig writes a kubeconfig for the API server at path, authenticating
+// with a client certificate or a token.
+func (cp *ControlPlane) kubeconfig(path, certFile, keyFile, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["harness"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthority: cp.CAFile}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile, Token: token}
+	cfg.Contexts["harness"] = &clientcmdapi.Context{Cluster: "harness", AuthInfo: "user"}
+	cfg.CurrentContext = "harness"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// StartCluster brings up a control plane with kube-controller-manager and
+// kube-scheduler, opts.Nodes real nodes (default 2) and CoreDNS as a
+// Deployment on them, and waits until every node is Ready and CoreDNS
+// answers. It must run inside the harness network namespace, as root.
+func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err error) {
+	if err := checkRealNodeHost(); err != nil {
+		return nil, err
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 2
+	}
+	if opts.CoreDNSReplicas == 0 {
+		opts.CoreDNSReplicas = 2
+	}
+	if opts.Nodes > maxRealNodes {
+		return nil, fmt.Errorf("at most %d real nodes", maxRealNodes)
+	}
+	start := time.Now()
+	dir, ownDir := opts.Dir, opts.Dir == ""
+	if ownDir {
+		if dir, err = os.MkdirTemp("", "knr-cluster-"); err != nil {
+			return nil, err
+		}
+		opts.Dir = dir
+	}
+	pki, err := newClusterPKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	opts.Options.cluster = pki
+	cp, err := Start(ctx, opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	cp.ownDir = ownDir
+	c := &Cluster{ControlPlane: cp, opts: opts, pki: pki}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, cp.Logs(30))
+			cp.Stop()
+		}
+	}()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	c.cgroupID = "knr-" + hex.EncodeToString(b)
+	if err = setHarnessForwarding(); err != nil {
+		return nil, err
+	}
+	if err = c.startControllers(); err != nil {
+		return nil, err
+	}
+	errs := make(chan error, opts.Nodes)
+	for i := 0; i < opts.Nodes; i++ {
+		go func() {
+			_, err := c.AddNode(ctx, RealNodeOptions{})
+			errs <- err
+		}()
+	}
+	for i := 0; i < opts.Nodes; i++ {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err = c.deployCoreDNS(ctx); err != nil {
+		return nil, err
+	}
+	cp.logf("cluster with %d real nodes up in %s (dir %s)", opts.Nodes, time.Since(start).Round(time.Millisecond), cp.Dir)
+	return c, nil
+}
+
+// StartClusterT is StartCluster for a test: it fails the test if the cluster
+// does not come up and removes it when the test ends, printing the
+// components' logs if the test failed.
+func StartClusterT(t testing.TB, opts ClusterOptions) *Cluster {
+	t.Helper()
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := StartCluster(ctx, opts)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("component logs:\n%s", c.Logs(40))
+		}
+		c.Stop()
+	})
+	return c
+}
+
+// checkRealNodeHost names what a real node needs from the host that is
+// missing, with what to do about it.
+func checkRealNodeHost() error {
+	if os.Geteuid() != 0 {
+		return errors.New("real nodes need root (namespaces, cgroups, mounts): run the tests as root")
+	}
+	var missing []string
+	for _, bin := range []string{"nsenter", "ip", "iptables", "conntrack", "runc", "mount"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	for _, plugin := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		if _, err := os.Stat(filepath.Join(cniBinDir, plugin)); err != nil {
+			missing = append(missing, cniBinDir+"/"+plugin)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("real nodes need %s: run `make tools` (it installs runc, containernetworking-plugins, iptables, conntrack and util-linux with apt-get)", strings.Join(missing, ", "))
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		if _, err2 := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err2 != nil {
+			return fmt.Errorf("real nodes need a cgroup file system at /sys/fs/cgroup (v1 memory controller or v2): %v", err)
+		}
+	}
+	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {
+		return errors.New("real nodes need the kernel's br_netfilter (modprobe br_netfilter) so Services work for pods on one bridge")
+	}
+	return nil
+}
+
+// setHarnessForwarding lets the harness namespace route between real nodes.
+func setHarnessForwarding() error {
+	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+}
+
+func (c *Cluster) startControllers() error {
+	cp := c.ControlPlane
+	dir := filepath.Join(cp.Dir, "controllers")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	kcmConfig := filepath.Join(dir, "kube-controller-manager.kubeconfig")
+	schedConfig := filepath.Join(dir, "kube-scheduler.kubeconfig")
+	if err := cp.kubeconfig(kcmConfig, "", "", c.pki.tokens["system:kube-controller-manager"]); err != nil {
+		return err
+	}
+	if err := cp.kubeconfig(schedConfig, "", "", c.pki.tokens["system:kube-scheduler"]); err != nil {
+		return err
+	}
+	apiDir := filepath.Join(cp.Dir, "apiserver")
+	kcm, err := StartProcess(cp.Dir, "kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"), []string{
+		"--kubeconfig=" + kcmConfig,
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + filepath.Join(apiDir, "sa.key"),
+		"--root-ca-file=" + cp.CAFile,
+		"--cluster-signing-cert-file=" + c.pki.caFile(),
+		"--cluster-signing-key-file=" + c.pki.caKeyFile(),
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr=" + PodCIDR,
+		"--node-cidr-mask-size=24",
+		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--v=1",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	cp.addExtra(kcm)
+	sched, err := StartProcess(cp.Dir, "kube-scheduler", filepath.Join(cp.BinDir, "kube-scheduler"), []string{
+		"--kubeconfig=" + schedConfig,
+		"--authentication-kubeconfig=" + schedConfig,
+		"--authorization-kubeconfig=" + schedConfig,
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--v=1",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	cp.addExtra(sched)
+	// The API server calls kubelets (logs, exec) as this user.
+	_, err = cp.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), kubeletAPIBinding(), metav1.CreateOptions{})
+	return err
+}
+
+func (cp *ControlPlane) addExtra(p *Process) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.extra = append(cp.extra, p)
+}
+
+func (cp *ControlPlane) addOnStop(f func()) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.onStop = append(cp.onStop, f)
+}
