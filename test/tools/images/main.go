@@ -269,7 +269,7 @@ func writeLayoutTar(out string, idx v1.ImageIndex, ref name.Reference) error {
 		return err
 	}
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         ref.Name(),
+		"io.containerd.image.name":          ref.Name(),
 		"org.opencontainers.image.ref.name": ref.Identifier(),
 	})); err != nil {
 		return err
