@@ -26,7 +26,7 @@ build: ## build the agent and webhook binaries into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kube-node-ready-webhook ./webhook
 
 .PHONY: tools
-tools: ## build pinned etcd, kube-apiserver, kubectl, CoreDNS, helm into bin/; apt-get promtool, hey, iproute2
+tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, helm and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, promtool, hey
 	./test/tools/build.sh
 
 .PHONY: test
@@ -37,7 +37,7 @@ unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: tools build images ## tests against a real etcd + kube-apiserver + CoreDNS
+e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy)
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
 
 .PHONY: lint
@@ -47,7 +47,7 @@ lint: ## go vet and gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: demo
-demo: tools build images ## run the local control plane with simulated nodes until Ctrl-C
+demo: tools build images ## helm install into a local cluster of real nodes and tell the story; Ctrl-C stops and cleans up
 	$(GO) run ./test/demo
 
 .PHONY: bench

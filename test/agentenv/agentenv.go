@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -30,60 +29,10 @@ const (
 	MetricsPort = 8080
 )
 
-// InstallRBAC grants the agent's ServiceAccount what the chart grants it.
+// InstallRBAC grants the agent's ServiceAccount what the chart grants it,
+// taken from the rendered chart.
 func InstallRBAC(ctx context.Context, cp *harness.ControlPlane) error {
-	c := cp.Client
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
-			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		},
-	}
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: ServiceAccount, Namespace: Namespace}}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects:   subject,
-	}
-	leaseRole := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent", Namespace: Namespace},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-		},
-	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-agent", Namespace: Namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: leaseRole.Name},
-		Subjects:   subject,
-	}
-	for _, create := range []func() error{
-		func() error {
-			_, err := c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.RbacV1().Roles(Namespace).Create(ctx, leaseRole, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.RbacV1().RoleBindings(Namespace).Create(ctx, rb, metav1.CreateOptions{})
-			return err
-		},
-	} {
-		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	return nil
+	return cp.ApplyChartRBAC(ctx, Namespace)
 }
 
 // Kubeconfig writes a kubeconfig for serviceAccount whose token is bound to a

@@ -1,14 +1,15 @@
-// Command demo runs kube-node-ready on a real local control plane: five
-// simulated nodes, each played by a real agent process, verified live; then
-// one node's DNS breaks and it is re-tainted, and another node is deleted and
-// cleaned up by the webhook. It runs until Ctrl-C. `make demo` runs it.
+// Command demo installs kube-node-ready with helm into a local cluster of
+// real nodes (kubelet, containerd, runc, CNI and kube-proxy in namespaces of
+// their own) and tells its story with a live table: the nodes are verified;
+// one node's DNS breaks and it is re-tainted; another node is switched off,
+// deleted and cleaned up by the webhook. It runs until Ctrl-C and then removes
+// everything. `make demo` runs it (after `make tools images`).
 package main
 
 import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log"
 	"net/http"
 	"os"
@@ -24,11 +25,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/test/agentenv"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-const nodes = 5
+const (
+	nodes     = 3
+	namespace = "kube-node-ready"
+)
 
 func main() {
 	if err := harness.EnterNetworkNamespace(); err != nil {
@@ -42,128 +45,124 @@ func main() {
 	log.Printf("stopped; everything cleaned up")
 }
 
-type demoNode struct {
-	harness.Node
-	resolvConf string
-	agent      *harness.Process
-}
+// The demo's values, besides the local images: a short period so the story
+// fits in a minute, and the volumeattachments and log cleanup plugins.
+const (
+	agentValues   = "checkPeriod: 3s\ncheckTimeout: 1s\ninitialBackoff: 250ms"
+	webhookValues = "cleanup:\n  plugins:\n    volumeattachments: {critical: true, timeout: 30s}\n    log: {after: [volumeattachments]}"
+)
 
 func run(ctx context.Context) error {
 	log.SetFlags(log.Ltime)
-	cp, err := harness.Start(ctx, harness.Options{Logf: log.Printf})
+	root, err := harness.RepoRoot()
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
-	if err := agentenv.InstallRBAC(ctx, cp); err != nil {
-		return err
-	}
-	webhook, err := startWebhook(ctx, cp)
+	step(fmt.Sprintf("starting a cluster of %d real nodes (kubelet + containerd + kube-proxy each)", nodes))
+	c, err := harness.StartCluster(ctx, harness.ClusterOptions{Options: harness.Options{Logf: log.Printf}, Nodes: nodes, ProjectImages: true})
 	if err != nil {
 		return err
 	}
-	defer webhook.Stop(10 * time.Second)
-
-	var ns []*demoNode
-	var hn []harness.Node
-	for i := 1; i <= nodes; i++ {
-		n, err := cp.CreateNode(ctx, fmt.Sprintf("demo-node-%d", i), harness.NodeOptions{})
-		if err != nil {
-			return err
-		}
-		ns = append(ns, &demoNode{Node: n})
-		hn = append(hn, n)
-	}
-	if err := agentenv.PublishPeers(ctx, cp, hn...); err != nil {
+	defer c.Stop()
+	v, err := c.LocalImageValues(agentValues, webhookValues)
+	if err != nil {
 		return err
 	}
-	step("5 nodes created with the startup taint; starting one agent per node")
-	for _, n := range ns {
-		// Each node gets its own resolv.conf, so one node's DNS can break alone.
-		n.resolvConf = filepath.Join(cp.Dir, n.Name+".resolv.conf")
-		if err := copyFile(cp.ResolvConf, n.resolvConf); err != nil {
-			return err
-		}
-		kubeconfig, err := agentenv.Kubeconfig(ctx, cp, agentenv.ServiceAccount, n.Node)
-		if err != nil {
-			return err
-		}
-		args := append(agentenv.Args(cp, n.Node, kubeconfig),
-			"--check.dns.resolv-conf="+n.resolvConf, "--check-period=3s", "--check-timeout=1s", "--initial-backoff=250ms")
-		if n.agent, err = agentenv.Start(cp, n.Node, args); err != nil {
-			return err
-		}
-		defer n.agent.Stop(5 * time.Second)
+	valuesFile := filepath.Join(c.Dir, "demo-values.yaml")
+	if err := os.WriteFile(valuesFile, []byte(v), 0o644); err != nil {
+		return err
 	}
-	if err := watchTable(ctx, cp, ns, "all nodes verified", func(rows []row) bool {
+	step("helm install kube-node-ready charts/kube-node-ready --namespace " + namespace + " --create-namespace --wait")
+	if _, err := c.Helm(ctx, "install", "kube-node-ready", filepath.Join(root, "charts", "kube-node-ready"), "--namespace", namespace,
+		"--create-namespace", "--values", valuesFile, "--wait", "--timeout", "3m"); err != nil {
+		return err
+	}
+	if err := watchTable(ctx, c, "all nodes verified", func(rows []row) bool {
 		return !slices.ContainsFunc(rows, func(r row) bool { return r.tainted })
 	}); err != nil {
 		return err
 	}
 
-	broken := ns[2]
-	step(fmt.Sprintf("breaking DNS on %s: its resolver now points at an address where nothing answers", broken.Name))
-	if err := os.WriteFile(broken.resolvConf, []byte("nameserver 10.213.0.250\n"), 0o644); err != nil {
-		return err
+	broken := c.Nodes[1]
+	step(fmt.Sprintf("breaking DNS on %s: its node now drops every DNS packet its pods send or receive", broken.Name))
+	for _, proto := range []string{"udp", "tcp"} {
+		for _, dir := range []string{"--dport", "--sport"} {
+			if _, err := broken.Exec(ctx, "iptables", "-I", "FORWARD", "-p", proto, dir, "53", "-j", "DROP"); err != nil {
+				return err
+			}
+		}
 	}
-	if err := watchTable(ctx, cp, ns, broken.Name+" re-tainted after 3 failed rounds", func(rows []row) bool {
+	if err := watchTable(ctx, c, broken.Name+" re-tainted after 3 failed rounds", func(rows []row) bool {
 		return slices.ContainsFunc(rows, func(r row) bool { return r.name == broken.Name && r.tainted })
 	}); err != nil {
 		return err
 	}
 
-	gone := ns[4]
-	step(fmt.Sprintf("deleting %s: the webhook's finalizer holds it until its volumes are detached and it is logged", gone.Name))
-	if err := attachVolume(ctx, cp, gone.Name); err != nil {
+	gone := c.Nodes[2]
+	step(fmt.Sprintf("switching %s off and deleting it: the webhook's finalizer holds it until its volumes are detached and it is logged", gone.Name))
+	if err := attachVolume(ctx, c.ControlPlane, gone.Name); err != nil {
 		return err
 	}
-	if err := deleteAndWatchCleanup(ctx, cp, gone.Name); err != nil {
+	if err := gone.Stop(); err != nil {
+		log.Printf("stop %s: %v", gone.Name, err)
+	}
+	if err := deleteAndWatchCleanup(ctx, c, gone.Name); err != nil {
 		return err
 	}
 
-	kubectl := filepath.Join(cp.BinDir, "kubectl")
+	kubectl := filepath.Join(c.BinDir, "kubectl")
 	enter := fmt.Sprintf("nsenter --net=/proc/%d/ns/net", os.Getpid())
+	k := fmt.Sprintf("%s %s --kubeconfig %s", enter, kubectl, c.Kubeconfig)
+	pod := ""
+	if pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=kube-node-ready"}); err == nil && len(pods.Items) > 0 {
+		pod = pods.Items[0].Status.PodIP
+	}
 	fmt.Printf(`
 The cluster runs in its own network namespace (pid %d). From another shell, as root:
 
-  %s %s --kubeconfig %s get nodes -L node-ready/verified
-  %s %s --kubeconfig %s get events -A --field-selector involvedObject.kind=Node
-  %s %s --kubeconfig %s annotate node %s node-ready/skip-verification=true
+  %s get nodes -L node-ready/verified
+  %s get pods -A -o wide
+  %s logs -n %s -l app=kube-node-ready
+  %s get events -A --field-selector involvedObject.kind=Node
+  %s annotate node %s node-ready/skip-verification=true
   %s curl -s http://%s:8080/metrics | grep ^node_
-  tail -f %s/agent-%s.log     # what kubectl logs -l app=kube-node-ready shows in a cluster
 
 Component logs are in %s. Press Ctrl-C to stop and clean up.
-`, os.Getpid(), enter, kubectl, cp.Kubeconfig, enter, kubectl, cp.Kubeconfig, enter, kubectl, cp.Kubeconfig, broken.Name,
-		enter, ns[0].IP, cp.Dir, broken.Name, cp.Dir)
-	<-ctx.Done()
-	return nil
+`, os.Getpid(), k, k, k, namespace, k, k, broken.Name, enter, pod, c.Dir)
+	return watchTable(ctx, c, "", func([]row) bool { return false })
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
 
 type row struct {
 	name     string
+	ready    string
 	tainted  bool
 	verified string
+	pod      string
 	checks   string
 }
 
-// watchTable prints the node table whenever it changes until done holds.
-func watchTable(ctx context.Context, cp *harness.ControlPlane, ns []*demoNode, goal string, done func([]row) bool) error {
+// watchTable prints the node table whenever it changes until done holds
+// (with no goal, until ctx ends).
+func watchTable(ctx context.Context, c *harness.Cluster, goal string, done func([]row) bool) error {
 	var last string
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(2 * time.Minute)
+	var deadline <-chan time.Time
+	if goal != "" {
+		deadline = time.After(2 * time.Minute)
+	}
 	for {
-		rows, err := table(ctx, cp, ns)
+		rows, err := table(ctx, c)
 		if err != nil {
 			return err
 		}
 		var b strings.Builder
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tTAINTED\tVERIFIED\tLAST CHECKS")
+		fmt.Fprintln(tw, "NODE\tREADY\tTAINTED\tVERIFIED\tAGENT POD\tLAST CHECKS")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", r.name, r.tainted, r.verified, r.checks)
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\n", r.name, r.ready, r.tainted, r.verified, r.pod, r.checks)
 		}
 		tw.Flush()
 		if s := b.String(); s != last {
@@ -184,29 +183,48 @@ func watchTable(ctx context.Context, cp *harness.ControlPlane, ns []*demoNode, g
 	}
 }
 
-func table(ctx context.Context, cp *harness.ControlPlane, ns []*demoNode) ([]row, error) {
+func table(ctx context.Context, c *harness.Cluster) ([]row, error) {
+	pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=kube-node-ready"})
+	if err != nil {
+		return nil, err
+	}
 	var rows []row
-	for _, n := range ns {
-		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	for _, n := range c.Nodes {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		tainted := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == harness.StartupTaint.Key })
-		verified := node.Labels["node-ready/verified"]
-		if verified == "" {
-			verified = "-"
+		r := row{name: n.Name, ready: "NotReady", verified: node.Labels["node-ready/verified"], pod: "-", checks: "-"}
+		r.tainted = slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == harness.StartupTaint.Key || t.Key == "node-ready/unhealthy"
+		})
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				r.ready = "Ready"
+			}
 		}
-		rows = append(rows, row{name: n.Name, tainted: tainted, verified: verified, checks: checkSummary(n)})
+		if r.verified == "" {
+			r.verified = "-"
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == n.Name && p.DeletionTimestamp == nil {
+				r.pod = fmt.Sprintf("%s %s", p.Name, p.Status.Phase)
+				if p.Status.PodIP != "" {
+					r.checks = checkSummary(p.Status.PodIP)
+				}
+			}
+		}
+		rows = append(rows, r)
 	}
 	return rows, nil
 }
 
 // checkSummary reads node_check_success from the agent's /metrics.
-func checkSummary(n *demoNode) string {
-	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + n.IP + ":8080/metrics")
+func checkSummary(podIP string) string {
+	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + podIP + ":8080/metrics")
 	if err != nil {
 		return "(agent not serving yet)"
 	}
@@ -230,21 +248,4 @@ func checkSummary(n *demoNode) string {
 		return "(first round running)"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

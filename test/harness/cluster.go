@@ -56,8 +56,11 @@ type ClusterOptions struct {
 	Options
 	// Nodes is how many real nodes start with the cluster (default 2).
 	Nodes int
-	// Images are OCI image tarballs (like bin/images/*.tar) imported into
-	// every real node's containerd, besides the pause and CoreDNS images.
+	// ProjectImages imports the agent and webhook images `make images` wrote
+	// (bin/images) into every real node's containerd.
+	ProjectImages bool
+	// Images are further OCI image tarballs imported into every real node,
+	// besides the pause and CoreDNS images.
 	Images []string
 	// CoreDNSReplicas is the size of the CoreDNS Deployment (default 2).
 	CoreDNSReplicas int32

@@ -264,7 +264,11 @@ state = "/run/containerd"
 	if err != nil {
 		return fmt.Errorf("containerd not answering: %w", err)
 	}
-	images := append([]string{filepath.Join(cp.BinDir, "images", pauseTar), filepath.Join(cp.BinDir, "images", coreDNSTar)}, n.cluster.opts.Images...)
+	images := []string{filepath.Join(cp.BinDir, "images", pauseTar), filepath.Join(cp.BinDir, "images", coreDNSTar)}
+	if n.cluster.opts.ProjectImages {
+		images = append(images, filepath.Join(cp.BinDir, "images", "kube-node-ready-agent.tar"), filepath.Join(cp.BinDir, "images", "kube-node-ready-webhook.tar"))
+	}
+	images = append(images, n.cluster.opts.Images...)
 	for _, img := range images {
 		if _, err := n.run(ctx, ctr, "--address", "/run/containerd/containerd.sock", "--namespace", "k8s.io", "images", "import", img); err != nil {
 			return fmt.Errorf("import image %s: %w", img, err)

@@ -40,7 +40,7 @@ const (
 	pxAddr     = "10.213.0.30:9001"
 	chatAddr   = "10.213.0.31:8080"
 	ns         = "knr-system"
-	mwc        = "knr-e2e-cleanup"
+	mwc        = webhookenv.ConfigName
 	fin        = webhookenv.Finalizer
 	skipAnnot  = "infra.894.io/skip-cleanup"
 	optedClass = "local-e2e"
@@ -93,7 +93,7 @@ func TestCleanup(t *testing.T) {
 	e.configPath = writeFile(t, e.dir, "config.yaml", e.config(""))
 	go playProtectionControllers(ctx, cp)
 
-	kubeconfig, err := webhookenv.InstallRBAC(ctx, cp, ns, mwc)
+	kubeconfig, err := webhookenv.InstallRBAC(ctx, cp, ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
     tokenFile: %s
 `, pxOutageAddr, e.tokenFile))
 
-	saKubeconfig, err := webhookenv.InstallRBAC(ctx, cp, ns, mwc)
+	saKubeconfig, err := webhookenv.InstallRBAC(ctx, cp, ns)
 	if err != nil {
 		t.Fatal(err)
 	}

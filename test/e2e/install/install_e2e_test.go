@@ -12,7 +12,6 @@ import (
 	"log"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -56,12 +55,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	chart = filepath.Join(root, "charts", "kube-node-ready")
-	images := filepath.Join(root, "bin", "images")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err = harness.StartCluster(ctx, harness.ClusterOptions{
-		Options: harness.Options{Logf: log.Printf},
-		Images:  []string{filepath.Join(images, "kube-node-ready-agent.tar"), filepath.Join(images, "kube-node-ready-webhook.tar")},
-	})
+	c, err = harness.StartCluster(ctx, harness.ClusterOptions{Options: harness.Options{Logf: log.Printf}, ProjectImages: true})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "harness: start cluster:", err)
@@ -76,28 +71,14 @@ func TestMain(m *testing.M) {
 }
 
 // values are the chart values of every install here: the locally built
-// images (never pulled), the harness's stand-in for an internet name, and a
-// short period so that re-taints and recoveries happen within a test.
+// images and, so that re-taints and recoveries happen within a test, a short
+// period.
 func values(t *testing.T) string {
 	t.Helper()
-	agentRef, err := harness.ImageRef(filepath.Join(c.BinDir, "images", "kube-node-ready-agent.tar"))
+	v, err := c.LocalImageValues("checkPeriod: 2s\nnetwork: {peerRefresh: 10s}", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	webhookRef, err := harness.ImageRef(filepath.Join(c.BinDir, "images", "kube-node-ready-webhook.tar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo := func(ref string) string { return ref[:strings.LastIndex(ref, ":")] }
-	tag := func(ref string) string { return ref[strings.LastIndex(ref, ":")+1:] }
-	v := fmt.Sprintf(`agent:
-  image: {repository: %q, tag: %q, pullPolicy: Never}
-  checkPeriod: 2s
-  dns: {externalNames: [%q]}
-  network: {peerRefresh: 10s}
-webhook:
-  image: {repository: %q, tag: %q, pullPolicy: Never}
-`, repo(agentRef), tag(agentRef), harness.ExternalName, repo(webhookRef), tag(webhookRef))
 	path := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
 		t.Fatal(err)
@@ -107,13 +88,11 @@ webhook:
 
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(c.BinDir, "helm"), append(args, "--kubeconfig", c.Kubeconfig)...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
+	out, err := c.Helm(t.Context(), args...)
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	return out
 }
 
 func kubectl(t *testing.T, args ...string) string {

@@ -1,0 +1,122 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Helm runs bin/helm against the API server with the admin kubeconfig and
+// a helm home of its own under the plane's directory.
+func (cp *ControlPlane) Helm(ctx context.Context, args ...string) (string, error) {
+	home := filepath.Join(cp.Dir, "helm")
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "helm"), append(args, "--kubeconfig", cp.Kubeconfig)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// LocalImageValues are the chart values every install on real nodes needs:
+// the images `make images` built, imported into the nodes and never pulled,
+// and the harness's stand-in for an internet name as the external DNS name
+// (nothing may leave the machine). Further values follow as YAML in extra,
+// which must not repeat the agent or webhook keys.
+func (cp *ControlPlane) LocalImageValues(agentExtra, webhookExtra string) (string, error) {
+	agentRef, err := ImageRef(filepath.Join(cp.BinDir, "images", "kube-node-ready-agent.tar"))
+	if err != nil {
+		return "", err
+	}
+	webhookRef, err := ImageRef(filepath.Join(cp.BinDir, "images", "kube-node-ready-webhook.tar"))
+	if err != nil {
+		return "", err
+	}
+	split := func(ref string) (string, string) {
+		i := strings.LastIndex(ref, ":")
+		return ref[:i], ref[i+1:]
+	}
+	ar, at := split(agentRef)
+	wr, wt := split(webhookRef)
+	return fmt.Sprintf(`agent:
+  image: {repository: %q, tag: %q, pullPolicy: Never}
+  dns: {externalNames: [%q]}
+%s
+webhook:
+  image: {repository: %q, tag: %q, pullPolicy: Never}
+%s
+`, ar, at, ExternalName, indent(agentExtra), wr, wt, indent(webhookExtra)), nil
+}
+
+func indent(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ChartRelease is the release name tests install the chart under, so the
+// chart's object names are the defaults the README shows
+// (kube-node-ready, kube-node-ready-webhook, ...).
+const ChartRelease = "kube-node-ready"
+
+// chartRBACValues enable every cleanup plugin that needs permissions, so the
+// rendered webhook ClusterRole covers what the tests exercise.
+const chartRBACValues = `webhook:
+  cleanup:
+    plugins:
+      volumeattachments: {}
+      local-volumes: {}
+      log: {}
+`
+
+// rbacKinds are what ApplyChartRBAC takes from the rendered chart.
+var rbacKinds = map[string]bool{"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
+
+// ApplyChartRBAC renders the chart (release ChartRelease in namespace,
+// every plugin that needs permissions enabled) and applies its
+// ServiceAccounts, Roles, ClusterRoles and bindings, and nothing else, so
+// tests that run the binaries as processes grant them exactly what the chart
+// grants.
+func (cp *ControlPlane) ApplyChartRBAC(ctx context.Context, namespace string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	values := filepath.Join(cp.Dir, "chart-rbac-values.yaml")
+	if err := os.WriteFile(values, []byte(chartRBACValues), 0o644); err != nil {
+		return err
+	}
+	rendered, err := cp.Helm(ctx, "template", ChartRelease, filepath.Join(root, "charts", "kube-node-ready"),
+		"--namespace", namespace, "--kube-version", "1.36.0", "--values", values)
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, doc := range strings.Split(rendered, "\n---") {
+		for _, line := range strings.Split(doc, "\n") {
+			if kind, ok := strings.CutPrefix(line, "kind: "); ok {
+				if rbacKinds[strings.TrimSpace(kind)] {
+					keep = append(keep, doc)
+				}
+				break
+			}
+		}
+	}
+	if len(keep) == 0 {
+		return fmt.Errorf("the rendered chart holds no RBAC objects")
+	}
+	if _, err := cp.Kubectl(ctx, nil, "create", "namespace", namespace); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
+		return err
+	}
+	_, err = cp.Kubectl(ctx, strings.NewReader(strings.Join(keep, "\n---")), "apply", "--server-side", "-f", "-")
+	return err
+}
