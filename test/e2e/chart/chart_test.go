@@ -511,4 +511,11 @@ func TestCleanupConfigParsesAndGrantsPluginRBAC(t *testing.T) {
 	if strings.Contains(disabled, "volumeattachments") {
 		t.Error("a disabled plugin still gets RBAC")
 	}
+	// Listed with no settings is enabled, as the cleanup configuration reads it.
+	bare := rules("--set-json", `webhook.cleanup.plugins={"volumeattachments":{},"local-volumes":{}}`)
+	for _, want := range []string{"volumeattachments", "persistentvolumes", "storageclasses"} {
+		if !strings.Contains(bare, want) {
+			t.Errorf("ClusterRole for plugins listed as {} lacks %s", want)
+		}
+	}
 }

@@ -381,7 +381,12 @@ func TestCleanup(t *testing.T) {
 		for i := range 3 {
 			e.createNode(t, fmt.Sprintf("uninstall-%d", i)) // back-fill: replica A (admission) is dead
 		}
-		out, err := exec.Command(webhookenv.Binary(t), "remove-finalizers", "--kubeconfig="+kubeconfig, "--webhook-config-name="+mwc).CombinedOutput()
+		// As the chart runs it: the pre-delete Job's own identity.
+		uninstall, err := webhookenv.Kubeconfig(ctx, cp, ns, webhookenv.UninstallServiceAccount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(webhookenv.Binary(t), "remove-finalizers", "--kubeconfig="+uninstall, "--webhook-config-name="+mwc).CombinedOutput()
 		if err != nil {
 			t.Fatalf("remove-finalizers: %v\n%s", err, out)
 		}
