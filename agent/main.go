@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,13 +83,27 @@ func run(ctx context.Context, opts *agent.Options) error {
 	if err != nil {
 		return err
 	}
-	runner := checks.NewRunner(cs, opts.CheckTimeout, checks.NewMetrics(reg))
+	checkMetrics := checks.NewMetrics(reg)
+	runner := checks.NewRunner(cs, opts.CheckTimeout, checkMetrics)
+	var continuous []checks.Check
+	var continuousNames []string
+	for _, c := range cs {
+		if opts.Continuous(c.Name()) {
+			continuous = append(continuous, c)
+			continuousNames = append(continuousNames, c.Name())
+		}
+	}
+	var periodic *checks.Runner
+	if len(continuous) > 0 {
+		periodic = checks.NewRunner(continuous, opts.CheckTimeout, checkMetrics)
+	}
 	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Dedup: 10 * time.Minute, Log: log}
-	a, err := agent.New(opts, client, runner, agent.NewMetrics(reg), recorder, log)
+	a, err := agent.New(opts, client, runner, periodic, agent.NewMetrics(reg), recorder, log)
 	if err != nil {
 		return err
 	}
-	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", opts.Checks.String())
+	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", opts.Checks.String(),
+		"continuous_checks", strings.Join(continuousNames, ","))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- agent.Serve(ctx, opts.MetricsAddr, reg, a.Ready, log) }()
 	runErr := a.Run(ctx)

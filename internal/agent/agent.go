@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -36,10 +37,14 @@ const (
 
 // Agent verifies one node. Create it with New and call Run.
 type Agent struct {
-	opts     *Options
-	client   *kube.Client
-	log      *slog.Logger
-	runner   *checks.Runner
+	opts   *Options
+	client *kube.Client
+	log    *slog.Logger
+	// runner runs every enabled check: the rounds until the first untaint.
+	runner *checks.Runner
+	// periodic runs the continuous checks once the node is verified; nil
+	// when there are none (bootstrap-only: no rounds after verification).
+	periodic *checks.Runner
 	metrics  *Metrics
 	recorder *kube.Recorder
 	taint    corev1.Taint
@@ -51,6 +56,9 @@ type Agent struct {
 	writeRetry backoff.BackOff
 	// wake is signalled when the node changes in a way that should not wait for the next round.
 	wake chan struct{}
+	// idle is set while a bootstrap-only agent has nothing to do but watch
+	// its node; the startup taint coming back then wakes it.
+	idle atomic.Bool
 
 	mu         sync.Mutex
 	roundsDone bool
@@ -63,8 +71,10 @@ type Agent struct {
 	waitingFor   string
 }
 
-// New wires an agent from validated options.
-func New(opts *Options, client *kube.Client, runner *checks.Runner, metrics *Metrics, recorder *kube.Recorder, log *slog.Logger) (*Agent, error) {
+// New wires an agent from validated options. runner runs every enabled
+// check; periodic runs the continuous ones (nil when there are none), whose
+// names are continuous.
+func New(opts *Options, client *kube.Client, runner, periodic *checks.Runner, metrics *Metrics, recorder *kube.Recorder, log *slog.Logger) (*Agent, error) {
 	taint, err := ParseTaint(opts.StartupTaint)
 	if err != nil {
 		return nil, err
@@ -86,7 +96,7 @@ func New(opts *Options, client *kube.Client, runner *checks.Runner, metrics *Met
 		},
 	}
 	a := &Agent{
-		opts: opts, client: client, log: log, runner: runner, metrics: metrics, recorder: recorder,
+		opts: opts, client: client, log: log, runner: runner, periodic: periodic, metrics: metrics, recorder: recorder,
 		taint: taint, budget: budget,
 		informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{}),
 		wake:     make(chan struct{}, 1),
@@ -100,6 +110,9 @@ func New(opts *Options, client *kube.Client, runner *checks.Runner, metrics *Met
 		},
 	}
 	a.writeRetry.Reset()
+	for _, name := range opts.Checks {
+		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[opts.Continuous(name)])
+	}
 	_, err = a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		// The initial list is not news: Run starts with a round anyway.
 		AddFunc: func(_ any, initialList bool) {
@@ -124,9 +137,12 @@ func New(opts *Options, client *kube.Client, runner *checks.Runner, metrics *Met
 
 // relevantChange is true when the bypass annotation or the wait-for taints
 // changed: those are acted on at once rather than at the next round.
+// An idle (bootstrap-only, verified) agent also wakes when the startup
+// taint comes back.
 func (a *Agent) relevantChange(o, n *corev1.Node) bool {
 	return a.bypassed(o) != a.bypassed(n) ||
-		HasAnyTaintKey(o.Spec.Taints, a.opts.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.opts.WaitForTaints)
+		HasAnyTaintKey(o.Spec.Taints, a.opts.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.opts.WaitForTaints) ||
+		(a.idle.Load() && !HasTaint(o.Spec.Taints, a.taint) && HasTaint(n.Spec.Taints, a.taint))
 }
 
 func (a *Agent) signal() {
@@ -214,7 +230,15 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	}
 	a.waitingFor = ""
 
-	round := a.runner.Run(ctx)
+	runner := a.runner
+	if a.bootstrapped(node) {
+		if a.periodic == nil {
+			return a.rest(ctx, node)
+		}
+		runner = a.periodic
+	}
+	a.idle.Store(false)
+	round := runner.Run(ctx)
 	if ctx.Err() != nil {
 		return 0
 	}
@@ -252,6 +276,44 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 		return a.jittered()
 	}
 	return d
+}
+
+// idleWait is how long a bootstrap-only agent sleeps between looks at its
+// node when nothing wakes it; its watch wakes it for anything it acts on.
+const idleWait = 24 * time.Hour
+
+// bootstrapped reports whether the bootstrap checks are done on this node:
+// it was verified once (the label is set). A node re-tainted earlier
+// (label false) under a bootstrap-only agent must pass every check again,
+// as nothing else would ever untaint it.
+func (a *Agent) bootstrapped(node *corev1.Node) bool {
+	switch node.Labels[a.opts.VerifiedLabel] {
+	case "true":
+		return true
+	case "false":
+		return a.periodic != nil
+	}
+	return false
+}
+
+// rest is a bootstrap-only agent's step once the node is verified: no
+// rounds and no API requests, only its node's watch. A startup taint that
+// something re-added (the node never failed here) is removed again.
+func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
+	if !a.idle.Swap(true) {
+		a.log.Info("node verified; bootstrap-only, so no more rounds on this node")
+	}
+	a.setReady(true, true)
+	if HasTaint(node.Spec.Taints, a.taint) {
+		a.log.Info("startup taint re-added to a verified node; removing it again")
+		if err := a.apply(ctx, Desired{Taint: false, Label: "true"}); err != nil {
+			d := a.writeRetry.NextBackOff()
+			a.log.Error("update node failed; will retry", "err", err, "retry_seconds", d.Seconds())
+			return d
+		}
+		a.writeRetry.Reset()
+	}
+	return idleWait
 }
 
 // observe records a round's outcome in state, metrics, readiness and logs.

@@ -16,6 +16,7 @@ type Metrics struct {
 	timeToVerified    prometheus.Gauge
 	retaintSuppressed prometheus.Counter
 	initialExhausted  prometheus.Counter
+	continuous        *prometheus.GaugeVec
 }
 
 // NewMetrics registers the agent metrics on reg.
@@ -45,6 +46,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "node_ready_initial_retries_exhausted_total",
 			Help: "Times the start-up backoff ran out with the node still failing; it is then retried every period.",
 		}),
+		continuous: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "node_check_continuous",
+			Help: "Mode of each enabled check: 1 continuous (re-run every period once verified, can re-taint), 0 bootstrap (runs only until the first untaint).",
+		}, []string{"check"}),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "node_ready_build_info",
@@ -52,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version.Version, "commit": version.Commit, "goversion": runtime.Version()},
 	})
 	buildInfo.Set(1)
-	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.initialExhausted, buildInfo)
+	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.initialExhausted, m.continuous, buildInfo)
 	for _, op := range []string{"add", "remove"} {
 		for _, res := range []string{"success", "conflict", "error"} {
 			m.taintOps.WithLabelValues(op, res)

@@ -26,6 +26,9 @@ const EnvPrefix = "KNR_AGENT"
 // AllChecks lists the checks the agent knows, in the order they are reported.
 var AllChecks = []string{"dns", "api", "network", "discovery"}
 
+// ContinuousAll in --continuous-checks stands for every enabled check.
+const ContinuousAll = "all"
+
 // Options configures the agent. Every field is a flag with an environment twin.
 type Options struct {
 	// NodeName is the node this agent verifies (downward API spec.nodeName).
@@ -48,6 +51,12 @@ type Options struct {
 	WaitForTaints flagenv.StringList
 	// Checks are the enabled checks.
 	Checks flagenv.StringList
+	// ContinuousChecks are the enabled checks re-run every period once the
+	// node is verified; only their failures re-taint it. The other enabled
+	// checks are bootstrap checks: they must pass before the first untaint
+	// and never run again on that node. "all" (the default) is every enabled
+	// check; an empty list makes the agent bootstrap-only (it cannot re-taint).
+	ContinuousChecks flagenv.StringList
 	// CheckTimeout bounds each check.
 	CheckTimeout time.Duration
 	// Period is the interval between periodic rounds once verified.
@@ -102,6 +111,7 @@ func NewOptions() *Options {
 		SkipAnnotation:    "node-ready/skip-verification",
 		WaitForTaints:     flagenv.StringList{"karpenter.sh/unregistered"},
 		Checks:            flagenv.StringList(slices.Clone(AllChecks)),
+		ContinuousChecks:  flagenv.StringList{ContinuousAll},
 		CheckTimeout:      3 * time.Second,
 		Period:            60 * time.Second,
 		Jitter:            0.1,
@@ -135,6 +145,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
 	fs.Var(&o.WaitForTaints, "wait-for-taints", "comma-separated taint keys that must be gone from the node before it is untainted")
 	fs.Var(&o.Checks, "checks", "comma-separated checks to run: "+strings.Join(AllChecks, ","))
+	fs.Var(&o.ContinuousChecks, "continuous-checks", `comma-separated enabled checks re-run every period once verified (only they re-taint); the others run only until the first untaint; "all" is every enabled check, empty is bootstrap-only`)
 	fs.DurationVar(&o.CheckTimeout, "check-timeout", o.CheckTimeout, "timeout of each check")
 	fs.DurationVar(&o.Period, "check-period", o.Period, "interval between periodic rounds")
 	fs.Float64Var(&o.Jitter, "check-jitter", o.Jitter, "spread of the period, as a fraction (0.1 is ±10%)")
@@ -199,6 +210,17 @@ func (o *Options) Validate() error {
 			bad("checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
 		}
 	}
+	for _, c := range o.ContinuousChecks {
+		switch {
+		case c == ContinuousAll && len(o.ContinuousChecks) == 1:
+		case c == ContinuousAll:
+			bad("continuous-checks", "%q stands alone, not with check names", ContinuousAll)
+		case !slices.Contains(AllChecks, c):
+			bad("continuous-checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
+		case !slices.Contains(o.Checks, c):
+			bad("continuous-checks", "check %q is not enabled (--checks=%s)", c, o.Checks.String())
+		}
+	}
 	if o.CheckTimeout <= 0 {
 		bad("check-timeout", "must be positive, got %s", o.CheckTimeout)
 	}
@@ -249,6 +271,12 @@ func (o *Options) Validate() error {
 		bad("log-level", "%v", err)
 	}
 	return errors.Join(errs...)
+}
+
+// Continuous reports whether the enabled check name is re-run every period
+// once the node is verified.
+func (o *Options) Continuous(name string) bool {
+	return slices.Equal(o.ContinuousChecks, []string{ContinuousAll}) || slices.Contains(o.ContinuousChecks, name)
 }
 
 // ParseTaint parses key=value:Effect (value optional).

@@ -22,6 +22,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "bad dns server", args: []string{"--node-name=n", "--check.dns.server=10.0.0.10"}, want: "--check.dns.server"},
 		{name: "bad service ref", args: []string{"--node-name=n", "--check.discovery.service=kube-dns"}, want: "--check.discovery.service"},
 		{name: "bad log level", args: []string{"--node-name=n", "--log-level=loud"}, want: "--log-level"},
+		{name: "unknown continuous check", args: []string{"--node-name=n", "--continuous-checks=ping"}, want: `--continuous-checks: unknown check "ping"`},
+		{name: "continuous check not enabled", args: []string{"--node-name=n", "--checks=dns,api", "--continuous-checks=network"}, want: `--continuous-checks: check "network" is not enabled`},
+		{name: "all with names", args: []string{"--node-name=n", "--continuous-checks=all,dns"}, want: `--continuous-checks: "all" stands alone`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,4 +45,49 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Errorf("defaults with a node name are invalid: %v", err)
 	}
+}
+
+func TestContinuousChecks(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		continuous []string
+	}{
+		{name: "default: every enabled check", args: nil, continuous: []string{"dns", "api", "network", "discovery"}},
+		{name: "default with fewer checks", args: []string{"--checks=dns,api"}, continuous: []string{"dns", "api"}},
+		{name: "some", args: []string{"--continuous-checks=api"}, continuous: []string{"api"}},
+		{name: "empty: bootstrap-only", args: []string{"--continuous-checks="}, continuous: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			if err := o.Parse(fs, append([]string{"--node-name=n"}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range o.Checks {
+				if o.Continuous(c) {
+					got = append(got, c)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.continuous, ",") {
+				t.Errorf("continuous = %v, want %v", got, tt.continuous)
+			}
+		})
+	}
+	t.Run("environment twin, empty", func(t *testing.T) {
+		t.Setenv("KNR_AGENT_CONTINUOUS_CHECKS", "")
+		o := NewOptions()
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		if err := o.Parse(fs, []string{"--node-name=n"}); err != nil {
+			t.Fatal(err)
+		}
+		if o.Continuous("dns") {
+			t.Errorf("KNR_AGENT_CONTINUOUS_CHECKS= set: dns still continuous (%v)", o.ContinuousChecks)
+		}
+	})
 }

@@ -162,8 +162,31 @@ func BenchmarkRealNodeJoin(b *testing.B) {
 // BenchmarkRealNodeSteady samples, over -realnode.window after every node is
 // verified, the agent container's memory working set and CPU from its
 // cgroups on each real node, and the resident memory and CPU of the
-// cluster's own processes.
-func BenchmarkRealNodeSteady(b *testing.B) {
+// cluster's own processes; default values: every check continuous.
+func BenchmarkRealNodeSteady(b *testing.B) { measureSteady(b, "every check continuous, period 60 s") }
+
+// BenchmarkRealNodeSteadyBootstrapOnly is the same after helm upgrade to a
+// bootstrap-only agent (agent.continuousChecks: []): no rounds after
+// verification.
+func BenchmarkRealNodeSteadyBootstrapOnly(b *testing.B) {
+	ctx := b.Context()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Helm(ctx, "upgrade", "kube-node-ready", filepath.Join(root, "charts", "kube-node-ready"), "--namespace", "kube-node-ready",
+		"--reuse-values", "--set-json", "agent.continuousChecks=[]", "--wait", "--timeout", "3m"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Kubectl(ctx, nil, "rollout", "status", "-n", "kube-node-ready", "daemonset/kube-node-ready", "--timeout=3m"); err != nil {
+		b.Fatal(err)
+	}
+	// The new pods verify nothing (the nodes are verified) and go idle at once.
+	time.Sleep(10 * time.Second)
+	measureSteady(b, "bootstrap-only")
+}
+
+func measureSteady(b *testing.B, mode string) {
 	ctx := b.Context()
 	pods, err := c.Client.CoreV1().Pods("kube-node-ready").List(ctx, metav1.ListOptions{LabelSelector: "app=kube-node-ready"})
 	if err != nil {
@@ -172,7 +195,7 @@ func BenchmarkRealNodeSteady(b *testing.B) {
 	cgroups := map[string]string{}
 	for _, p := range pods.Items {
 		for _, n := range c.Nodes {
-			if p.Spec.NodeName != n.Name || p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+			if p.Spec.NodeName != n.Name || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 {
 				continue
 			}
 			cg, err := n.ContainerCgroup(string(p.UID), p.Status.ContainerStatuses[0].ContainerID)
@@ -238,8 +261,8 @@ func BenchmarkRealNodeSteady(b *testing.B) {
 	b.ReportMetric(workingSets[len(workingSets)/2], "agent-ws-p50-MiB")
 	b.ReportMetric(workingSets[len(workingSets)-1], "agent-ws-max-MiB")
 	b.ReportMetric(agentCPU[len(agentCPU)/2], "agent-millicores")
-	b.Logf("agent container over %s on %d real nodes (default values, period 60 s): working set p50 %.1f MiB, max %.1f MiB; CPU %.2f millicores (median of nodes)",
-		elapsed.Round(time.Second), len(cgroups), workingSets[len(workingSets)/2], workingSets[len(workingSets)-1], agentCPU[len(agentCPU)/2])
+	b.Logf("agent container (%s) over %s on %d real nodes: working set p50 %.1f MiB, max %.1f MiB; CPU %.2f millicores (median of nodes)",
+		mode, elapsed.Round(time.Second), len(cgroups), workingSets[len(workingSets)/2], workingSets[len(workingSets)-1], agentCPU[len(agentCPU)/2])
 
 	var names []string
 	for name := range rss {

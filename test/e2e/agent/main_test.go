@@ -29,7 +29,7 @@ const agentSA = agentenv.ServiceAccount
 var cp *harness.ControlPlane
 
 func TestMain(m *testing.M) {
-	harness.MainWithControlPlane(m, harness.Options{Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
+	harness.MainWithControlPlane(m, harness.Options{AuditLog: true, Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
 		cp = c
 		return agentenv.InstallRBAC(ctx, cp)
 	})

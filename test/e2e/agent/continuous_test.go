@@ -1,0 +1,178 @@
+//go:build e2e
+
+package agent_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+var quietWindow = flag.Duration("agent.quiet-window", time.Minute, "how long a bootstrap-only agent is watched for API requests after verification")
+
+// TestBootstrapOnlyAgentMakesNoRequestsAfterVerification: with
+// --continuous-checks= the agent verifies its node, then, at a 1 s period,
+// sends the API server nothing but its node's watch; it still serves its
+// endpoints, and removes a startup taint that something re-adds.
+func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
+	node := newNode(t, "bootstrap-only", harness.NodeOptions{})
+	a := startAgent(t, node, "--continuous-checks=")
+	waitNode(t, node.Name, 20*time.Second, "verified", verified)
+	// Let the round that verified it and its writes finish.
+	time.Sleep(2 * time.Second)
+	since := time.Now()
+	_, before := httpGet(t, a.url("/metrics"))
+	time.Sleep(*quietWindow)
+
+	requests := agentRequests(t, node.Name, since)
+	if len(requests) > 0 {
+		t.Errorf("bootstrap-only agent sent %d requests in the %s after verification (watch aside): %v", len(requests), *quietWindow, requests)
+	}
+	_, after := httpGet(t, a.url("/metrics"))
+	if got, want := metricLine(after, `node_check_duration_seconds_count{check="dns"}`), metricLine(before, `node_check_duration_seconds_count{check="dns"}`); got != want {
+		t.Errorf("dns check ran after verification: %s, then %s", want, got)
+	}
+	for _, c := range []string{"dns", "api", "network", "discovery"} {
+		if !strings.Contains(after, `node_check_continuous{check="`+c+`"} 0`) {
+			t.Errorf("metrics do not report check %s as bootstrap", c)
+		}
+	}
+	if code, _ := httpGet(t, a.url("/readyz")); code != 200 {
+		t.Errorf("/readyz = %d while idle", code)
+	}
+
+	// Something (a node template, Karpenter) puts the startup taint back:
+	// the node never failed, so it goes again.
+	n := getNode(t, node.Name)
+	n.Spec.Taints = append(n.Spec.Taints, harness.StartupTaint)
+	if _, err := cp.Client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, node.Name, 10*time.Second, "startup taint removed again", verified)
+}
+
+// TestContinuousCheckRetaintsOnlyOnItsOwnFailures: a node whose only
+// continuous check is api is not re-tainted when its (bootstrap) dns check
+// would fail, and that check never runs again; a node whose continuous
+// check is dns is re-tainted by the same fault, and recovers.
+func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
+	apiOnly := newNode(t, "continuous-api", harness.NodeOptions{})
+	dnsToo := newNode(t, "continuous-dns", harness.NodeOptions{})
+	resolv := map[string]string{}
+	agents := map[string]*agent{}
+	for _, n := range []struct {
+		node       harness.Node
+		continuous string
+	}{{apiOnly, "api"}, {dnsToo, "dns,api"}} {
+		resolv[n.node.Name] = filepath.Join(t.TempDir(), "resolv.conf")
+		b, err := os.ReadFile(cp.ResolvConf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(resolv[n.node.Name], b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		agents[n.node.Name] = startAgent(t, n.node, "--continuous-checks="+n.continuous,
+			"--check.dns.resolv-conf="+resolv[n.node.Name], "--max-retainted=100%")
+	}
+	for _, n := range []harness.Node{apiOnly, dnsToo} {
+		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	}
+	_, before := httpGet(t, agents[apiOnly.Name].url("/metrics"))
+	// Both nodes' resolvers now point where nothing answers.
+	for _, path := range resolv {
+		if err := os.WriteFile(path, []byte("nameserver 10.213.0.250\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitNode(t, dnsToo.Name, 20*time.Second, "re-tainted by its continuous dns check", func(n *corev1.Node) bool { return tainted(n) })
+	time.Sleep(3 * time.Second) // several more rounds on the api-only node
+	if n := getNode(t, apiOnly.Name); !verified(n) {
+		t.Errorf("node %s with only api continuous was re-tainted: %v", apiOnly.Name, n.Spec.Taints)
+	}
+	_, after := httpGet(t, agents[apiOnly.Name].url("/metrics"))
+	if got, want := metricLine(after, `node_check_duration_seconds_count{check="dns"}`), metricLine(before, `node_check_duration_seconds_count{check="dns"}`); got != want {
+		t.Errorf("bootstrap dns check ran after verification on %s: %s, then %s", apiOnly.Name, want, got)
+	}
+	if !strings.Contains(after, `node_check_continuous{check="api"} 1`) || !strings.Contains(after, `node_check_continuous{check="dns"} 0`) {
+		t.Errorf("check modes not reported: %s", grepLines(after, "node_check_continuous"))
+	}
+
+	if err := os.WriteFile(resolv[dnsToo.Name], []byte(mustRead(t, cp.ResolvConf)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, dnsToo.Name, 20*time.Second, "verified again", verified)
+}
+
+// agentRequests lists the requests after since, other than watches, sent
+// with a token bound to a pod on node (the audit log's user extra).
+func agentRequests(t *testing.T, node string, since time.Time) []string {
+	t.Helper()
+	f, err := os.Open(cp.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage      string    `json:"stage"`
+			Verb       string    `json:"verb"`
+			RequestURI string    `json:"requestURI"`
+			Received   time.Time `json:"requestReceivedTimestamp"`
+			User       struct {
+				Extra map[string][]string `json:"extra"`
+			} `json:"user"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.Verb == "watch" || ev.Received.Before(since) {
+			continue
+		}
+		if nn := ev.User.Extra["authentication.kubernetes.io/node-name"]; len(nn) == 1 && nn[0] == node {
+			out = append(out, ev.Verb+" "+ev.RequestURI)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func metricLine(metrics, prefix string) string {
+	for _, l := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return prefix + " (absent)"
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
