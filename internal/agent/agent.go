@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,8 +65,13 @@ type Agent struct {
 	roundsDone bool
 	apiOK      bool
 
+	// modes names the continuous and bootstrap checks in the condition.
+	modes CheckModes
+
 	// Owned by the Run loop.
 	failures     int
+	failingSince time.Time
+	condErr      bool
 	everVerified bool
 	noNodeLogged bool
 	waitingFor   string
@@ -110,8 +116,17 @@ func New(opts *Options, client *kube.Client, runner, periodic *checks.Runner, me
 		},
 	}
 	a.writeRetry.Reset()
-	for _, name := range opts.Checks {
-		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[opts.Continuous(name)])
+	for _, name := range AllChecks {
+		if !slices.Contains(opts.Checks, name) {
+			continue
+		}
+		continuous := opts.Continuous(name)
+		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[continuous])
+		if continuous {
+			a.modes.Continuous = append(a.modes.Continuous, name)
+		} else {
+			a.modes.Bootstrap = append(a.modes.Bootstrap, name)
+		}
 	}
 	_, err = a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		// The initial list is not news: Run starts with a round anyway.
@@ -218,6 +233,7 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 			a.log.Error("untaint for bypass annotation failed", "annotation", a.opts.SkipAnnotation, "err", err)
 			return a.opts.InitialBackoff
 		}
+		a.setCondition(ctx, BypassedCondition(a.opts.SkipAnnotation))
 		a.setReady(true, true)
 		return a.jittered()
 	}
@@ -250,6 +266,11 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 		err = a.retaint(ctx, node, want)
 	} else {
 		err = a.apply(ctx, want)
+	}
+	if round.Passed() {
+		a.setCondition(ctx, PassingCondition(a.modes))
+	} else {
+		a.setCondition(ctx, FailingCondition(round.Failed(), a.failingSince, a.modes))
 	}
 	if err != nil {
 		d := a.writeRetry.NextBackOff()
@@ -304,6 +325,7 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 		a.log.Info("node verified; bootstrap-only, so no more rounds on this node")
 	}
 	a.setReady(true, true)
+	a.setCondition(ctx, BootstrappedCondition(a.modes))
 	if HasTaint(node.Spec.Taints, a.taint) {
 		a.log.Info("startup taint re-added to a verified node; removing it again")
 		if err := a.apply(ctx, Desired{Taint: false, Label: "true"}); err != nil {
@@ -331,12 +353,37 @@ func (a *Agent) observe(round checks.Round) {
 		}
 		a.failures = 0
 	} else {
+		if a.failures == 0 {
+			a.failingSince = time.Now()
+		}
 		a.failures++
 		a.log.Warn("verification round failed", "failed", round.Failed(), "consecutive_failures", a.failures,
 			"duration_seconds", round.Duration.Seconds(), "error", round.Summary())
 	}
 	a.metrics.failures.Set(float64(a.failures))
 	a.log.Debug("verification round", "passed", round.Passed(), "duration_seconds", round.Duration.Seconds())
+}
+
+// setCondition writes the agent's condition on its node when it differs
+// from what the node (as last seen) says. A failed write is logged once per
+// streak and retried with the next round; it never holds up a decision.
+func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
+	node := a.cachedNode()
+	if node == nil {
+		return
+	}
+	patch, err := ConditionPatch(node, want, time.Now())
+	if err != nil || patch == nil {
+		return
+	}
+	_, err = a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
+	switch {
+	case err != nil && !a.condErr:
+		a.condErr = true
+		a.log.Warn("cannot write the node condition; will retry with later rounds", "condition", string(ConditionType), "err", err)
+	case err == nil:
+		a.condErr = false
+	}
 }
 
 func (a *Agent) setReady(done, apiOK bool) {

@@ -127,6 +127,13 @@ func (c *Client) PatchNode(ctx context.Context, name string, pt types.PatchType,
 	return &n, err
 }
 
+// PatchNodeStatus patches a Node's status subresource.
+func (c *Client) PatchNodeStatus(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*corev1.Node, error) {
+	var n corev1.Node
+	err := c.core.Patch(pt).Resource("nodes").Name(name).SubResource("status").VersionedParams(&opts, parameterCodec).Body(data).Do(ctx).Into(&n)
+	return &n, err
+}
+
 // ListEndpointSlices lists EndpointSlices in namespace.
 func (c *Client) ListEndpointSlices(ctx context.Context, namespace string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
 	var l discoveryv1.EndpointSliceList

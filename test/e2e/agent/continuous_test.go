@@ -28,8 +28,13 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 	node := newNode(t, "bootstrap-only", harness.NodeOptions{})
 	a := startAgent(t, node, "--continuous-checks=")
 	waitNode(t, node.Name, 20*time.Second, "verified", verified)
-	// Let the round that verified it and its writes finish.
-	time.Sleep(2 * time.Second)
+	// The agent says so on the node, once, and then goes quiet.
+	waitNode(t, node.Name, 10*time.Second, "condition Bootstrapped", func(n *corev1.Node) bool {
+		c := condition(n)
+		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == "Bootstrapped" &&
+			strings.Contains(c.Message, "bootstrap: dns,api,network,discovery")
+	})
+	time.Sleep(time.Second)
 	since := time.Now()
 	_, before := httpGet(t, a.url("/metrics"))
 	time.Sleep(*quietWindow)
@@ -96,6 +101,12 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 		}
 	}
 	waitNode(t, dnsToo.Name, 20*time.Second, "re-tainted by its continuous dns check", func(n *corev1.Node) bool { return tainted(n) })
+	// Why, on the node: the condition names the failing check and the modes.
+	waitNode(t, dnsToo.Name, 5*time.Second, "condition ChecksFailing naming dns", func(n *corev1.Node) bool {
+		c := condition(n)
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == "ChecksFailing" &&
+			strings.HasPrefix(c.Message, "failing: dns (since ") && strings.Contains(c.Message, "continuous: dns,api; bootstrap: network,discovery")
+	})
 	time.Sleep(3 * time.Second) // several more rounds on the api-only node
 	if n := getNode(t, apiOnly.Name); !verified(n) {
 		t.Errorf("node %s with only api continuous was re-tainted: %v", apiOnly.Name, n.Spec.Taints)
@@ -112,6 +123,20 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNode(t, dnsToo.Name, 20*time.Second, "verified again", verified)
+	waitNode(t, dnsToo.Name, 5*time.Second, "condition ChecksPassed", func(n *corev1.Node) bool {
+		c := condition(n)
+		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == "ChecksPassed"
+	})
+}
+
+// condition is the agent's KubeNodeReady condition on n, or nil.
+func condition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == "KubeNodeReady" {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // agentRequests lists the requests after since, other than watches, sent

@@ -224,6 +224,26 @@ func TestInstallAndOwnNodePolicy(t *testing.T) {
 	if err := patch(a.Name, retaint); err != nil {
 		t.Errorf("agent re-tainting its own node: %v", err)
 	}
+
+	// In status: its own KubeNodeReady condition on its own node, nothing else.
+	statusPatch := func(node, condType string) error {
+		p := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","reason":"ChecksPassed","message":"m"}]}}`, condType)
+		_, err := agent.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(p), metav1.PatchOptions{}, "status")
+		return err
+	}
+	if err := statusPatch(a.Name, "KubeNodeReady"); err != nil {
+		t.Errorf("agent setting its condition on its own node: %v", err)
+	}
+	if err := statusPatch(a.Name, "NetworkUnavailable"); err == nil || !strings.Contains(err.Error(), "only its own KubeNodeReady condition") {
+		t.Errorf("agent setting another condition: %v, want denied", err)
+	}
+	if err := statusPatch(b.Name, "KubeNodeReady"); err == nil || !strings.Contains(err.Error(), "may not change node policy-b") {
+		t.Errorf("agent setting its condition on another node: %v, want denied", err)
+	}
+	addr := `{"status":{"addresses":[{"type":"InternalIP","address":"10.213.9.9"}]}}`
+	if _, err := agent.CoreV1().Nodes().Patch(ctx, a.Name, types.StrategicMergePatchType, []byte(addr), metav1.PatchOptions{}, "status"); err == nil {
+		t.Error("agent changing its node's addresses: allowed, want denied")
+	}
 }
 
 // TestManifestsMatchChart fails when manifests/ drifts from the chart: run
