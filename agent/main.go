@@ -83,30 +83,28 @@ func run(ctx context.Context, opts *agent.Options) error {
 	if err != nil {
 		return err
 	}
-	checkMetrics := checks.NewMetrics(reg)
-	runner := checks.NewRunner(cs, opts.CheckTimeout, checkMetrics)
-	var continuous []checks.Check
 	var continuousNames []string
-	for _, c := range cs {
-		if opts.Continuous(c.Name()) {
-			continuous = append(continuous, c)
-			continuousNames = append(continuousNames, c.Name())
+	for _, c := range opts.Enabled() {
+		if opts.Continuous(c) {
+			continuousNames = append(continuousNames, c)
 		}
 	}
-	var periodic *checks.Runner
-	if len(continuous) > 0 {
-		periodic = checks.NewRunner(continuous, opts.CheckTimeout, checkMetrics)
-	}
-	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Dedup: 10 * time.Minute, Log: log}
-	a, err := agent.New(opts, client, runner, periodic, agent.NewMetrics(reg), recorder, log)
+	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Log: log}
+	// The recorder's worker outlives ctx: Close drains it on the way out.
+	go recorder.Run(context.WithoutCancel(ctx))
+	a, err := agent.New(opts, client, cs, checks.NewMetrics(reg), agent.NewMetrics(reg), recorder, log)
 	if err != nil {
 		return err
 	}
-	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", opts.Checks.String(),
+	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", strings.Join(opts.Enabled(), ","),
 		"continuous_checks", strings.Join(continuousNames, ","))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- agent.Serve(ctx, opts.MetricsAddr, reg, a.Ready, log) }()
 	runErr := a.Run(ctx)
+	// Events of the last rounds still go out, within the grace period.
+	flushCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	recorder.Close(flushCtx)
+	cancel()
 	if err := <-serveErr; err != nil {
 		return fmt.Errorf("metrics server: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
@@ -48,7 +48,8 @@ type Agent struct {
 	periodic *checks.Runner
 	metrics  *Metrics
 	recorder *kube.Recorder
-	taint    corev1.Taint
+	taints   Taints
+	thresh   Thresholds
 	budget   Budget
 	informer cache.SharedIndexInformer
 	lock     *retaintLock
@@ -64,24 +65,41 @@ type Agent struct {
 	mu         sync.Mutex
 	roundsDone bool
 	apiOK      bool
+	// written is the node as the agent's own last write returned it: newer
+	// than the informer's copy until the watch delivers that write.
+	written *corev1.Node
 
 	// modes names the continuous and bootstrap checks in the condition.
 	modes CheckModes
+	// The gates, nil when off; dsWatch feeds the DaemonSet gate.
+	condGate *checks.Conditions
+	dsGate   *checks.DaemonSets
+	dsWatch  *daemonSetWatch
 
 	// Owned by the Run loop.
 	failures     int
+	passes       int
 	failingSince time.Time
+	// faultLogged is set while rounds are not counted because of a
+	// control-plane fault, so that is logged once per outage.
+	faultLogged  bool
 	condErr      bool
 	everVerified bool
 	noNodeLogged bool
 	waitingFor   string
+	// exclusionsChecked is set once unmatched gate exclusions were reported.
+	exclusionsChecked bool
 }
 
-// New wires an agent from validated options. runner runs every enabled
-// check; periodic runs the continuous ones (nil when there are none), whose
-// names are continuous.
-func New(opts *Options, client *kube.Client, runner, periodic *checks.Runner, metrics *Metrics, recorder *kube.Recorder, log *slog.Logger) (*Agent, error) {
-	taint, err := ParseTaint(opts.StartupTaint)
+// New wires an agent from validated options and the checks BuildChecks
+// made; it adds the gates the options enable, which read the agent's own
+// view of its node.
+func New(opts *Options, client *kube.Client, cs []checks.Check, checkMetrics *checks.Metrics, metrics *Metrics, recorder *kube.Recorder, log *slog.Logger) (*Agent, error) {
+	startup, err := ParseTaint(opts.StartupTaint)
+	if err != nil {
+		return nil, err
+	}
+	unhealthy, err := ParseTaint(opts.UnhealthyTaint)
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +120,10 @@ func New(opts *Options, client *kube.Client, runner, periodic *checks.Runner, me
 		},
 	}
 	a := &Agent{
-		opts: opts, client: client, log: log, runner: runner, periodic: periodic, metrics: metrics, recorder: recorder,
-		taint: taint, budget: budget,
+		opts: opts, client: client, log: log, metrics: metrics, recorder: recorder,
+		taints:   Taints{Startup: startup, Unhealthy: unhealthy},
+		thresh:   Thresholds{Retaint: opts.RetaintThreshold, Recover: opts.RecoverThreshold},
+		budget:   budget,
 		informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{}),
 		wake:     make(chan struct{}, 1),
 		lock: &retaintLock{
@@ -116,17 +136,24 @@ func New(opts *Options, client *kube.Client, runner, periodic *checks.Runner, me
 		},
 	}
 	a.writeRetry.Reset()
-	for _, name := range AllChecks {
-		if !slices.Contains(opts.Checks, name) {
-			continue
-		}
-		continuous := opts.Continuous(name)
-		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[continuous])
-		if continuous {
+	all, err := a.addGates(cs)
+	if err != nil {
+		return nil, err
+	}
+	var continuous []checks.Check
+	for _, c := range all {
+		name := c.Name()
+		if opts.Continuous(name) {
+			continuous = append(continuous, c)
 			a.modes.Continuous = append(a.modes.Continuous, name)
 		} else {
 			a.modes.Bootstrap = append(a.modes.Bootstrap, name)
 		}
+		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[opts.Continuous(name)])
+	}
+	a.runner = checks.NewRunner(all, opts.CheckTimeout, checkMetrics)
+	if len(continuous) > 0 {
+		a.periodic = checks.NewRunner(continuous, opts.CheckTimeout, checkMetrics)
 	}
 	_, err = a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		// The initial list is not news: Run starts with a round anyway.
@@ -147,7 +174,47 @@ func New(opts *Options, client *kube.Client, runner, periodic *checks.Runner, me
 	if err != nil {
 		return nil, err
 	}
+	// After the watch expires the reflector re-lists on its own backoff; a
+	// GET of the node meanwhile keeps decisions on its current state.
+	err = a.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			go a.refresh(ctx)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// refresh reads the node from the API server and keeps it when it is newer
+// than what the informer holds.
+func (a *Agent) refresh(ctx context.Context) {
+	n, err := a.client.GetNode(ctx, a.opts.NodeName)
+	if err == nil {
+		a.remember(n)
+	}
+}
+
+// remember keeps n, the node as a write or a direct read returned it.
+func (a *Agent) remember(n *corev1.Node) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.written == nil || newer(n, a.written) {
+		a.written = n
+	}
+}
+
+// newer reports whether a is a later version of the same node than b.
+// Resource versions compare only where the server says they do (etcd's do);
+// otherwise a is not taken as newer.
+func newer(a, b *corev1.Node) bool {
+	if a.UID != b.UID {
+		return a.CreationTimestamp.After(b.CreationTimestamp.Time)
+	}
+	c, err := resourceversion.CompareResourceVersion(a.ResourceVersion, b.ResourceVersion)
+	return err == nil && c > 0
 }
 
 // relevantChange is true when the bypass annotation or the wait-for taints
@@ -155,9 +222,14 @@ func New(opts *Options, client *kube.Client, runner, periodic *checks.Runner, me
 // An idle (bootstrap-only, verified) agent also wakes when the startup
 // taint comes back.
 func (a *Agent) relevantChange(o, n *corev1.Node) bool {
+	if a.condGate != nil && !a.bootstrapped(n) &&
+		(len(checks.UnmetConditions(o, a.condGate.Required, a.condGate.AbsentPasses)) == 0) !=
+			(len(checks.UnmetConditions(n, a.condGate.Required, a.condGate.AbsentPasses)) == 0) {
+		return true
+	}
 	return a.bypassed(o) != a.bypassed(n) ||
 		HasAnyTaintKey(o.Spec.Taints, a.opts.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.opts.WaitForTaints) ||
-		(a.idle.Load() && !HasTaint(o.Spec.Taints, a.taint) && HasTaint(n.Spec.Taints, a.taint))
+		(a.idle.Load() && !HasTaint(o.Spec.Taints, a.taints.Startup) && HasTaint(n.Spec.Taints, a.taints.Startup))
 }
 
 func (a *Agent) signal() {
@@ -189,6 +261,10 @@ func (a *Agent) Ready() error {
 // way out: a stopped agent leaves the node as it found it.
 func (a *Agent) Run(ctx context.Context) error {
 	go a.informer.RunWithContext(ctx)
+	if a.dsWatch != nil {
+		// List DaemonSets and pods while the node is listed.
+		a.dsWatch.start(ctx)
+	}
 	a.log.Info("waiting for the node to appear in the watch")
 	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
 		return nil
@@ -201,6 +277,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			a.log.Info("stopping; node taint left as it is")
+			if a.dsWatch != nil {
+				a.dsWatch.stop()
+			}
 			return nil
 		case <-a.wake:
 			if !timer.Stop() {
@@ -229,7 +308,7 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	}
 	a.noNodeLogged = false
 	if a.bypassed(node) {
-		if err := a.apply(ctx, Decide(true, false, 0, a.opts.RetaintThreshold, HasTaint(node.Spec.Taints, a.taint))); err != nil {
+		if err := a.apply(ctx, Decide(State{Bypass: true}, a.thresh, a.taints)); err != nil {
 			a.log.Error("untaint for bypass annotation failed", "annotation", a.opts.SkipAnnotation, "err", err)
 			return a.opts.InitialBackoff
 		}
@@ -247,6 +326,7 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	a.waitingFor = ""
 
 	runner := a.runner
+	a.runGates(ctx, !a.bootstrapped(node))
 	if a.bootstrapped(node) {
 		if a.periodic == nil {
 			return a.rest(ctx, node)
@@ -258,19 +338,39 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	if ctx.Err() != nil {
 		return 0
 	}
+	if !round.Passed() {
+		if fault := a.controlPlaneFault(ctx, round); fault != nil {
+			a.skip(round, fault)
+			return a.next(ctx, round, inInitial, initial)
+		}
+	}
+	if a.faultLogged {
+		a.faultLogged = false
+		a.log.Info("control plane answers again; counting rounds from zero")
+	}
 	a.observe(round)
-	tainted := HasTaint(node.Spec.Taints, a.taint)
-	want := Decide(false, round.Passed(), a.failures, a.opts.RetaintThreshold, tainted)
+	// The round took a while: decide on the node as it is now.
+	if n := a.cachedNode(); n != nil {
+		node = n
+	}
+	startupTainted, retainted := NodeState(node, a.taints, a.opts.VerifiedLabel)
+	want := Decide(State{
+		Passed: round.Passed(), Failures: a.failures, Passes: a.passes,
+		StartupTainted: startupTainted, Retainted: retainted,
+	}, a.thresh, a.taints)
 	var err error
-	if want.Taint && !tainted {
+	if want.IsRetaint() {
 		err = a.retaint(ctx, node, want)
 	} else {
 		err = a.apply(ctx, want)
 	}
-	if round.Passed() {
-		a.setCondition(ctx, PassingCondition(a.modes))
-	} else {
+	switch {
+	case !round.Passed():
 		a.setCondition(ctx, FailingCondition(round.Failed(), a.failingSince, a.modes))
+	case retainted && a.passes < a.thresh.Recover:
+		a.setCondition(ctx, RecoveringCondition(a.passes, a.thresh.Recover, a.modes))
+	default:
+		a.setCondition(ctx, PassingCondition(a.modes))
 	}
 	if err != nil {
 		d := a.writeRetry.NextBackOff()
@@ -278,7 +378,12 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 		return d
 	}
 	a.writeRetry.Reset()
+	return a.next(ctx, round, inInitial, initial)
+}
 
+// next is the delay after a round: the start-up backoff until the first
+// pass (or until its tries run out), then the jittered period.
+func (a *Agent) next(ctx context.Context, round checks.Round, inInitial *bool, initial backoff.BackOff) time.Duration {
 	switch {
 	case !*inInitial:
 		return a.jittered()
@@ -290,13 +395,57 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	if d == backoff.Stop {
 		*inInitial = false
 		a.metrics.initialExhausted.Inc()
-		a.event(node, corev1.EventTypeWarning, ReasonVerificationFailed, "Verify",
-			"checks still failing after %d start-up tries, node stays tainted and is retried every %s: %s",
-			a.opts.InitialTries, a.opts.Period, round.Summary())
-		a.log.Warn("start-up retries exhausted; retrying every period", "period_seconds", a.opts.Period.Seconds())
+		if node := a.cachedNode(); node != nil {
+			a.event(node, corev1.EventTypeWarning, ReasonVerificationFailed, "Verify",
+				"checks still failing after %d start-up tries, node stays tainted and is retried every %s",
+				a.opts.InitialTries, a.opts.Period)
+		}
+		a.log.Warn("start-up retries exhausted; retrying every period", "period_seconds", a.opts.Period.Seconds(), "error", round.Summary())
 		return a.jittered()
 	}
 	return d
+}
+
+// controlPlaneFault returns why a failed round says nothing about the node,
+// or nil: a check that failed because the API server refused or could not
+// serve (5xx, 429), or an API server that is not ready. The agent could not
+// have acted on such a round anyway, and an outage of the control plane is
+// not the node's failure.
+func (a *Agent) controlPlaneFault(ctx context.Context, round checks.Round) error {
+	for _, r := range round.Results {
+		if r.Err != nil && serverFault(r.Err) {
+			return fmt.Errorf("the API server could not serve check %s: %w", r.Name, r.Err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.opts.CheckTimeout)
+	defer cancel()
+	if err := a.client.Readyz(ctx); err != nil {
+		return fmt.Errorf("the API server is not ready: %w", err)
+	}
+	return nil
+}
+
+// serverFault reports whether err is the API server failing to serve, as
+// opposed to answering: overloaded, starting, or timing out on its side.
+func serverFault(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsUnexpectedServerError(err)
+}
+
+// skip handles a failed round that does not count: the streaks start again
+// from zero, so after the outage the node needs the full threshold of
+// rounds the agent could act on.
+func (a *Agent) skip(round checks.Round, fault error) {
+	a.failures, a.passes = 0, 0
+	a.metrics.failures.Set(0)
+	a.metrics.skippedRounds.Inc()
+	a.setReady(true, false)
+	if !a.faultLogged {
+		a.faultLogged = true
+		a.log.Warn("control-plane fault: failed rounds do not count toward re-tainting until it answers",
+			"fault", fault.Error(), "failed", round.Failed())
+	}
 }
 
 // idleWait is how long a bootstrap-only agent sleeps between looks at its
@@ -326,9 +475,9 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 	}
 	a.setReady(true, true)
 	a.setCondition(ctx, BootstrappedCondition(a.modes))
-	if HasTaint(node.Spec.Taints, a.taint) {
+	if HasTaint(node.Spec.Taints, a.taints.Startup) {
 		a.log.Info("startup taint re-added to a verified node; removing it again")
-		if err := a.apply(ctx, Desired{Taint: false, Label: "true"}); err != nil {
+		if err := a.apply(ctx, Desired{Remove: []corev1.Taint{a.taints.Startup}, Label: "true"}); err != nil {
 			d := a.writeRetry.NextBackOff()
 			a.log.Error("update node failed; will retry", "err", err, "retry_seconds", d.Seconds())
 			return d
@@ -352,11 +501,13 @@ func (a *Agent) observe(round checks.Round) {
 			a.log.Info("checks pass again", "after_failures", a.failures)
 		}
 		a.failures = 0
+		a.passes++
 	} else {
 		if a.failures == 0 {
 			a.failingSince = time.Now()
 		}
 		a.failures++
+		a.passes = 0
 		a.log.Warn("verification round failed", "failed", round.Failed(), "consecutive_failures", a.failures,
 			"duration_seconds", round.Duration.Seconds(), "error", round.Summary())
 	}
@@ -376,7 +527,10 @@ func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
 	if err != nil || patch == nil {
 		return
 	}
-	_, err = a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
+	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
+	if err == nil {
+		a.remember(updated)
+	}
 	switch {
 	case err != nil && !a.condErr:
 		a.condErr = true
@@ -398,12 +552,24 @@ func (a *Agent) apiReachable(ctx context.Context) bool {
 	return err == nil
 }
 
+// cachedNode returns the freshest known state of the node: the informer's
+// copy, or the agent's own last write (or read) when that is newer, as it is
+// until the watch delivers it. nil when the informer does not have the node.
 func (a *Agent) cachedNode() *corev1.Node {
 	obj, ok, err := a.informer.GetStore().GetByKey(a.opts.NodeName)
 	if err != nil || !ok {
 		return nil
 	}
 	n, _ := obj.(*corev1.Node)
+	if n == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.written != nil && newer(a.written, n) {
+		return a.written
+	}
+	a.written = nil
 	return n
 }
 
@@ -437,10 +603,13 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 		return a.apply(ctx, want)
 	}
 	a.metrics.retaintSuppressed.Inc()
-	a.log.Warn("re-taint suppressed by the fleet budget", "retainted_nodes", others, "limit", limit, "nodes", total)
+	a.log.Warn("re-taint suppressed by the fleet budget", "retainted_nodes", others, "limit", limit, "nodes", total,
+		"consecutive_failures", a.failures)
+	// The note stays the same while the outage lasts, so repeats count into
+	// one Event series instead of one Event per round.
 	a.event(node, corev1.EventTypeWarning, ReasonRetaintSuppressed, "Retaint",
-		"checks failed %d rounds in a row, but %d of %d nodes are already re-tainted (limit %d, --max-retainted=%s)",
-		a.failures, others, total, limit, a.opts.MaxRetainted)
+		"checks keep failing, but the fleet budget is used up: %d nodes may be re-tainted at once (--max-retainted=%s)",
+		limit, a.opts.MaxRetainted)
 	return nil
 }
 
@@ -492,7 +661,8 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 	}
 	defer func() {
 		// The gauge follows the node, whether this call wrote or found it done.
-		v := !HasTaint(node.Spec.Taints, a.taint) && node.Labels[a.opts.VerifiedLabel] == "true"
+		v := !HasTaint(node.Spec.Taints, a.taints.Startup) && !HasTaint(node.Spec.Taints, a.taints.Unhealthy) &&
+			node.Labels[a.opts.VerifiedLabel] == "true"
 		a.metrics.verified.Set(map[bool]float64{true: 1, false: 0}[v])
 	}()
 	bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
@@ -501,18 +671,15 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 	}, 5), ctx)
 	bo.Reset()
 	for {
-		wasTainted := HasTaint(node.Spec.Taints, a.taint)
-		patch, err := NodePatch(node, a.taint, a.opts.VerifiedLabel, want)
+		patch, err := NodePatch(node, a.opts.VerifiedLabel, want)
 		if err != nil || patch == nil {
 			return err
 		}
-		op := ""
-		if wasTainted != want.Taint {
-			op = map[bool]string{true: "add", false: "remove"}[want.Taint]
-		}
+		op := a.operation(node, want)
 		updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
 		if err == nil {
 			a.count(op, "success")
+			a.remember(updated)
 			a.afterWrite(node, updated, op)
 			node = updated
 			return nil
@@ -534,6 +701,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			return fmt.Errorf("patch node: rejected: %w", err)
 		}
 		a.count(op, "conflict")
+		a.remember(fresh)
 		node = fresh
 		d := bo.NextBackOff()
 		if d == backoff.Stop {
@@ -547,6 +715,20 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 	}
 }
 
+// operation names the taint change want makes on node for the metrics and
+// logs: "add" (re-taint), "remove" (untaint) or "" (label only).
+func (a *Agent) operation(node *corev1.Node, want Desired) string {
+	if want.Add != nil && !HasTaint(node.Spec.Taints, *want.Add) {
+		return "add"
+	}
+	for _, t := range want.Remove {
+		if HasTaint(node.Spec.Taints, t) {
+			return "remove"
+		}
+	}
+	return ""
+}
+
 func (a *Agent) count(op, result string) {
 	if op != "" {
 		a.metrics.taintOps.WithLabelValues(op, result).Inc()
@@ -558,22 +740,24 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 	switch op {
 	case "remove":
 		if a.bypassed(after) {
-			a.log.Info("startup taint removed: bypass annotation set", "annotation", a.opts.SkipAnnotation)
-			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "startup taint removed without checks: annotation %s=true", a.opts.SkipAnnotation)
+			a.log.Info("taints removed: bypass annotation set", "annotation", a.opts.SkipAnnotation)
+			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "taints removed without checks: annotation %s=true", a.opts.SkipAnnotation)
 			return
 		}
-		if !a.everVerified {
+		if !a.everVerified && HasTaint(before.Spec.Taints, a.taints.Startup) {
 			a.everVerified = true
 			secs := time.Since(before.CreationTimestamp.Time).Seconds()
 			a.metrics.timeToVerified.Set(secs)
 			a.log.Info("node verified; startup taint removed", "since_creation_seconds", secs)
-		} else {
-			a.log.Info("checks pass again; startup taint removed")
+			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", a.opts.StartupTaint)
+			return
 		}
-		a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", a.opts.StartupTaint)
+		a.everVerified = true
+		a.log.Info("checks pass again; node untainted", "passed_rounds", a.passes)
+		a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "checks passed %d rounds in a row; node untainted", a.thresh.Recover)
 	case "add":
-		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.failures)
-		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; startup taint %s re-applied", a.failures, a.opts.StartupTaint)
+		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.failures, "taint", taintString(a.taints.Unhealthy))
+		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; taint %s applied", a.thresh.Retaint, taintString(a.taints.Unhealthy))
 	}
 }
 

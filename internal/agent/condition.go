@@ -18,6 +18,7 @@ const ConditionType corev1.NodeConditionType = "KubeNodeReady"
 const (
 	ReasonChecksPassed  = "ChecksPassed"
 	ReasonChecksFailing = "ChecksFailing"
+	ReasonRecovering    = "Recovering"
 	ReasonBootstrapped  = "Bootstrapped"
 	ReasonBypassed      = "Bypassed"
 )
@@ -56,6 +57,13 @@ func FailingCondition(failed []string, since time.Time, modes CheckModes) Condit
 // PassingCondition is the condition after a passed round.
 func PassingCondition(modes CheckModes) ConditionState {
 	return ConditionState{Status: corev1.ConditionTrue, Reason: ReasonChecksPassed, Message: "all checks pass; " + modes.String()}
+}
+
+// RecoveringCondition is the condition of a re-tainted node whose checks
+// pass again, until enough rounds in a row have passed to untaint it.
+func RecoveringCondition(passes, needed int, modes CheckModes) ConditionState {
+	return ConditionState{Status: corev1.ConditionFalse, Reason: ReasonRecovering,
+		Message: fmt.Sprintf("checks pass again: %d of %d passed rounds needed to untaint; %s", passes, needed, modes)}
 }
 
 // BootstrappedCondition is a bootstrap-only agent's condition once the node

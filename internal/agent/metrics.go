@@ -17,6 +17,8 @@ type Metrics struct {
 	retaintSuppressed prometheus.Counter
 	initialExhausted  prometheus.Counter
 	continuous        *prometheus.GaugeVec
+	skippedRounds     prometheus.Counter
+	gateTimeouts      prometheus.Counter
 }
 
 // NewMetrics registers the agent metrics on reg.
@@ -32,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		taintOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_ready_taint_operations_total",
-			Help: "Writes of the startup taint by operation (add, remove) and result (success, conflict, error).",
+			Help: "Taint writes by operation (add: re-taint, remove: untaint) and result (success, conflict, error).",
 		}, []string{"operation", "result"}),
 		timeToVerified: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_ready_time_to_verified_seconds",
@@ -46,6 +48,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "node_ready_initial_retries_exhausted_total",
 			Help: "Times the start-up backoff ran out with the node still failing; it is then retried every period.",
 		}),
+		skippedRounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "node_ready_rounds_skipped_total",
+			Help: "Failed rounds not counted toward re-tainting because the API server could not serve (not ready, 5xx, 429).",
+		}),
+		gateTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "node_ready_gate_timeouts_total",
+			Help: "DaemonSets the DaemonSet gate gave up waiting for (--gate.daemonsets.timeout).",
+		}),
 		continuous: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_check_continuous",
 			Help: "Mode of each enabled check: 1 continuous (re-run every period once verified, can re-taint), 0 bootstrap (runs only until the first untaint).",
@@ -57,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version.Version, "commit": version.Commit, "goversion": runtime.Version()},
 	})
 	buildInfo.Set(1)
-	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.initialExhausted, m.continuous, buildInfo)
+	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, buildInfo)
 	for _, op := range []string{"add", "remove"} {
 		for _, res := range []string{"success", "conflict", "error"} {
 			m.taintOps.WithLabelValues(op, res)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
@@ -24,9 +25,22 @@ import (
 const EnvPrefix = "KNR_AGENT"
 
 // AllChecks lists the checks the agent knows, in the order they are reported.
-var AllChecks = []string{"dns", "api", "network", "discovery"}
+var AllChecks = []string{"dns", "api", "network", "discovery", "probe"}
 
-// ContinuousAll in --continuous-checks stands for every enabled check.
+// DefaultChecks are the checks enabled by default; probe needs targets.
+var DefaultChecks = []string{"dns", "api", "network", "discovery"}
+
+// Gate names: checks that are enabled by their own flags rather than
+// --checks, and that are bootstrap checks unless --continuous-checks names them.
+const (
+	GateDaemonSets = "daemonsets"
+	GateConditions = "conditions"
+)
+
+// Gates lists the gate names.
+var Gates = []string{GateDaemonSets, GateConditions}
+
+// ContinuousAll in --continuous-checks stands for every enabled check (gates aside).
 const ContinuousAll = "all"
 
 // Options configures the agent. Every field is a flag with an environment twin.
@@ -35,6 +49,8 @@ type Options struct {
 	NodeName string
 	// PodIP is this agent's pod address (downward API status.podIP); its own endpoint is never a peer.
 	PodIP string
+	// PodName is this agent's pod (downward API metadata.name); the DaemonSet gate never waits for its DaemonSet.
+	PodName string
 	// PodNamespace is the namespace of the agent and its headless Service.
 	PodNamespace string
 	// Kubeconfig is a kubeconfig path; empty means the in-cluster configuration.
@@ -43,6 +59,11 @@ type Options struct {
 	MetricsAddr string
 	// StartupTaint is key=value:Effect of the taint removed once verified.
 	StartupTaint string
+	// UnhealthyTaint is key=value:Effect of the taint a verified node gets
+	// when its checks keep failing. Set it to StartupTaint to re-taint with
+	// the startup taint instead (autoscalers then see a node that is still
+	// starting, not a broken one).
+	UnhealthyTaint string
 	// VerifiedLabel is set to "true" when verified and "false" when re-tainted.
 	VerifiedLabel string
 	// SkipAnnotation set to "true" on the node untaints it at once and disables re-tainting.
@@ -69,6 +90,8 @@ type Options struct {
 	InitialTries int
 	// RetaintThreshold is the number of consecutive failed rounds that re-taints the node.
 	RetaintThreshold int
+	// RecoverThreshold is the number of consecutive passed rounds that untaint a re-tainted node.
+	RecoverThreshold int
 	// MaxRetainted caps re-tainted nodes in the cluster: a count ("5") or a share of all nodes ("10%"); at least 1.
 	MaxRetainted string
 	// DNSNames are in-cluster names the dns check resolves.
@@ -93,6 +116,22 @@ type Options struct {
 	DNSService string
 	// DiscoveryName is the name queried directly at a cluster DNS endpoint.
 	DiscoveryName string
+	// DaemonSetGate waits, before the first untaint, until the pods of the
+	// DaemonSets that will run on this node are Ready.
+	DaemonSetGate bool
+	// DaemonSetExclude names DaemonSets (namespace/name, shell patterns) the gate does not wait for.
+	DaemonSetExclude flagenv.StringList
+	// DaemonSetExcludeSelector is a label selector of DaemonSets the gate does not wait for.
+	DaemonSetExcludeSelector string
+	// DaemonSetTimeout is how long the gate waits for one DaemonSet before it reports it and stops waiting; 0 waits for ever.
+	DaemonSetTimeout time.Duration
+	// RequireConditions are node conditions (Type=Status) that must hold before the first untaint.
+	RequireConditions flagenv.StringList
+	// AbsentConditions says what a required condition the node does not report means: "wait" or "pass".
+	AbsentConditions string
+	// ProbeTargets are the endpoints the probe check reaches (see
+	// checks.ParseProbeTarget for the syntax).
+	ProbeTargets flagenv.StringList
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 }
@@ -107,10 +146,11 @@ func NewOptions() *Options {
 		PodNamespace:      "kube-node-ready",
 		MetricsAddr:       ":8080",
 		StartupTaint:      "node-ready/unverified=true:NoSchedule",
+		UnhealthyTaint:    "node-ready/unhealthy=true:NoSchedule",
 		VerifiedLabel:     "node-ready/verified",
 		SkipAnnotation:    "node-ready/skip-verification",
 		WaitForTaints:     flagenv.StringList{"karpenter.sh/unregistered"},
-		Checks:            flagenv.StringList(slices.Clone(AllChecks)),
+		Checks:            flagenv.StringList(slices.Clone(DefaultChecks)),
 		ContinuousChecks:  flagenv.StringList{ContinuousAll},
 		CheckTimeout:      3 * time.Second,
 		Period:            60 * time.Second,
@@ -118,7 +158,11 @@ func NewOptions() *Options {
 		InitialBackoff:    time.Second,
 		InitialTries:      5,
 		RetaintThreshold:  3,
+		RecoverThreshold:  2,
 		MaxRetainted:      "10%",
+		DaemonSetGate:     true,
+		DaemonSetTimeout:  5 * time.Minute,
+		AbsentConditions:  "wait",
 		DNSNames:          flagenv.StringList{"kubernetes.default.svc.cluster.local"},
 		DNSExternalNames:  flagenv.StringList{"google.com"},
 		ResolvConf:        "/etc/resolv.conf",
@@ -137,10 +181,12 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "name of the node this agent verifies (required)")
 	fs.StringVar(&o.PodIP, "pod-ip", o.PodIP, "this agent's pod IP; its own endpoint is never a pod-to-pod peer")
+	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this agent's pod name; the DaemonSet gate never waits for its own DaemonSet")
 	fs.StringVar(&o.PodNamespace, "pod-namespace", o.PodNamespace, "namespace of the agent and its headless Service")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig path; empty uses the in-cluster configuration")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
 	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified")
+	fs.StringVar(&o.UnhealthyTaint, "retaint-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; the startup taint is only ever removed unless this names it")
 	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, `label set to "true" when verified and "false" when re-tainted`)
 	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
 	fs.Var(&o.WaitForTaints, "wait-for-taints", "comma-separated taint keys that must be gone from the node before it is untainted")
@@ -152,6 +198,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.InitialBackoff, "initial-backoff", o.InitialBackoff, "first retry delay at start-up; doubles each try")
 	fs.IntVar(&o.InitialTries, "initial-tries", o.InitialTries, "start-up rounds on the backoff before retrying every check-period")
 	fs.IntVar(&o.RetaintThreshold, "retaint-threshold", o.RetaintThreshold, "consecutive failed rounds that re-taint the node")
+	fs.IntVar(&o.RecoverThreshold, "recover-threshold", o.RecoverThreshold, "consecutive passed rounds that untaint a re-tainted node")
 	fs.StringVar(&o.MaxRetainted, "max-retainted", o.MaxRetainted, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
 	fs.Var(&o.DNSNames, "check.dns.names", "comma-separated in-cluster names the dns check resolves")
 	fs.Var(&o.DNSExternalNames, "check.dns.external-names", "comma-separated external names the dns check resolves; empty disables")
@@ -164,13 +211,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PeerRefresh, "check.network.peer-refresh", o.PeerRefresh, "longest time the peer list is cached")
 	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name)")
 	fs.StringVar(&o.DiscoveryName, "check.discovery.name", o.DiscoveryName, "name queried directly at a cluster DNS endpoint")
+	fs.BoolVar(&o.DaemonSetGate, "gate.daemonsets", o.DaemonSetGate, "before the first untaint, wait until the pods of the DaemonSets that will run on this node are Ready")
+	fs.Var(&o.DaemonSetExclude, "gate.daemonsets.exclude", "comma-separated DaemonSets the gate does not wait for, as namespace/name (shell patterns: kube-system/*)")
+	fs.StringVar(&o.DaemonSetExcludeSelector, "gate.daemonsets.exclude-selector", o.DaemonSetExcludeSelector, "label selector of DaemonSets the gate does not wait for")
+	fs.DurationVar(&o.DaemonSetTimeout, "gate.daemonsets.timeout", o.DaemonSetTimeout, "how long one DaemonSet is waited for before it is reported and no longer waited for; 0 waits for ever")
+	fs.Var(&o.RequireConditions, "require-conditions", "comma-separated node conditions (Type=Status, such as Ready=True,NetworkUnavailable=False) that must hold before the first untaint")
+	fs.StringVar(&o.AbsentConditions, "require-conditions.absent", o.AbsentConditions, `what a required condition the node does not report means: "wait" (not met) or "pass"`)
+	fs.Var(&o.ProbeTargets, "check.probe.targets", "comma-separated endpoints the probe check must reach (enable it with --checks=...,probe): "+
+		"http[s]://host:port/path[#status=200-299&timeout=1s&insecure=true] or tcp://host:port[#timeout=1s]")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
 
 // Parse registers the flags, applies environment twins, then parses args.
 func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 	o.AddFlags(fs)
-	aliases := map[string][]string{"node-name": {"NODE_NAME"}, "pod-ip": {"POD_IP"}, "pod-namespace": {"POD_NAMESPACE"}}
+	aliases := map[string][]string{"node-name": {"NODE_NAME"}, "pod-ip": {"POD_IP"}, "pod-name": {"POD_NAME"}, "pod-namespace": {"POD_NAMESPACE"}}
 	if err := flagenv.Apply(fs, EnvPrefix, aliases); err != nil {
 		return err
 	}
@@ -196,6 +251,9 @@ func (o *Options) Validate() error {
 	if _, err := ParseTaint(o.StartupTaint); err != nil {
 		bad("startup-taint", "%v", err)
 	}
+	if _, err := ParseTaint(o.UnhealthyTaint); err != nil {
+		bad("retaint-taint", "%v", err)
+	}
 	if msgs := validation.IsQualifiedName(o.VerifiedLabel); len(msgs) > 0 {
 		bad("verified-label", "%s", strings.Join(msgs, "; "))
 	}
@@ -210,16 +268,36 @@ func (o *Options) Validate() error {
 			bad("checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
 		}
 	}
+	known := append(slices.Clone(AllChecks), Gates...)
 	for _, c := range o.ContinuousChecks {
 		switch {
 		case c == ContinuousAll && len(o.ContinuousChecks) == 1:
 		case c == ContinuousAll:
 			bad("continuous-checks", "%q stands alone, not with check names", ContinuousAll)
-		case !slices.Contains(AllChecks, c):
-			bad("continuous-checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
-		case !slices.Contains(o.Checks, c):
-			bad("continuous-checks", "check %q is not enabled (--checks=%s)", c, o.Checks.String())
+		case !slices.Contains(known, c):
+			bad("continuous-checks", "unknown check %q (known: %s)", c, strings.Join(known, ","))
+		case !slices.Contains(o.Enabled(), c):
+			bad("continuous-checks", "check %q is not enabled (--checks=%s; gates by --gate.daemonsets and --require-conditions)", c, o.Checks.String())
 		}
+	}
+	for _, e := range o.DaemonSetExclude {
+		if _, err := checks.ParseDaemonSetExclusion(e); err != nil {
+			bad("gate.daemonsets.exclude", "%v", err)
+		}
+	}
+	if _, err := labels.Parse(o.DaemonSetExcludeSelector); err != nil {
+		bad("gate.daemonsets.exclude-selector", "%q: %v", o.DaemonSetExcludeSelector, err)
+	}
+	if o.DaemonSetTimeout < 0 {
+		bad("gate.daemonsets.timeout", "must not be negative, got %s", o.DaemonSetTimeout)
+	}
+	for _, c := range o.RequireConditions {
+		if _, err := checks.ParseConditionRequirement(c); err != nil {
+			bad("require-conditions", "%v", err)
+		}
+	}
+	if o.AbsentConditions != "wait" && o.AbsentConditions != "pass" {
+		bad("require-conditions.absent", `want "wait" or "pass", got %q`, o.AbsentConditions)
 	}
 	if o.CheckTimeout <= 0 {
 		bad("check-timeout", "must be positive, got %s", o.CheckTimeout)
@@ -238,6 +316,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RetaintThreshold < 1 {
 		bad("retaint-threshold", "must be at least 1, got %d", o.RetaintThreshold)
+	}
+	if o.RecoverThreshold < 1 {
+		bad("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
 	}
 	if _, err := ParseBudget(o.MaxRetainted); err != nil {
 		bad("max-retainted", "%v", err)
@@ -264,6 +345,17 @@ func (o *Options) Validate() error {
 	if o.PeerRefresh <= 0 {
 		bad("check.network.peer-refresh", "must be positive, got %s", o.PeerRefresh)
 	}
+	for _, t := range o.ProbeTargets {
+		if _, err := checks.ParseProbeTarget(t); err != nil {
+			bad("check.probe.targets", "%v", err)
+		}
+	}
+	switch probe := slices.Contains(o.Checks, "probe"); {
+	case probe && len(o.ProbeTargets) == 0:
+		bad("check.probe.targets", "the probe check is enabled but has no target")
+	case !probe && len(o.ProbeTargets) > 0:
+		bad("check.probe.targets", "targets given but the probe check is not enabled (add probe to --checks)")
+	}
 	if _, err := checks.ParseServiceRef(o.DNSService); err != nil {
 		bad("check.discovery.service", "%v", err)
 	}
@@ -274,9 +366,24 @@ func (o *Options) Validate() error {
 }
 
 // Continuous reports whether the enabled check name is re-run every period
-// once the node is verified.
+// once the node is verified. Gates are bootstrap checks unless named.
 func (o *Options) Continuous(name string) bool {
+	if slices.Contains(Gates, name) {
+		return slices.Contains(o.ContinuousChecks, name)
+	}
 	return slices.Equal(o.ContinuousChecks, []string{ContinuousAll}) || slices.Contains(o.ContinuousChecks, name)
+}
+
+// Enabled lists the enabled checks and gates.
+func (o *Options) Enabled() []string {
+	out := slices.Clone([]string(o.Checks))
+	if o.DaemonSetGate {
+		out = append(out, GateDaemonSets)
+	}
+	if len(o.RequireConditions) > 0 {
+		out = append(out, GateConditions)
+	}
+	return out
 }
 
 // ParseTaint parses key=value:Effect (value optional).

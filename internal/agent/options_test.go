@@ -25,6 +25,17 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "unknown continuous check", args: []string{"--node-name=n", "--continuous-checks=ping"}, want: `--continuous-checks: unknown check "ping"`},
 		{name: "continuous check not enabled", args: []string{"--node-name=n", "--checks=dns,api", "--continuous-checks=network"}, want: `--continuous-checks: check "network" is not enabled`},
 		{name: "all with names", args: []string{"--node-name=n", "--continuous-checks=all,dns"}, want: `--continuous-checks: "all" stands alone`},
+		{name: "bad re-taint taint", args: []string{"--node-name=n", "--retaint-taint=x:Never"}, want: "--retaint-taint"},
+		{name: "zero recover threshold", args: []string{"--node-name=n", "--recover-threshold=0"}, want: "--recover-threshold: must be at least 1"},
+		{name: "unknown condition syntax", args: []string{"--node-name=n", "--require-conditions=Ready"}, want: `--require-conditions: condition "Ready": want Type=Status`},
+		{name: "bad condition status", args: []string{"--node-name=n", "--require-conditions=Ready=yes"}, want: `--require-conditions: condition "Ready=yes"`},
+		{name: "bad absent mode", args: []string{"--node-name=n", "--require-conditions.absent=maybe"}, want: "--require-conditions.absent"},
+		{name: "bad exclusion", args: []string{"--node-name=n", "--gate.daemonsets.exclude=cilium"}, want: `--gate.daemonsets.exclude: exclusion "cilium"`},
+		{name: "bad exclude selector", args: []string{"--node-name=n", "--gate.daemonsets.exclude-selector=a in (b"}, want: "--gate.daemonsets.exclude-selector"},
+		{name: "gate not enabled but continuous", args: []string{"--node-name=n", "--continuous-checks=conditions"}, want: `--continuous-checks: check "conditions" is not enabled`},
+		{name: "malformed probe URL", args: []string{"--node-name=n", "--checks=dns,probe", "--check.probe.targets=http://[::1"}, want: "--check.probe.targets"},
+		{name: "probe without targets", args: []string{"--node-name=n", "--checks=dns,probe"}, want: "--check.probe.targets: the probe check is enabled but has no target"},
+		{name: "targets without probe", args: []string{"--node-name=n", "--check.probe.targets=tcp://127.0.0.1:9"}, want: "add probe to --checks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +68,8 @@ func TestContinuousChecks(t *testing.T) {
 		{name: "default with fewer checks", args: []string{"--checks=dns,api"}, continuous: []string{"dns", "api"}},
 		{name: "some", args: []string{"--continuous-checks=api"}, continuous: []string{"api"}},
 		{name: "empty: bootstrap-only", args: []string{"--continuous-checks="}, continuous: nil},
+		{name: "all leaves gates bootstrap", args: []string{"--require-conditions=Ready=True"}, continuous: []string{"dns", "api", "network", "discovery"}},
+		{name: "a gate named is continuous", args: []string{"--require-conditions=Ready=True", "--continuous-checks=api,conditions"}, continuous: []string{"api", "conditions"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,7 +82,7 @@ func TestContinuousChecks(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, c := range o.Checks {
+			for _, c := range o.Enabled() {
 				if o.Continuous(c) {
 					got = append(got, c)
 				}

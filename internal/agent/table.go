@@ -36,6 +36,14 @@ var checkTable = map[string]func(o *Options, d deps) checks.Check{
 	"discovery": func(o *Options, d deps) checks.Check {
 		return &checks.Discovery{Service: d.dnsService, Endpoints: d.endpoints, QueryName: o.DiscoveryName, NodeName: o.NodeName}
 	},
+	"probe": func(o *Options, _ deps) checks.Check {
+		var targets []checks.ProbeTarget
+		for _, s := range o.ProbeTargets {
+			t, _ := checks.ParseProbeTarget(s) // Validate has refused bad ones
+			targets = append(targets, t)
+		}
+		return checks.NewProbe(targets)
+	},
 }
 
 type deps struct {

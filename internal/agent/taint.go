@@ -2,38 +2,94 @@ package agent
 
 import (
 	"encoding/json"
-	"strconv"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Desired is the state of its own node the agent wants after a round.
+// Taints are the two taints the agent manages on its node.
+type Taints struct {
+	// Startup is the taint a node is created with; the agent only ever removes it.
+	Startup corev1.Taint
+	// Unhealthy is the taint a verified node gets when its checks keep
+	// failing. When it equals Startup the agent re-taints with the startup
+	// taint (the behaviour before the unhealthy taint existed).
+	Unhealthy corev1.Taint
+}
+
+// State is what the agent knows about its node and its last rounds: the
+// input of Decide.
+type State struct {
+	// Bypass is true while the bypass annotation is set.
+	Bypass bool
+	// Passed is the outcome of the last round.
+	Passed bool
+	// Failures counts consecutive failed rounds the agent could act on.
+	Failures int
+	// Passes counts consecutive passed rounds.
+	Passes int
+	// StartupTainted is true while the node carries the startup taint and
+	// was never re-tainted: it is still being verified for the first time.
+	StartupTainted bool
+	// Retainted is true while the node is re-tainted (verified label
+	// "false"), whichever taint that used.
+	Retainted bool
+}
+
+// Thresholds are the streak lengths Decide acts on.
+type Thresholds struct {
+	// Retaint is how many consecutive failed rounds re-taint a verified node.
+	Retaint int
+	// Recover is how many consecutive passed rounds untaint a re-tainted node.
+	Recover int
+}
+
+// Desired is the change the agent wants on its node after a round.
 type Desired struct {
-	// Taint says whether the startup taint should be on the node.
-	Taint bool
+	// Add is the taint to put on the node, if any.
+	Add *corev1.Taint
+	// Remove are taints to take off the node where present.
+	Remove []corev1.Taint
 	// Label is the value of the verified label; empty leaves it as it is.
 	Label string
 }
 
-// Decide turns what the agent knows into the node state it wants. It is pure:
-// passed is the last round's outcome, failures the consecutive failed rounds
-// including it, tainted whether the node carries the startup taint now.
-// Re-tainting a node that is not yet tainted also needs the fleet budget,
-// which the caller checks (Desired.Taint && !tainted).
-func Decide(bypass, passed bool, failures, threshold int, tainted bool) Desired {
-	switch {
-	case bypass:
-		// The operator vouches for the node: untaint, and never re-taint.
-		return Desired{Taint: false}
-	case passed:
-		return Desired{Taint: false, Label: "true"}
-	case failures >= threshold:
-		return Desired{Taint: true, Label: "false"}
-	default:
-		// Too few failures to act on: leave the node as it is.
-		return Desired{Taint: tainted}
+// IsRetaint reports whether want re-taints the node: the one change that
+// needs the fleet budget.
+func (d Desired) IsRetaint() bool { return d.Add != nil }
+
+// Decide turns what the agent knows into the change it wants. It is pure;
+// the caller checks the fleet budget before a re-taint.
+func Decide(s State, th Thresholds, t Taints) Desired {
+	clear := []corev1.Taint{t.Startup}
+	if t.Unhealthy != t.Startup {
+		clear = append(clear, t.Unhealthy)
 	}
+	switch {
+	case s.Bypass:
+		// The operator vouches for the node: untaint, and never re-taint.
+		return Desired{Remove: clear}
+	case s.Passed && s.Retainted && s.Passes < th.Recover:
+		// A re-tainted node must pass several rounds before it is trusted again.
+		return Desired{}
+	case s.Passed:
+		return Desired{Remove: clear, Label: "true"}
+	case !s.StartupTainted && !s.Retainted && s.Failures >= th.Retaint:
+		unhealthy := t.Unhealthy
+		return Desired{Add: &unhealthy, Label: "false"}
+	default:
+		// Too few failures to act on, still verifying for the first time, or
+		// already re-tainted: leave the node as it is.
+		return Desired{}
+	}
+}
+
+// NodeState derives the node part of State from the node as last seen.
+func NodeState(node *corev1.Node, t Taints, labelKey string) (startupTainted, retainted bool) {
+	retainted = node.Labels[labelKey] == "false" ||
+		(t.Unhealthy != t.Startup && HasTaint(node.Spec.Taints, t.Unhealthy))
+	return HasTaint(node.Spec.Taints, t.Startup) && !retainted, retainted
 }
 
 // HasTaint reports whether taints hold one with t's key and effect.
@@ -68,28 +124,34 @@ type patchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
-// NodePatch returns the JSON patch that brings node to want, or nil when the
-// node already matches. The taint change is guarded by a test of the whole
+// NodePatch returns the JSON patch that applies want to node, or nil when the
+// node already matches. A taint change is guarded by a test of the whole
 // taint list the decision was made from (or, when the node has no taints, of
 // its resourceVersion), so a concurrent edit fails the patch instead of being
 // overwritten; the caller re-reads the node and tries again.
-func NodePatch(node *corev1.Node, taint corev1.Taint, labelKey string, want Desired) ([]byte, error) {
+func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error) {
+	taints := slices.Clone(node.Spec.Taints)
+	for _, t := range want.Remove {
+		if i := indexTaint(taints, t); i >= 0 {
+			taints = slices.Delete(taints, i, i+1)
+		}
+	}
+	if want.Add != nil && indexTaint(taints, *want.Add) < 0 {
+		taints = append(taints, *want.Add)
+	}
 	var ops []patchOp
-	taints := node.Spec.Taints
-	i := indexTaint(taints, taint)
-	switch {
-	case want.Taint && i < 0 && len(taints) == 0:
-		ops = append(ops,
-			patchOp{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
-			patchOp{Op: "add", Path: "/spec/taints", Value: []corev1.Taint{taint}})
-	case want.Taint && i < 0:
-		ops = append(ops,
-			patchOp{Op: "test", Path: "/spec/taints", Value: taints},
-			patchOp{Op: "add", Path: "/spec/taints/-", Value: taint})
-	case !want.Taint && i >= 0:
-		ops = append(ops,
-			patchOp{Op: "test", Path: "/spec/taints", Value: taints},
-			patchOp{Op: "remove", Path: "/spec/taints/" + strconv.Itoa(i)})
+	if !slices.Equal(taints, node.Spec.Taints) {
+		if len(node.Spec.Taints) == 0 {
+			ops = append(ops,
+				patchOp{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
+				patchOp{Op: "add", Path: "/spec/taints", Value: taints})
+		} else {
+			// Replacing the list under a test of the old one is one guarded
+			// step whatever was removed or added.
+			ops = append(ops,
+				patchOp{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
+				patchOp{Op: "replace", Path: "/spec/taints", Value: nonNil(taints)})
+		}
 	}
 	if want.Label != "" && node.Labels[labelKey] != want.Label {
 		if len(node.Labels) == 0 { // an empty map is absent in JSON
@@ -104,7 +166,24 @@ func NodePatch(node *corev1.Node, taint corev1.Taint, labelKey string, want Desi
 	return json.Marshal(ops)
 }
 
+// nonNil keeps an emptied taint list an empty JSON array rather than null.
+func nonNil(t []corev1.Taint) []corev1.Taint {
+	if t == nil {
+		return []corev1.Taint{}
+	}
+	return t
+}
+
 // escapePointer escapes a map key for a JSON pointer (RFC 6901).
 func escapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// taintString formats a taint as key=value:Effect, as flags take it.
+func taintString(t corev1.Taint) string {
+	s := t.Key
+	if t.Value != "" {
+		s += "=" + t.Value
+	}
+	return s + ":" + string(t.Effect)
 }

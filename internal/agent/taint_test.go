@@ -10,30 +10,78 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-var startup = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+var (
+	startup   = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	unhealthy = corev1.Taint{Key: "node-ready/unhealthy", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	taints    = Taints{Startup: startup, Unhealthy: unhealthy}
+	thresh    = Thresholds{Retaint: 3, Recover: 2}
+)
 
 func TestDecide(t *testing.T) {
+	both := []corev1.Taint{startup, unhealthy}
+	retaint := Desired{Add: &unhealthy, Label: "false"}
 	tests := []struct {
-		name     string
-		bypass   bool
-		passed   bool
-		failures int
-		tainted  bool
-		want     Desired
+		name   string
+		state  State
+		taints Taints
+		want   Desired
 	}{
-		{name: "pass untaints and labels", passed: true, tainted: true, want: Desired{Taint: false, Label: "true"}},
-		{name: "pass on verified node keeps it", passed: true, want: Desired{Taint: false, Label: "true"}},
-		{name: "first failure on verified node does nothing", failures: 1, want: Desired{Taint: false}},
-		{name: "second failure does nothing", failures: 2, want: Desired{Taint: false}},
-		{name: "third failure re-taints", failures: 3, want: Desired{Taint: true, Label: "false"}},
-		{name: "start-up failure keeps taint", failures: 1, tainted: true, want: Desired{Taint: true}},
-		{name: "bypass untaints even while failing", bypass: true, failures: 9, tainted: true, want: Desired{Taint: false}},
-		{name: "bypass never re-taints", bypass: true, failures: 9, want: Desired{Taint: false}},
+		{name: "pass untaints and labels", state: State{Passed: true, Passes: 1, StartupTainted: true},
+			want: Desired{Remove: both, Label: "true"}},
+		{name: "pass on verified node keeps it", state: State{Passed: true, Passes: 5},
+			want: Desired{Remove: both, Label: "true"}},
+		{name: "first failure on verified node does nothing", state: State{Failures: 1}},
+		{name: "second failure does nothing", state: State{Failures: 2}},
+		{name: "third failure re-taints with the unhealthy taint", state: State{Failures: 3}, want: retaint},
+		{name: "start-up failures keep the startup taint and add nothing", state: State{Failures: 9, StartupTainted: true}},
+		{name: "re-tainted node failing on is left alone", state: State{Failures: 9, Retainted: true}},
+		{name: "re-tainted node waits for the recover threshold", state: State{Passed: true, Passes: 1, Retainted: true}},
+		{name: "re-tainted node untainted after the recover threshold", state: State{Passed: true, Passes: 2, Retainted: true},
+			want: Desired{Remove: both, Label: "true"}},
+		{name: "bypass untaints even while failing", state: State{Bypass: true, Failures: 9, StartupTainted: true},
+			want: Desired{Remove: both}},
+		{name: "bypass never re-taints", state: State{Bypass: true, Failures: 9}, want: Desired{Remove: both}},
+		{name: "startup taint as re-taint taint (old behaviour)", state: State{Failures: 3},
+			taints: Taints{Startup: startup, Unhealthy: startup}, want: Desired{Add: &startup, Label: "false"}},
+		{name: "old behaviour recovers by removing the startup taint", state: State{Passed: true, Passes: 2, Retainted: true},
+			taints: Taints{Startup: startup, Unhealthy: startup}, want: Desired{Remove: []corev1.Taint{startup}, Label: "true"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Decide(tt.bypass, tt.passed, tt.failures, 3, tt.tainted); got != tt.want {
+			tn := tt.taints
+			if tn == (Taints{}) {
+				tn = taints
+			}
+			if got := Decide(tt.state, thresh, tn); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNodeState(t *testing.T) {
+	tests := []struct {
+		name                     string
+		node                     *corev1.Node
+		taints                   Taints
+		wantStartup, wantRetaint bool
+	}{
+		{name: "new node", node: node([]corev1.Taint{startup}, nil), wantStartup: true},
+		{name: "verified", node: node(nil, map[string]string{"node-ready/verified": "true"})},
+		{name: "re-tainted", node: node([]corev1.Taint{unhealthy}, map[string]string{"node-ready/verified": "false"}), wantRetaint: true},
+		{name: "unhealthy taint without label", node: node([]corev1.Taint{unhealthy}, nil), wantRetaint: true},
+		{name: "old behaviour re-tainted with the startup taint", node: node([]corev1.Taint{startup}, map[string]string{"node-ready/verified": "false"}),
+			taints: Taints{Startup: startup, Unhealthy: startup}, wantRetaint: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tn := tt.taints
+			if tn == (Taints{}) {
+				tn = taints
+			}
+			s, r := NodeState(tt.node, tn, "node-ready/verified")
+			if s != tt.wantStartup || r != tt.wantRetaint {
+				t.Errorf("NodeState = startup %v, retainted %v; want %v, %v", s, r, tt.wantStartup, tt.wantRetaint)
 			}
 		})
 	}
@@ -80,37 +128,47 @@ func TestNodePatch(t *testing.T) {
 	}{
 		{
 			name: "remove only taint and add label to nil labels",
-			node: node([]corev1.Taint{startup}, nil), want: Desired{Label: "true"},
+			node: node([]corev1.Taint{startup}, nil), want: Desired{Remove: []corev1.Taint{startup}, Label: "true"},
 			wantTaints: nil, wantLabels: map[string]string{"node-ready/verified": "true"},
 		},
 		{
 			name: "remove ours among others keeps theirs",
-			node: node([]corev1.Taint{other, startup}, map[string]string{"a": "b"}), want: Desired{Label: "true"},
+			node: node([]corev1.Taint{other, startup}, map[string]string{"a": "b"}), want: Desired{Remove: []corev1.Taint{startup, unhealthy}, Label: "true"},
 			wantTaints: []corev1.Taint{other}, wantLabels: map[string]string{"a": "b", "node-ready/verified": "true"},
 		},
 		{
 			name: "add to empty taints",
-			node: node(nil, map[string]string{"node-ready/verified": "true"}), want: Desired{Taint: true, Label: "false"},
-			wantTaints: []corev1.Taint{startup}, wantLabels: map[string]string{"node-ready/verified": "false"},
+			node: node(nil, map[string]string{"node-ready/verified": "true"}), want: Desired{Add: &unhealthy, Label: "false"},
+			wantTaints: []corev1.Taint{unhealthy}, wantLabels: map[string]string{"node-ready/verified": "false"},
 		},
 		{
 			name: "append after other taints",
-			node: node([]corev1.Taint{other}, map[string]string{}), want: Desired{Taint: true, Label: "false"},
-			wantTaints: []corev1.Taint{other, startup}, wantLabels: map[string]string{"node-ready/verified": "false"},
+			node: node([]corev1.Taint{other}, map[string]string{}), want: Desired{Add: &unhealthy, Label: "false"},
+			wantTaints: []corev1.Taint{other, unhealthy}, wantLabels: map[string]string{"node-ready/verified": "false"},
 		},
 		{
 			name: "already as wanted writes nothing",
-			node: node(nil, map[string]string{"node-ready/verified": "true"}), want: Desired{Label: "true"}, noPatch: true,
+			node: node(nil, map[string]string{"node-ready/verified": "true"}), want: Desired{Remove: []corev1.Taint{startup}, Label: "true"}, noPatch: true,
+		},
+		{
+			name: "recovery removes the unhealthy taint and keeps others in order",
+			node: node([]corev1.Taint{other, unhealthy}, map[string]string{"node-ready/verified": "false"}), want: Desired{Remove: []corev1.Taint{startup, unhealthy}, Label: "true"},
+			wantTaints: []corev1.Taint{other}, wantLabels: map[string]string{"node-ready/verified": "true"},
+		},
+		{
+			name: "adding a taint the node has writes only the label",
+			node: node([]corev1.Taint{unhealthy}, map[string]string{"node-ready/verified": "true"}), want: Desired{Add: &unhealthy, Label: "false"},
+			wantTaints: []corev1.Taint{unhealthy}, wantLabels: map[string]string{"node-ready/verified": "false"},
 		},
 		{
 			name: "empty label leaves label alone",
-			node: node([]corev1.Taint{startup}, map[string]string{"node-ready/verified": "false"}), want: Desired{},
+			node: node([]corev1.Taint{startup}, map[string]string{"node-ready/verified": "false"}), want: Desired{Remove: []corev1.Taint{startup}},
 			wantTaints: nil, wantLabels: map[string]string{"node-ready/verified": "false"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			patch, err := NodePatch(tt.node, startup, "node-ready/verified", tt.want)
+			patch, err := NodePatch(tt.node, "node-ready/verified", tt.want)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,17 +195,17 @@ func TestNodePatch(t *testing.T) {
 func TestNodePatchFailsOnConcurrentEdit(t *testing.T) {
 	other := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	seen := node([]corev1.Taint{other, startup}, nil)
-	patch, err := NodePatch(seen, startup, "node-ready/verified", Desired{Label: "true"})
+	patch, err := NodePatch(seen, "node-ready/verified", Desired{Remove: []corev1.Taint{startup}, Label: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Someone removed "dedicated" meanwhile: index 1 is no longer our taint.
+	// Someone removed "dedicated" meanwhile: the list the patch replaces is gone.
 	now := node([]corev1.Taint{startup}, nil)
 	if _, err := applyPatch(t, now, patch); err == nil {
 		t.Fatal("patch made from a stale taint list applied to a changed node")
 	}
 	// Adding to a node with no taints is guarded by resourceVersion.
-	add, _ := NodePatch(node(nil, nil), startup, "node-ready/verified", Desired{Taint: true})
+	add, _ := NodePatch(node(nil, nil), "node-ready/verified", Desired{Add: &unhealthy})
 	changed := node(nil, nil)
 	changed.ResourceVersion = "8"
 	if _, err := applyPatch(t, changed, add); err == nil {

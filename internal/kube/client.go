@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -33,7 +34,7 @@ var (
 
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme, eventsv1.AddToScheme,
+		corev1.AddToScheme, discoveryv1.AddToScheme, coordinationv1.AddToScheme, eventsv1.AddToScheme, appsv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err) // static registration: only a programming error gets here
@@ -43,7 +44,7 @@ func init() {
 
 // Client talks to the API server for the agent.
 type Client struct {
-	core, discovery, coordination, events *rest.RESTClient
+	core, discovery, coordination, events, apps *rest.RESTClient
 }
 
 // New builds a client from cfg; its four REST clients share one rate limiter
@@ -84,6 +85,9 @@ func New(cfg *rest.Config) (*Client, error) {
 	if c.events, err = mk(eventsv1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
+	if c.apps, err = mk(appsv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 
@@ -98,6 +102,12 @@ func (c *Client) ServerVersion(ctx context.Context) (*version.Info, error) {
 		return nil, fmt.Errorf("decode /version: %w", err)
 	}
 	return &info, nil
+}
+
+// Readyz asks the API server whether it is ready to serve; nil when it
+// answers 200 on /readyz.
+func (c *Client) Readyz(ctx context.Context) error {
+	return c.core.Get().AbsPath("/readyz").Do(ctx).Error()
 }
 
 // GetNode reads a Node from the API server (never a cache).
@@ -132,6 +142,32 @@ func (c *Client) PatchNodeStatus(ctx context.Context, name string, pt types.Patc
 	var n corev1.Node
 	err := c.core.Patch(pt).Resource("nodes").Name(name).SubResource("status").VersionedParams(&opts, parameterCodec).Body(data).Do(ctx).Into(&n)
 	return &n, err
+}
+
+// ListPods lists Pods in every namespace (callers select by field).
+func (c *Client) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	var l corev1.PodList
+	err := c.core.Get().Resource("pods").VersionedParams(&opts, parameterCodec).Do(ctx).Into(&l)
+	return &l, err
+}
+
+// WatchPods watches Pods in every namespace (callers select by field).
+func (c *Client) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return c.core.Get().Resource("pods").VersionedParams(&opts, parameterCodec).Watch(ctx)
+}
+
+// ListDaemonSets lists DaemonSets in every namespace.
+func (c *Client) ListDaemonSets(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error) {
+	var l appsv1.DaemonSetList
+	err := c.apps.Get().Resource("daemonsets").VersionedParams(&opts, parameterCodec).Do(ctx).Into(&l)
+	return &l, err
+}
+
+// WatchDaemonSets watches DaemonSets in every namespace.
+func (c *Client) WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return c.apps.Get().Resource("daemonsets").VersionedParams(&opts, parameterCodec).Watch(ctx)
 }
 
 // ListEndpointSlices lists EndpointSlices in namespace.

@@ -94,8 +94,10 @@ type ControlPlane struct {
 	mu        sync.Mutex
 	etcd      *Process
 	apiserver *Process
-	coredns   *Process
-	nextNode  int
+	// apiArgs are the API server's flags, kept for RestartAPIServer.
+	apiArgs  []string
+	coredns  *Process
+	nextNode int
 	// extra are the processes started after the plane (controllers, real
 	// nodes' components), stopped first, newest first.
 	extra []*Process
@@ -321,7 +323,33 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 		}
 		args = append(args, "--admission-control-config-file="+admissionConfig)
 	}
-	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), args, nil)
+	cp.apiArgs = args
+	return cp.runAPIServer(ctx)
+}
+
+// RestartAPIServer stops kube-apiserver, keeps it down for down, and starts
+// it again on the same etcd, certificates and flags, as a control-plane
+// upgrade or crash does; it returns once /readyz answers 200.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	cp.mu.Lock()
+	p := cp.apiserver
+	cp.mu.Unlock()
+	if err := p.Stop(10 * time.Second); err != nil {
+		cp.logf("kube-apiserver stop: %v", err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	return cp.runAPIServer(ctx)
+}
+
+// runAPIServer starts kube-apiserver with cp.apiArgs and waits until it
+// serves.
+func (cp *ControlPlane) runAPIServer(ctx context.Context) error {
+	certDir := filepath.Join(cp.Dir, "apiserver")
+	p, err := StartProcess(cp.Dir, "kube-apiserver", filepath.Join(cp.BinDir, "kube-apiserver"), cp.apiArgs, nil)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* The startup taint as key=value:Effect. */}}
+{{- define "knr.retaintTaint" -}}
+{{ .Values.agent.retaintTaint.key }}={{ .Values.agent.retaintTaint.value }}:{{ .Values.agent.retaintTaint.effect }}
+{{- end }}
+
 {{- define "knr.startupTaint" -}}
 {{ .Values.agent.startupTaint.key }}={{ .Values.agent.startupTaint.value }}:{{ .Values.agent.startupTaint.effect }}
 {{- end -}}

@@ -17,7 +17,7 @@ groups:
           severity: warning
         annotations:
           summary: "Node {{ "{{" }} $labels.node {{ "}}" }} was re-tainted"
-          description: "Checks failed repeatedly on {{ "{{" }} $labels.node {{ "}}" }} and the agent re-applied the startup taint."
+          description: "Checks failed repeatedly on {{ "{{" }} $labels.node {{ "}}" }} and the agent put the {{ .Values.agent.retaintTaint.key }} taint on it. `kubectl describe node` shows the failing checks in its KubeNodeReady condition."
       - alert: NodeRetaintSuppressed
         expr: increase(node_ready_retaint_suppressed_total[10m]) > 0
         labels:
@@ -25,6 +25,13 @@ groups:
         annotations:
           summary: "Re-taint of {{ "{{" }} $labels.node {{ "}}" }} suppressed by the fleet budget"
           description: "Checks keep failing on more nodes than --max-retainted allows to re-taint: likely a cluster-wide fault (cluster DNS, API server, CNI)."
+      - alert: NodeDaemonSetGateTimeout
+        expr: increase(node_ready_gate_timeouts_total[30m]) > 0
+        labels:
+          severity: warning
+        annotations:
+          summary: "A DaemonSet was not Ready on {{ "{{" }} $labels.node {{ "}}" }} within the gate's timeout"
+          description: "The node was untainted without it; see the DaemonSetGateTimeout Event on the node for which DaemonSet."
       - alert: NodeCleanupPending
         expr: node_cleanup_oldest_pending_seconds > {{ .Values.monitoring.prometheusRule.cleanupPendingSeconds }}
         labels:

@@ -247,6 +247,11 @@ func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 			if node.Labels["node-ready/verified"] != "false" {
 				t.Errorf("re-tainted node %s has verified=%q", n.Name, node.Labels["node-ready/verified"])
 			}
+			// The startup taint is only ever removed: autoscalers must see a
+			// broken node, not one that is still starting.
+			if !hasTaint(node, unhealthyTaint) || hasTaint(node, harness.StartupTaint) {
+				t.Errorf("re-tainted node %s has taints %v, want %s and not %s", n.Name, node.Spec.Taints, unhealthyTaint.Key, harness.StartupTaint.Key)
+			}
 			continue
 		}
 		waitEvent(t, n.Name, "RetaintSuppressed", 5*time.Second)

@@ -131,9 +131,17 @@ func getNode(t *testing.T, name string) *corev1.Node {
 	return n
 }
 
+// unhealthyTaint is the agent's default re-taint taint.
+var unhealthyTaint = corev1.Taint{Key: "node-ready/unhealthy", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// tainted reports whether the node carries the startup or the unhealthy taint.
 func tainted(n *corev1.Node) bool {
+	return hasTaint(n, harness.StartupTaint) || hasTaint(n, unhealthyTaint)
+}
+
+func hasTaint(n *corev1.Node, taint corev1.Taint) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-		return t.Key == harness.StartupTaint.Key && t.Effect == harness.StartupTaint.Effect
+		return t.Key == taint.Key && t.Effect == taint.Effect
 	})
 }
 

@@ -18,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -75,7 +77,7 @@ func TestMain(m *testing.M) {
 // period.
 func values(t *testing.T) string {
 	t.Helper()
-	v, err := c.LocalImageValues("checkPeriod: 2s\nnetwork: {peerRefresh: 10s}", "")
+	v, err := c.LocalImageValues("checkPeriod: 2s\nnetwork: {peerRefresh: 10s}\ngates: {daemonSets: {timeout: "+gateTimeout.String()+"}}", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +215,7 @@ func TestChartOnRealNodes(t *testing.T) {
 		{"dns-outage-and-bypass", testDNSOutageAndBypass},
 		{"own-node-policy", testOwnNodePolicy},
 		{"upgrade", func(t *testing.T) { testUpgrade(t, vals) }},
+		{"daemonset-gate", testDaemonSetGate},
 		{"delete-node", testDeleteNode},
 		{"uninstall", testUninstall},
 	}
@@ -406,6 +409,11 @@ func testDNSOutageAndBypass(t *testing.T) {
 	if !strings.Contains(describe, "KubeNodeReady") || !strings.Contains(describe, "ChecksFailing") || !strings.Contains(describe, "failing: ") {
 		t.Errorf("kubectl describe node %s does not show the agent's condition:\n%s", retainted[0], describe)
 	}
+	// A broken node carries the unhealthy taint, not the startup one:
+	// autoscalers must not take it for a node that is still starting.
+	if !strings.Contains(describe, unhealthyKey+"=true:NoSchedule") || strings.Contains(describe, harness.StartupTaint.Key) {
+		t.Errorf("kubectl describe node %s: want the %s taint and not %s:\n%s", retainted[0], unhealthyKey, harness.StartupTaint.Key, describe)
+	}
 	events := kubectl(t, "get", "events", "-A", "--field-selector", "reason=RetaintSuppressed", "-o", "name")
 	if strings.TrimSpace(events) == "" {
 		t.Errorf("no RetaintSuppressed Event while %d of %d nodes were held by the budget", len(c.Nodes)-1, len(c.Nodes))
@@ -588,5 +596,124 @@ func testUninstall(t *testing.T) {
 	jobs := kubectl(t, "get", "events", "-n", namespace, "--field-selector", "reason=Started", "-o", "jsonpath={range .items[*]}{.involvedObject.name}{\"\\n\"}{end}")
 	if !strings.Contains(jobs, "uninstall") {
 		t.Errorf("no container of the pre-delete Job started on a kubelet; Started events for: %s", jobs)
+	}
+}
+
+// gateTimeout is the DaemonSet gate's timeout in these installs.
+const gateTimeout = 20 * time.Second
+
+// gateDaemonSet is a DaemonSet of the pause image pinned to one node whose
+// pod turns Ready when a TCP probe of port answers: the API server's 443
+// after readyAfter, or a closed port never.
+func gateDaemonSet(name, node string, port int32, readyAfter time.Duration) *appsv1.DaemonSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "gate-test"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{corev1.LabelHostname: node},
+					// Like a CNI agent: it runs on nodes that are still starting.
+					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{
+						Name: "pause", Image: "registry.k8s.io/pause:3.10.1", ImagePullPolicy: corev1.PullNever,
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+								Host: harness.APIServerIP, Port: intstr.FromInt32(port),
+							}},
+							InitialDelaySeconds: int32(readyAfter.Seconds()), PeriodSeconds: 1,
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// joinAndWatch joins a real node named name and returns when its startup
+// taint is gone: the node's creation time and when the watch showed it
+// untainted.
+func joinAndWatch(t *testing.T, name string) (created, untainted time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	w, err := c.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := c.AddNode(ctx, harness.RealNodeOptions{Name: name, NoWait: true}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(3 * time.Minute)
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			node, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			created = node.CreationTimestamp.Time
+			if !tainted(node) && node.Labels[verifiedLabel] == "true" {
+				return created, time.Now()
+			}
+		case <-deadline:
+			t.Fatalf("node %s joined but was not verified within 3m", name)
+		}
+	}
+}
+
+// testDaemonSetGate: a node joining while a DaemonSet that runs on it is
+// not Ready keeps its startup taint until that DaemonSet's pod is Ready; a
+// DaemonSet that never becomes Ready is reported on the node after the
+// gate's timeout and no longer waited for.
+func testDaemonSetGate(t *testing.T) {
+	ctx := t.Context()
+	kubectl(t, "create", "namespace", "gate-test")
+	t.Cleanup(func() {
+		_, _ = c.Kubectl(context.Background(), nil, "delete", "namespace", "gate-test", "--wait=false")
+	})
+	dss := c.Client.AppsV1().DaemonSets("gate-test")
+
+	if _, err := dss.Create(ctx, gateDaemonSet("slow-ready", "gate-slow", 443, 10*time.Second), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	created, untainted := joinAndWatch(t, "gate-slow")
+	pods, err := c.Client.CoreV1().Pods("gate-test").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=gate-slow"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("slow-ready pods on gate-slow: %v, %v", pods, err)
+	}
+	var readyAt time.Time
+	for _, cond := range pods.Items[0].Status.Conditions {
+		if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+			readyAt = cond.LastTransitionTime.Time
+		}
+	}
+	if readyAt.IsZero() {
+		t.Fatalf("gate-slow untainted while its slow-ready pod is not Ready: %+v", pods.Items[0].Status.Conditions)
+	}
+	// Ready times have 1 s resolution.
+	if untainted.Before(readyAt.Add(-time.Second)) {
+		t.Errorf("gate-slow untainted at %s, before its slow-ready pod was Ready at %s", untainted.Format(time.RFC3339Nano), readyAt.Format(time.RFC3339))
+	}
+	t.Logf("gate-slow: creation -> slow-ready pod Ready %s, -> taint removed %s",
+		readyAt.Sub(created).Round(time.Second), untainted.Sub(created).Round(time.Millisecond))
+
+	if _, err := dss.Create(ctx, gateDaemonSet("never-ready", "gate-never", 1, 0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	created, untainted = joinAndWatch(t, "gate-never")
+	if waited := untainted.Sub(created); waited < gateTimeout {
+		t.Errorf("gate-never untainted %s after creation, before the gate's %s timeout", waited, gateTimeout)
+	}
+	events := kubectl(t, "get", "events", "-A", "--field-selector", "reason=DaemonSetGateTimeout,involvedObject.name=gate-never",
+		"-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(events, "gate-test/never-ready") {
+		t.Errorf("no DaemonSetGateTimeout Event naming gate-test/never-ready on gate-never: %q", events)
+	}
+	// Both nodes stay: later steps delete one, and every node they see is verified.
+	if err := dss.Delete(ctx, "never-ready", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
 	}
 }
