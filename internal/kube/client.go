@@ -117,6 +117,14 @@ func (c *Client) GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	return &n, err
 }
 
+// GetNodeCached reads a Node from the API server's watch cache
+// (resourceVersion=0): possibly a little stale, never a read of etcd.
+func (c *Client) GetNodeCached(ctx context.Context, name string) (*corev1.Node, error) {
+	var n corev1.Node
+	err := c.core.Get().Resource("nodes").Name(name).Param("resourceVersion", "0").Do(ctx).Into(&n)
+	return &n, err
+}
+
 // ListNodes lists Nodes.
 func (c *Client) ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
 	var l corev1.NodeList

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 )
@@ -28,10 +30,12 @@ const (
 )
 
 // notify POSTs a chat message (Slack or Microsoft Teams incoming-webhook
-// JSON) when a node's cleanup starts, completes and fails. Start is sent by
-// Cleanup on the first attempt; success and failure when the attempt ends.
-// Failures are sent on attempts 1, 2, 4, 8, … so a stuck node does not flood
-// the channel. Each POST is retried with exponential backoff.
+// JSON) when a node's cleanup starts, completes and fails. Cleanup sends the
+// start message on every attempt until one was delivered for that node (by
+// UID): a critical notify plugin holds the node until the receiver has it.
+// Success and failure are sent when the attempt ends; failures on attempts
+// 1, 2, 4, 8, … so a stuck node does not flood the channel. Each POST is
+// retried with exponential backoff.
 type notify struct {
 	urlFile string
 	format  string
@@ -40,7 +44,17 @@ type notify struct {
 	retries uint64
 	http    *http.Client
 	log     *slog.Logger
+
+	mu sync.Mutex
+	// started holds the nodes whose start message was delivered, and when,
+	// so later attempts do not repeat it; entries go with the node's success
+	// or after startedTTL.
+	started map[types.UID]time.Time
 }
+
+// startedTTL bounds how long a delivered start message is remembered for a
+// node whose cleanup never finishes here (bypassed, or led elsewhere).
+const startedTTL = 24 * time.Hour
 
 type notifySettings struct {
 	// URLFile holds the incoming-webhook URL (a secret, mounted from a Secret).
@@ -88,17 +102,52 @@ func (p *notify) Name() string { return NotifyName }
 
 func (p *notify) ShouldRun(*corev1.Node) bool { return true }
 
-// Cleanup sends the start message once per node.
+// Cleanup sends the start message until one was delivered for the node.
 func (p *notify) Cleanup(ctx context.Context, node *corev1.Node) error {
-	if cleanup.Info(ctx).Attempt > 1 {
+	key := nodeKey(node)
+	now := time.Now()
+	p.mu.Lock()
+	for k, at := range p.started {
+		if now.Sub(at) > startedTTL {
+			delete(p.started, k)
+		}
+	}
+	_, done := p.started[key]
+	p.mu.Unlock()
+	if done {
 		return nil
 	}
-	return p.send(ctx, node, NotifyStart, nil)
+	if err := p.send(ctx, node, NotifyStart, nil); err != nil {
+		return err
+	}
+	if !cleanup.DryRun(ctx) {
+		p.mu.Lock()
+		if p.started == nil {
+			p.started = map[types.UID]time.Time{}
+		}
+		p.started[key] = now
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// nodeKey identifies a node across attempts: its UID, so a node re-created
+// under the same name is announced again.
+func nodeKey(node *corev1.Node) types.UID {
+	if node.UID != "" {
+		return node.UID
+	}
+	return types.UID("name:" + node.Name)
 }
 
 // Finished sends the success or failure message.
 func (p *notify) Finished(ctx context.Context, node *corev1.Node, err error) {
 	kind := NotifySuccess
+	if err == nil {
+		p.mu.Lock()
+		delete(p.started, nodeKey(node))
+		p.mu.Unlock()
+	}
 	if err != nil {
 		kind = NotifyFailure
 		if a := cleanup.Info(ctx).Attempt; a&(a-1) != 0 {

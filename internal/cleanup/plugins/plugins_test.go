@@ -210,6 +210,11 @@ func TestNotifyFormatsAndRetries(t *testing.T) {
 			if err := p.Cleanup(ctx, node("n1")); err != nil {
 				t.Fatal(err)
 			}
+			// A second attempt does not announce the start again.
+			ctx2 := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 2})
+			if err := p.Cleanup(ctx2, node("n1")); err != nil || len(bodies) != 1 {
+				t.Errorf("attempt 2 sent a start message again")
+			}
 			p.(cleanup.Observer).Finished(ctx, node("n1"), nil)
 			if len(bodies) != 2 {
 				t.Fatalf("%d messages delivered, want start and success", len(bodies))
@@ -221,12 +226,50 @@ func TestNotifyFormatsAndRetries(t *testing.T) {
 			if format == "teams" && bodies[0]["@type"] != "MessageCard" {
 				t.Errorf("teams message %v is not a MessageCard", bodies[0])
 			}
-			// A second attempt does not announce the start again.
-			ctx2 := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 2})
-			if err := p.Cleanup(ctx2, node("n1")); err != nil || len(bodies) != 2 {
-				t.Errorf("attempt 2 sent a start message again")
-			}
 		})
+	}
+}
+
+// A critical notify plugin must hold the node until its start message is
+// delivered: a receiver answering 500 fails every attempt, and the message
+// is sent again on the next attempt until the receiver takes it.
+func TestNotifyStartRetriedUntilDelivered(t *testing.T) {
+	var healthy atomic.Bool
+	var delivered atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		delivered.Add(1)
+	}))
+	defer ts.Close()
+	p, err := build(t, newNotify, `{"urlFile":"`+secretFile(t, ts.URL)+`","retries":0,"events":["start"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := node("n1")
+	n.UID = "uid-1"
+	for attempt := 1; attempt <= 3; attempt++ {
+		ctx := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: attempt})
+		if err := p.Cleanup(ctx, n); err == nil {
+			t.Fatalf("attempt %d succeeded while the receiver answers 500", attempt)
+		}
+	}
+	healthy.Store(true)
+	ctx := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 4})
+	if err := p.Cleanup(ctx, n); err != nil || delivered.Load() != 1 {
+		t.Fatalf("attempt 4 with a healthy receiver: err=%v, delivered %d, want nil and 1", err, delivered.Load())
+	}
+	ctx = cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 5})
+	if err := p.Cleanup(ctx, n); err != nil || delivered.Load() != 1 {
+		t.Errorf("attempt 5 after delivery: err=%v, delivered %d, want the start message once", err, delivered.Load())
+	}
+	// A node re-created under the same name is a new node.
+	again := node("n1")
+	again.UID = "uid-2"
+	if err := p.Cleanup(ctx, again); err != nil || delivered.Load() != 2 {
+		t.Errorf("re-created node: err=%v, delivered %d, want a second start message", err, delivered.Load())
 	}
 }
 

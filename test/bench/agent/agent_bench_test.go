@@ -17,6 +17,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -40,7 +41,13 @@ var (
 	fleetSize   = flag.Int("agent.fleet", 50, "agents in the steady-state benchmark")
 	fleetWindow = flag.Duration("agent.window", 5*time.Minute, "measuring window of the steady-state benchmark")
 	fleetSettle = flag.Duration("agent.settle", 70*time.Second, "wait after all nodes are verified before measuring")
+	baseline    = flag.String("agent.baseline", "", "another agent binary (an older build) to run side by side in the start-to-untaint benchmark, alternating runs")
 )
+
+// gateArgs switch on the gates the current agent has beyond the default
+// DaemonSet gate: the condition gate (the harness's nodes report no
+// conditions, so an absent one passes; reading it costs no request).
+var gateArgs = []string{"--require-conditions=Ready=True", "--require-conditions.absent=pass"}
 
 var cp *harness.ControlPlane
 
@@ -54,11 +61,26 @@ func TestMain(m *testing.M) {
 
 // BenchmarkAgentStartToUntaint measures, for a healthy node, the time from
 // exec of the agent process to the watch event that shows the startup taint
-// gone, over -agent.start-runs fresh nodes.
+// gone, over -agent.start-runs fresh nodes, with the gates on. With
+// -agent.baseline it alternates runs of that binary (default flags) and the
+// current one, so both meet the same machine load, and reports both.
 func BenchmarkAgentStartToUntaint(b *testing.B) {
 	ctx := b.Context()
-	var samples []time.Duration
-	for i := range *startRuns {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	type variant struct {
+		name, bin string
+		extra     []string
+		samples   []time.Duration
+	}
+	variants := []*variant{{name: "current (gates on)", bin: agentenv.Binary(root), extra: gateArgs}}
+	if *baseline != "" {
+		variants = append(variants, &variant{name: "baseline " + *baseline, bin: *baseline})
+	}
+	for i := range *startRuns * len(variants) {
+		v := variants[i%len(variants)]
 		name := fmt.Sprintf("start-%d", i)
 		node, err := cp.CreateNode(ctx, name, harness.NodeOptions{})
 		if err != nil {
@@ -76,7 +98,7 @@ func BenchmarkAgentStartToUntaint(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		p, err := agentenv.Start(cp, node, agentenv.Args(cp, node, kubeconfig))
+		p, err := harness.StartProcess(cp.Dir, "agent-"+node.Name, v.bin, append(agentenv.Args(cp, node, kubeconfig), v.extra...), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -85,7 +107,7 @@ func BenchmarkAgentStartToUntaint(b *testing.B) {
 		if err != nil {
 			b.Fatalf("run %d: %v\n%s", i, err, p.Tail(20))
 		}
-		samples = append(samples, d)
+		v.samples = append(v.samples, d)
 		if err := p.Stop(5 * time.Second); err != nil {
 			b.Fatal(err)
 		}
@@ -93,14 +115,21 @@ func BenchmarkAgentStartToUntaint(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	slices.Sort(samples)
-	p50, p95 := percentile(samples, 50), percentile(samples, 95)
-	b.ReportMetric(ms(p50), "p50-ms")
-	b.ReportMetric(ms(p95), "p95-ms")
-	b.ReportMetric(ms(samples[0]), "min-ms")
-	b.ReportMetric(ms(samples[len(samples)-1]), "max-ms")
-	b.Logf("start→untaint over %d runs: p50 %.1f ms, p95 %.1f ms, min %.1f ms, max %.1f ms",
-		len(samples), ms(p50), ms(p95), ms(samples[0]), ms(samples[len(samples)-1]))
+	for i, v := range variants {
+		samples := v.samples
+		slices.Sort(samples)
+		p50, p95 := percentile(samples, 50), percentile(samples, 95)
+		if i == 0 {
+			b.ReportMetric(ms(p50), "p50-ms")
+			b.ReportMetric(ms(p95), "p95-ms")
+			b.ReportMetric(ms(samples[0]), "min-ms")
+			b.ReportMetric(ms(samples[len(samples)-1]), "max-ms")
+		} else {
+			b.ReportMetric(ms(percentile(variants[0].samples, 50))/ms(p50), "p50-ratio-to-baseline")
+		}
+		b.Logf("%s: start→untaint over %d runs: p50 %.1f ms, p95 %.1f ms, min %.1f ms, max %.1f ms",
+			v.name, len(samples), ms(p50), ms(p95), ms(samples[0]), ms(samples[len(samples)-1]))
+	}
 }
 
 func untaintedAfter(w watch.Interface, start time.Time, timeout time.Duration) (time.Duration, error) {
@@ -145,7 +174,7 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := agentenv.Start(cp, n, agentenv.Args(cp, n, kubeconfig))
+		p, err := agentenv.Start(cp, n, append(agentenv.Args(cp, n, kubeconfig), gateArgs...))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -186,7 +215,7 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 	}
 	total-- // the first /metrics scrape of this benchmark is counted
 	perRound := total / float64(len(nodes)) / rounds
-	byKind, clusterWideLists := auditBreakdown(b, cp.AuditLogPath(), auditStart)
+	byKind, etcdReads, clusterWideLists := auditBreakdown(b, cp.AuditLogPath(), auditStart)
 	writes := 0.0
 	for k, n := range byKind {
 		if verb, _, _ := strings.Cut(k, " "); !slices.Contains([]string{"get", "list", "watch"}, verb) {
@@ -213,7 +242,8 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 	b.ReportMetric(millicores[len(millicores)-1], "millicores-max")
 	b.Logf("%d agents, %.0f s window (%.2f rounds): %.0f API requests = %.2f per agent per round; %.0f writes by agents, %.0f writes in all (the API server's own leases and endpoints)",
 		len(nodes), window.Seconds(), rounds, total, perRound, writes, serverWrites)
-	b.Logf("agent requests by verb/resource in the window (audit log): %v", byKind)
+	b.Logf("agent requests by verb/resource in the window (audit log): %v; reads not served from the watch cache: %d", byKind, etcdReads)
+	b.ReportMetric(float64(etcdReads), "etcd-reads")
 	b.Logf("cluster-wide LISTs of nodes or pods by agents over the whole run (audit log): %d", clusterWideLists)
 	b.Logf("RSS MiB: p50 %.1f (anonymous %.1f, file-backed %.1f) max %.1f; CPU millicores: p50 %.3f max %.3f", median(rss), median(anon), median(file), rss[len(rss)-1], median(millicores), millicores[len(millicores)-1])
 	if writes != 0 {
@@ -284,17 +314,18 @@ type auditEvent struct {
 }
 
 // auditBreakdown counts the agents' requests after offset by verb and
-// resource, and their cluster-wide LISTs of nodes or pods over the whole log
-// (a LIST of nodes must carry a field selector for the agent's own node or a
-// label selector for re-tainted nodes).
-func auditBreakdown(b *testing.B, path string, offset int64) (map[string]int, int) {
+// resource, the reads among them that the API server could not serve from
+// its watch cache (a GET or LIST without resourceVersion=0 reads etcd), and
+// their cluster-wide LISTs of nodes or pods over the whole log (a LIST of
+// nodes must carry a field selector for the agent's own node or a label
+// selector for re-tainted nodes; a LIST of pods, the agent's own node's).
+func auditBreakdown(b *testing.B, path string, offset int64) (byKind map[string]int, etcdReads, clusterWide int) {
 	f, err := os.Open(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	byKind := map[string]int{}
-	clusterWide := 0
+	byKind = map[string]int{}
 	var pos int64
 	r := bufio.NewReader(f)
 	for {
@@ -307,11 +338,16 @@ func auditBreakdown(b *testing.B, path string, offset int64) (map[string]int, in
 				if ev.ObjectRef != nil {
 					res = ev.ObjectRef.Resource
 				}
-				if ev.Verb == "list" && (res == "pods" || (res == "nodes" && !strings.Contains(ev.RequestURI, "fieldSelector=metadata.name") && !strings.Contains(ev.RequestURI, "labelSelector="))) {
+				uri, _ := url.QueryUnescape(ev.RequestURI)
+				if ev.Verb == "list" && ((res == "pods" && !strings.Contains(uri, "fieldSelector=spec.nodeName=")) ||
+					(res == "nodes" && !strings.Contains(uri, "fieldSelector=metadata.name") && !strings.Contains(uri, "labelSelector="))) {
 					clusterWide++
 				}
 				if pos > offset {
 					byKind[ev.Verb+" "+res]++
+					if (ev.Verb == "get" || ev.Verb == "list") && res != "" && !strings.Contains(uri, "resourceVersion=0") {
+						etcdReads++
+					}
 				}
 			}
 		}
@@ -322,7 +358,7 @@ func auditBreakdown(b *testing.B, path string, offset int64) (map[string]int, in
 			b.Fatal(err)
 		}
 	}
-	return byKind, clusterWide
+	return byKind, etcdReads, clusterWide
 }
 
 func fileSize(b *testing.B, path string) int64 {

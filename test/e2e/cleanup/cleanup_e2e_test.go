@@ -265,6 +265,32 @@ func TestCleanup(t *testing.T) {
 		e.waitEvent(t, name, "CleanupCompleted", "notify=failure")
 	})
 
+	t.Run("a critical notify plugin holds the node until its start message is delivered", func(t *testing.T) {
+		const name = "notify-held-1"
+		e.px.set(name, pxAbsent)
+		critical := strings.Replace(e.config(""), "notify:\n    critical: false", "notify:\n    critical: true", 1)
+		e.applyConfig(t, critical, true)
+		defer e.applyConfig(t, e.config(""), true)
+		e.chat.setStatus(http.StatusInternalServerError)
+		defer e.chat.setStatus(http.StatusOK)
+		before := e.leader(t).Metric(t, "node_cleanup_operations_total", `plugin="notify"`, `result="failure"`)
+		e.createNode(t, name)
+		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		waitFor(t, 30*time.Second, "three failed notify attempts", func() bool {
+			v, err := e.leader(t).TryMetric("node_cleanup_operations_total", `plugin="notify"`, `result="failure"`)
+			return err == nil && v >= before+3
+		})
+		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || !slices.Contains(n.Finalizers, fin) {
+			t.Fatalf("node %s while its critical start message is refused: %v %v, want it kept with the finalizer", name, err, n.Finalizers)
+		}
+		e.chat.setStatus(http.StatusOK)
+		e.waitGone(t, name, 30*time.Second)
+		if msgs := e.chat.messagesAbout(name); len(msgs) == 0 || !strings.Contains(msgs[0], "cleanup started") {
+			t.Errorf("messages about %s: %q, want the start message delivered first", name, msgs)
+		}
+	})
+
 	t.Run("kubectl annotate skip-cleanup on a node stuck in a hanging plugin deletes it at once", func(t *testing.T) {
 		const name = "bypass-1"
 		e.px.set(name, pxHang)
