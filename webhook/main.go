@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -23,12 +22,6 @@ import (
 const name = "kube-node-ready-webhook"
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		// The live heap is a few MiB; at Go's default 100 % the heap doubles
-		// under admission load and RSS passes the 30 MiB budget (see
-		// docs/benchmarks.md, "Webhook"). GOGC in the environment still wins.
-		debug.SetGCPercent(50)
-	}
 	args := os.Args[1:]
 	removeFinalizers := len(args) > 0 && args[0] == "remove-finalizers"
 	if removeFinalizers {

@@ -4,56 +4,91 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
-// FuzzReview holds Handler.review (the handler without its recover: fast
-// path, else the typed decode) to its promise:
-// no input panics it, and every 200 answer is an allowed AdmissionReview whose
-// patch, applied to a Node, yields that Node with our finalizer exactly once.
+// FuzzReview holds the handler to its promise: no input panics it (not even
+// into its recover), it answers 200, 400 or 413 and never allowed:false, the
+// answer carries the request's UID, and a patch, applied to the Node, yields
+// that Node with our finalizer exactly once and its other finalizers kept.
 func FuzzReview(f *testing.F) {
 	f.Add(reviewBody(f, nodeCreate(f, node())))
 	f.Add(reviewBody(f, nodeCreate(f, node("a/one", "b/two"))))
 	f.Add(reviewBody(f, nodeCreate(f, node(fin))))
-	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","resource":{"version":"v1","resource":"nodes"},"object":{"metadata":{"finalizers":null}}}}`))
-	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","resource":{"version":"v1","resource":"nodes"},"object":{"metadata":{"finalizers":[1,"x"]}}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":7}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}`))
 	f.Add([]byte(`not json`))
 	f.Add([]byte(``))
-	h := &Handler{Finalizer: fin}
+	good := string(reviewBody(f, nodeCreate(f, node("a/one"))))
+	edit := func(old, new string) string { return strings.Replace(good, old, new, 1) }
+	bare := func(object string) string {
+		return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"CREATE","resource":{"version":"v1","resource":"nodes"},"object":` + object + `}}`
+	}
+	for _, s := range []string{
+		// The object is read with exact keys: these need /metadata or
+		// /metadata/finalizers added whole.
+		bare(`{}`),
+		bare(`{"metadata":null}`),
+		bare(`{"Metadata":{"finalizers":["a/one"]}}`),
+		bare(`{"metadata":{"Finalizers":["a/one"]}}`),
+		bare(`{"metadata":{"finalizers":null}}`),
+		bare(`{"metadata":{"finalizers":[1,"x"]}}`),
+		bare(`{"metadata":{"finalizers":"a/one"}}`),
+		edit(`"metadata":{`, `"metadata":null,"metadata":{`),
+		edit(`"finalizers":["a/one"]`, `"finalizers":["a/one"],"Finalizers":[]`),
+		edit(`"finalizers":["a/one"]`, `"finalizers":["infra.894.io\/node-cleanup"]`),
+		edit(`"kind":"Node"`, `"kind":"Node","KIND":"Pod"`),
+		// The review around it.
+		edit(`"uid":"uid-1"`, `"UID":"uid-1"`),
+		edit(`"uid":"uid-1"`, `"uid":"uid-1","uid":"uid-2"`),
+		edit(`"uid":"uid-1"`, `"uid":null`),
+		edit(`"operation":"CREATE"`, `"operation":"create"`),
+		edit(`"operation":"CREATE"`, `"operation":"CREATE","subResource":"status"`),
+		edit(`"operation":"CREATE"`, `"operation":"CREATE","userInfo":{"extra":{"k":"v"}}`),
+		edit(`"resource":"nodes"`, `"resource":"nodes","Resource":"pods"`),
+		edit(`"kind":"AdmissionReview"`, `"kind":"AdmissionReview","request":null`),
+		good + ` x`,
+		bare(strings.Repeat(`[`, 300) + strings.Repeat(`]`, 300)),
+	} {
+		f.Add([]byte(s))
+	}
+	h := &Handler{Finalizer: fin, Metrics: NewMetrics(prometheus.NewRegistry())}
+	panics := h.Metrics.requests.WithLabelValues(opUnknown, ResultPanic)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out := h.review(nil, body)
-		switch out.status {
-		case http.StatusBadRequest:
+		rec := post(t, h, body)
+		if counterValue(t, panics) != 0 {
+			t.Fatalf("handler panicked: %s", rec.Body)
+		}
+		switch rec.Code {
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 			return
 		case http.StatusOK:
 		default:
-			t.Fatalf("status %d", out.status)
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
-		var rev admissionv1.AdmissionReview
-		if err := json.Unmarshal(out.body, &rev); err != nil || rev.Response == nil {
-			t.Fatalf("answer is not an AdmissionReview: %v: %s", err, out.body)
-		}
+		rev := decodeReview(t, rec.Body.Bytes())
 		if !rev.Response.Allowed {
-			t.Fatalf("denied: %s", out.body)
+			t.Fatalf("denied: %s", rec.Body)
+		}
+		var in admissionv1.AdmissionReview
+		decodeErr := json.Unmarshal(body, &in)
+		if decodeErr == nil && rev.Response.UID != in.Request.UID {
+			t.Fatalf("answer uid %q, request uid %q", rev.Response.UID, in.Request.UID)
 		}
 		if rev.Response.Patch == nil {
 			return
 		}
-		// A patch was produced, so the request decoded; apply it to its object.
-		var env struct {
-			Request admissionv1.AdmissionRequest `json:"request"`
+		if decodeErr != nil {
+			t.Fatalf("patched a request that does not decode: %v", decodeErr)
 		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			t.Fatalf("patched a request that does not decode: %v", err)
-		}
-		patched := applyPatch(t, env.Request.Object.Raw, rev.Response)
+		patched := applyPatch(t, in.Request.Object.Raw, rev.Response)
 		// Finalizers are read with exact keys, as JSON patch paths and the
 		// API server read them; the object's other fields do not matter.
-		before, after := finalizersOf(t, env.Request.Object.Raw), finalizersOf(t, patched)
+		before, after := finalizersOf(t, in.Request.Object.Raw), finalizersOf(t, patched)
 		if n := count(after, fin); n != 1 {
 			t.Fatalf("finalizer present %d times after patch: %s", n, patched)
 		}

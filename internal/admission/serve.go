@@ -1,19 +1,16 @@
 package admission
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // DefaultMaxBodyBytes bounds a request body. A Node is a few KiB; the API
@@ -31,14 +28,11 @@ type Handler struct {
 	// Log receives one line per unusual request; nil discards.
 	Log *slog.Logger
 
-	// reviewFn replaces review in tests that need a panicking policy.
-	reviewFn func(body []byte, finalizer string) outcome
-
-	answersOnce sync.Once
-	answers     *answers
+	// policy replaces MutateNode in tests that need a panicking policy.
+	policy func(req *admissionv1.AdmissionRequest, finalizer string) (*admissionv1.AdmissionResponse, string)
 }
 
-// outcome is what one review produced.
+// outcome is what one request produced: the answer and what to record.
 type outcome struct {
 	status    int
 	body      []byte
@@ -48,42 +42,12 @@ type outcome struct {
 	reason    string
 }
 
-// buffers hold one request's body and answer; pooled, because a Node review
-// is a few KiB and arrives thousands of times a second under load.
-type buffers struct{ in, out []byte }
-
-// maxPooledBytes keeps an unusually large body's buffer out of the pool, so
-// one big request does not pin memory.
-const maxPooledBytes = 64 << 10
-
-var bufferPool = sync.Pool{New: func() any { return &buffers{in: make([]byte, 0, 8<<10), out: make([]byte, 0, 1<<10)} }}
-
-// ServeHTTP decodes an AdmissionReview, applies MutateNode and answers. It
-// never answers allowed:false: a panic becomes an allowed answer with no patch.
+// ServeHTTP reads an AdmissionReview, applies the policy and answers. It
+// never answers allowed:false, which would block kubelet registration: a
+// request it cannot make sense of, or a panic, is allowed with no patch.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	limit := h.MaxBodyBytes
-	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
-	}
-	bufs := bufferPool.Get().(*buffers)
-	var out outcome
-	body, err := readBody(bufs.in[:0], http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
-	bufs.in = body
-	switch {
-	case err != nil:
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			out = outcome{status: http.StatusRequestEntityTooLarge, result: ResultTooLarge, operation: opUnknown, reason: err.Error()}
-		} else {
-			out = outcome{status: http.StatusBadRequest, result: ResultBadRequest, operation: opUnknown, reason: "read body: " + err.Error()}
-		}
-		out.body = []byte(out.reason + "\n")
-	case r.Method != http.MethodPost:
-		out = outcome{status: http.StatusMethodNotAllowed, result: ResultBadRequest, operation: opUnknown, reason: "method " + r.Method, body: []byte("POST only\n")}
-	default:
-		out = h.safeReview(bufs.out[:0], body)
-	}
+	out := h.serve(w, r)
 	if out.status == http.StatusOK {
 		w.Header().Set("Content-Type", "application/json")
 	} else {
@@ -91,145 +55,104 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(out.status)
 	_, _ = w.Write(out.body)
-	if cap(out.body) <= maxPooledBytes && cap(out.body) >= cap(bufs.out) {
-		bufs.out = out.body[:0]
-	}
-	if cap(bufs.in) <= maxPooledBytes {
-		bufferPool.Put(bufs)
-	}
 	h.Metrics.observe(out.operation, out.result, time.Since(start))
 	if h.Log != nil && out.reason != "" {
 		h.Log.Warn("admission request not handled normally", "result", out.result, "operation", out.operation, "uid", out.uid, "reason", out.reason, "status", out.status)
 	}
 }
 
-// readBody appends r's contents to buf, sized up front from the declared
-// length when there is one; limit is enforced by r.
-func readBody(buf []byte, r io.Reader, declared, limit int64) ([]byte, error) {
-	if declared > 0 && declared <= limit && int64(cap(buf)) <= declared {
-		buf = make([]byte, 0, declared+1) // +1: the read that sees EOF needs room
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) outcome {
+	if r.Method != http.MethodPost {
+		return failed(http.StatusMethodNotAllowed, "method "+r.Method+": POST only")
 	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
+	limit := h.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
 	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return failed(http.StatusRequestEntityTooLarge, err.Error())
+		}
+		return failed(http.StatusBadRequest, "read body: "+err.Error())
+	}
+	return h.review(body)
 }
 
-// safeReview is review with panics turned into an allowed answer.
-func (h *Handler) safeReview(dst, body []byte) (out outcome) {
+// review answers one request body. A panic in the policy becomes an allowed
+// answer for the request's UID, recorded as ResultPanic.
+func (h *Handler) review(body []byte) (out outcome) {
+	var rev admissionv1.AdmissionReview
 	defer func() {
 		if p := recover(); p != nil {
-			uid, apiVersion := peekUID(body)
-			out = allowedOutcome(apiVersion, uid, opUnknown, ResultPanic, fmt.Sprintf("panic: %v", p))
+			out = answer(rev.APIVersion, allowedFor(rev.Request), opUnknown, ResultPanic, fmt.Sprintf("panic: %v", p))
 		}
 	}()
-	if h.reviewFn != nil {
-		return h.reviewFn(body, h.Finalizer)
+	err := json.Unmarshal(body, &rev)
+	var typeErr *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &typeErr) {
+		return failed(http.StatusBadRequest, "decode AdmissionReview: "+err.Error())
 	}
-	return h.review(dst, body)
-}
-
-// review is what the handler does with a body, without its recover: the
-// fast path where it is sure, else the typed decode. The answer is appended
-// to dst.
-func (h *Handler) review(dst, body []byte) outcome {
-	h.answersOnce.Do(func() { h.answers = newAnswers(h.Finalizer) })
-	if out, ok := fastReview(dst, body, h.answers); ok {
-		return out
+	switch {
+	case rev.Kind != "AdmissionReview":
+		return failed(http.StatusBadRequest, fmt.Sprintf("kind %q is not AdmissionReview", rev.Kind))
+	case rev.APIVersion != admissionv1.SchemeGroupVersion.String() && rev.APIVersion != "admission.k8s.io/v1beta1":
+		return failed(http.StatusBadRequest, fmt.Sprintf("apiVersion %q is not admission.k8s.io/v1", rev.APIVersion))
+	case rev.Request == nil:
+		return failed(http.StatusBadRequest, "AdmissionReview has no request")
+	case err != nil:
+		// An AdmissionReview whose request has a member of the wrong type:
+		// encoding/json filled what it could, which is enough for the UID.
+		return answer(rev.APIVersion, allowedFor(rev.Request), opUnknown, ResultInvalid, "decode request: "+err.Error())
 	}
-	return fullReview(body, h.Finalizer)
-}
-
-// envelope is decoded first, leniently, to tell an AdmissionReview from
-// anything else before the typed decode.
-type envelope struct {
-	APIVersion string          `json:"apiVersion"`
-	Kind       string          `json:"kind"`
-	Request    json.RawMessage `json:"request"`
-}
-
-// fullReview turns a request body into an answer through the typed
-// admission/v1 decode: the reference the fast path is held to, and the
-// answer for every body the fast path is unsure of. It is pure and must not
-// panic; the fuzz tests hold it to that without the recover in safeReview.
-func fullReview(body []byte, finalizer string) outcome {
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		return badRequest("decode AdmissionReview: " + err.Error())
+	policy := h.policy
+	if policy == nil {
+		policy = MutateNode
 	}
-	if env.Kind != "AdmissionReview" {
-		return badRequest(fmt.Sprintf("kind %q is not AdmissionReview", env.Kind))
-	}
-	if env.APIVersion != admissionv1.SchemeGroupVersion.String() && env.APIVersion != "admission.k8s.io/v1beta1" {
-		return badRequest(fmt.Sprintf("apiVersion %q is not admission.k8s.io/v1", env.APIVersion))
-	}
-	if len(bytes.TrimSpace(env.Request)) == 0 || bytes.Equal(bytes.TrimSpace(env.Request), []byte("null")) {
-		return badRequest("AdmissionReview has no request")
-	}
-	var req admissionv1.AdmissionRequest
-	if err := json.Unmarshal(env.Request, &req); err != nil {
-		uid, _ := peekUID(body)
-		return allowedOutcome(env.APIVersion, uid, opUnknown, ResultInvalid, "decode request: "+err.Error())
-	}
-	resp, result := MutateNode(&req, finalizer)
-	out := outcome{status: http.StatusOK, operation: operationLabel(req.Operation), result: result, uid: string(req.UID)}
+	resp, result := policy(rev.Request, h.Finalizer)
+	resp.UID = rev.Request.UID
+	reason := ""
 	if result == ResultInvalid {
-		out.reason = "request allowed unchanged: not a well-formed Node CREATE"
+		reason = "request allowed unchanged: not a well-formed Node CREATE"
 	}
-	out.body = encode(env.APIVersion, resp)
-	return out
+	return answer(rev.APIVersion, resp, operationLabel(rev.Request.Operation), result, reason)
 }
 
-func badRequest(reason string) outcome {
-	return outcome{status: http.StatusBadRequest, body: []byte(reason + "\n"), operation: opUnknown, result: ResultBadRequest, reason: reason}
+// allowedFor is the answer that changes nothing.
+func allowedFor(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{Allowed: true}
+	if req != nil {
+		resp.UID = req.UID
+	}
+	return resp
 }
 
-func allowedOutcome(apiVersion, uid, operation, result, reason string) outcome {
+// answer wraps resp in an AdmissionReview of the caller's apiVersion (v1 and
+// v1beta1 responses have the same JSON shape).
+func answer(apiVersion string, resp *admissionv1.AdmissionResponse, operation, result, reason string) outcome {
 	if apiVersion != "admission.k8s.io/v1beta1" {
 		apiVersion = admissionv1.SchemeGroupVersion.String()
 	}
-	resp := &admissionv1.AdmissionResponse{UID: types.UID(uid), Allowed: true}
-	return outcome{status: http.StatusOK, body: encode(apiVersion, resp), operation: operation, result: result, uid: uid, reason: reason}
-}
-
-// encode wraps resp in an AdmissionReview of the caller's apiVersion (v1 and
-// v1beta1 responses have the same JSON shape).
-func encode(apiVersion string, resp *admissionv1.AdmissionResponse) []byte {
-	b, err := json.Marshal(admissionv1.AdmissionReview{
+	body, err := json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "AdmissionReview"},
 		Response: resp,
 	})
 	if err != nil {
-		// An AdmissionResponse of strings and bytes always marshals.
-		return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}`)
+		// A response of strings and bytes always marshals; if it did not,
+		// a call error leaves the Node to the API server's failurePolicy.
+		return outcome{status: http.StatusInternalServerError, body: []byte("encode answer\n"), operation: operation, result: ResultInvalid, uid: string(resp.UID), reason: "encode answer: " + err.Error()}
 	}
-	return b
+	return outcome{status: http.StatusOK, body: body, operation: operation, result: result, uid: string(resp.UID), reason: reason}
 }
 
-// peekUID digs the request UID out of a body whose request did not decode, so
-// the answer still matches the question.
-func peekUID(body []byte) (uid, apiVersion string) {
-	var v struct {
-		APIVersion string `json:"apiVersion"`
-		Request    struct {
-			UID json.RawMessage `json:"uid"`
-		} `json:"request"`
+// failed is a call error: the body is not an AdmissionReview we can answer.
+func failed(status int, reason string) outcome {
+	result := ResultBadRequest
+	if status == http.StatusRequestEntityTooLarge {
+		result = ResultTooLarge
 	}
-	_ = json.Unmarshal(body, &v)
-	var s string
-	if json.Unmarshal(v.Request.UID, &s) == nil {
-		uid = s
-	}
-	return uid, v.APIVersion
+	return outcome{status: status, body: []byte(reason + "\n"), operation: opUnknown, result: result, reason: reason}
 }
 
 const opUnknown = "unknown"

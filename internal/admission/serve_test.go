@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,6 +122,34 @@ func TestServeBadInput(t *testing.T) {
 	}
 }
 
+func TestServeReadsTheNodeWithExactKeys(t *testing.T) {
+	tests := []struct {
+		name, object, wantPath string
+		wantFinalizers         []string
+	}{
+		{"no metadata", `{"apiVersion":"v1","kind":"Node"}`, "/metadata", []string{fin}},
+		{"null metadata", `{"apiVersion":"v1","kind":"Node","metadata":null}`, "/metadata", []string{fin}},
+		{"only a case-variant Metadata", `{"apiVersion":"v1","kind":"Node","Metadata":{"finalizers":["a/one"]}}`, "/metadata", []string{fin}},
+		{"only a case-variant Finalizers", `{"apiVersion":"v1","kind":"Node","metadata":{"Finalizers":["a/one"]}}`, "/metadata/finalizers", []string{fin}},
+		{"other finalizers", `{"apiVersion":"v1","kind":"Node","metadata":{"finalizers":["a/one"]}}`, "/metadata/finalizers/-", []string{"a/one", fin}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := nodeCreate(t, node())
+			req.Object.Raw = []byte(tt.object)
+			rec := post(t, &Handler{Finalizer: fin}, reviewBody(t, req))
+			rev := decodeReview(t, rec.Body.Bytes())
+			var ops []patchOp
+			if err := json.Unmarshal(rev.Response.Patch, &ops); err != nil || len(ops) != 1 || ops[0].Op != "add" || ops[0].Path != tt.wantPath {
+				t.Fatalf("patch = %s, want one add of %s", rev.Response.Patch, tt.wantPath)
+			}
+			if got := finalizersOf(t, applyPatch(t, req.Object.Raw, rev.Response)); !slices.Equal(got, tt.wantFinalizers) {
+				t.Errorf("finalizers after patch = %v, want %v", got, tt.wantFinalizers)
+			}
+		})
+	}
+}
+
 func TestServeV1beta1IsAnsweredInKind(t *testing.T) {
 	body := bytes.Replace(reviewBody(t, nodeCreate(t, node())), []byte(`"admission.k8s.io/v1"`), []byte(`"admission.k8s.io/v1beta1"`), 1)
 	rec := post(t, &Handler{Finalizer: fin}, body)
@@ -132,10 +161,10 @@ func TestServeV1beta1IsAnsweredInKind(t *testing.T) {
 
 func TestServeRecoversPanicAsAllowed(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := &Handler{Finalizer: fin, Metrics: NewMetrics(reg), reviewFn: func([]byte, string) outcome {
+	h := &Handler{Finalizer: fin, Metrics: NewMetrics(reg), policy: func(*admissionv1.AdmissionRequest, string) (*admissionv1.AdmissionResponse, string) {
 		var m map[string]int
 		m["boom"]++
-		return outcome{}
+		return nil, ""
 	}}
 	rec := post(t, h, reviewBody(t, nodeCreate(t, node())))
 	if rec.Code != http.StatusOK {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
@@ -87,15 +85,6 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Opti
 	}
 	factory.Start(ctx.Done())
 	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
-	wg.Go(func() {
-		// The initial list of every Node (managedFields and all, before the
-		// transform trims them) is garbage once the cache holds the trimmed
-		// copies; hand it back to the OS now rather than when the scavenger
-		// gets round to it, so RSS reflects the cache.
-		if cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
-			debug.FreeOSMemory()
-		}
-	})
 	lead := func(ctx context.Context) {
 		if err := ctrl.Lead(ctx); err != nil && ctx.Err() == nil {
 			log.Error("node watcher stopped", "error", err)

@@ -353,6 +353,9 @@ func TestWebhook(t *testing.T) {
 			{"wrong API version", review("admission.k8s.io/v9", "u2", "nodes", "CREATE"), 400, false},
 			{"another kind", review("admission.k8s.io/v1", "u3", "pods", "CREATE"), 200, false},
 			{"missing UID", review("admission.k8s.io/v1", "", "nodes", "CREATE"), 200, false},
+			{"update", review("admission.k8s.io/v1", "u5", "nodes", "UPDATE"), 200, false},
+			{"object with only a case-variant Metadata", bytes.Replace(review("admission.k8s.io/v1", "u6", "nodes", "CREATE"), []byte(`"metadata"`), []byte(`"Metadata"`), 1), 200, true},
+			{"not an AdmissionReview", []byte(node), 400, false},
 			{"enormous body", append(review("admission.k8s.io/v1", "u4", "nodes", "CREATE"), bytes.Repeat([]byte(" "), 4<<20)...), 413, false},
 		}
 		for _, tt := range tests {
