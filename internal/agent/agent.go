@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
-	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // Event reasons recorded on the Node.
@@ -39,7 +38,7 @@ const (
 // Agent verifies one node. Create it with New and call Run.
 type Agent struct {
 	opts   *Options
-	client *kube.Client
+	client Client
 	log    *slog.Logger
 	// runner runs every enabled check: the rounds until the first untaint.
 	runner *checks.Runner
@@ -47,7 +46,7 @@ type Agent struct {
 	// when there are none (bootstrap-only: no rounds after verification).
 	periodic *checks.Runner
 	metrics  *Metrics
-	recorder *kube.Recorder
+	recorder Recorder
 	taints   Taints
 	thresh   Thresholds
 	budget   Budget
@@ -94,7 +93,7 @@ type Agent struct {
 // New wires an agent from validated options and the checks BuildChecks
 // made; it adds the gates the options enable, which read the agent's own
 // view of its node.
-func New(opts *Options, client *kube.Client, cs []checks.Check, checkMetrics *checks.Metrics, metrics *Metrics, recorder *kube.Recorder, log *slog.Logger) (*Agent, error) {
+func New(opts *Options, client Client, cs []checks.Check, checkMetrics *checks.Metrics, metrics *Metrics, recorder Recorder, log *slog.Logger) (*Agent, error) {
 	startup, err := ParseTaint(opts.StartupTaint)
 	if err != nil {
 		return nil, err

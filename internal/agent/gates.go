@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
-	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // daemonSetWatch keeps the DaemonSets of the cluster and the pods on this
@@ -25,7 +24,7 @@ import (
 // while the gate is needed (a bootstrap gate stops it once the node is
 // verified), so a node in service pays nothing for it.
 type daemonSetWatch struct {
-	client   *kube.Client
+	client   WorkloadClient
 	nodeName string
 	// changed is called on every change, from the informers' goroutines.
 	changed func()

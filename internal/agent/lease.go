@@ -8,8 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // retaintLock is a Lease that serializes the count-then-taint of the fleet
@@ -17,7 +15,7 @@ import (
 // died counts zero re-tainted nodes at the same moment and all of them taint.
 // It is taken only on the rare re-taint path.
 type retaintLock struct {
-	client          *kube.Client
+	client          LeaseClient
 	namespace, name string
 	holder          string
 	duration        time.Duration

@@ -1,0 +1,261 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// fakeCluster is an in-memory API server for the agent's unit tests: Nodes
+// (patched as the API server patches them, with resourceVersions and watch
+// events), one Lease, and empty pods and DaemonSets. Tests reach into it
+// under mu.
+type fakeCluster struct {
+	mu       sync.Mutex
+	nodes    map[string]*corev1.Node
+	rv       int
+	watchers []*watch.RaceFreeFakeWatcher
+	lease    *coordinationv1.Lease
+	// patches records every accepted JSON patch of a node.
+	patches []string
+	// statusPatches counts accepted status patches.
+	statusPatches int
+	// patchHooks run before the next node patches, one each, with mu held;
+	// an error answers the patch instead of applying it.
+	patchHooks []func(f *fakeCluster) error
+	// readyErr is what /readyz answers.
+	readyErr error
+	// silent stops watch events, as a watch that lags or has expired.
+	silent bool
+}
+
+func newFakeCluster(nodes ...*corev1.Node) *fakeCluster {
+	f := &fakeCluster{nodes: map[string]*corev1.Node{}}
+	for _, n := range nodes {
+		f.rv++
+		n = n.DeepCopy()
+		n.ResourceVersion = strconv.Itoa(f.rv)
+		f.nodes[n.Name] = n
+	}
+	return f
+}
+
+func (f *fakeCluster) node(name string) *corev1.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[name].DeepCopy()
+}
+
+// store saves n as a new version and tells the watchers; f.mu is held.
+func (f *fakeCluster) store(n *corev1.Node) *corev1.Node {
+	f.rv++
+	n.ResourceVersion = strconv.Itoa(f.rv)
+	f.nodes[n.Name] = n
+	if !f.silent {
+		for _, w := range f.watchers {
+			w.Modify(n.DeepCopy())
+		}
+	}
+	return n.DeepCopy()
+}
+
+func (f *fakeCluster) ListNodes(_ context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sel, err := labels.Parse(o.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimPrefix(o.FieldSelector, "metadata.name=")
+	l := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(f.rv)}}
+	for _, n := range f.nodes {
+		if (o.FieldSelector == "" || n.Name == name) && sel.Matches(labels.Set(n.Labels)) {
+			l.Items = append(l.Items, *n.DeepCopy())
+		}
+	}
+	if o.Limit > 0 && int64(len(l.Items)) > o.Limit {
+		rest := int64(len(l.Items)) - o.Limit
+		l.Items = l.Items[:o.Limit]
+		l.RemainingItemCount = &rest
+	}
+	return l, nil
+}
+
+func (f *fakeCluster) WatchNodes(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := watch.NewRaceFreeFake()
+	if o.SendInitialEvents != nil && *o.SendInitialEvents {
+		// client-go's streaming list: the current objects, then a bookmark.
+		name := strings.TrimPrefix(o.FieldSelector, "metadata.name=")
+		for _, n := range f.nodes {
+			if o.FieldSelector == "" || n.Name == name {
+				w.Add(n.DeepCopy())
+			}
+		}
+		w.Action(watch.Bookmark, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			ResourceVersion: strconv.Itoa(f.rv), Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"},
+		}})
+	}
+	f.watchers = append(f.watchers, w)
+	return w, nil
+}
+
+func (f *fakeCluster) GetNode(_ context.Context, name string) (*corev1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.nodes[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
+	return n.DeepCopy(), nil
+}
+
+func (f *fakeCluster) PatchNode(_ context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions) (*corev1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.patchHooks) > 0 {
+		hook := f.patchHooks[0]
+		f.patchHooks = f.patchHooks[1:]
+		if err := hook(f); err != nil {
+			return nil, err
+		}
+	}
+	n, ok := f.nodes[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
+	if pt != types.JSONPatchType {
+		return nil, fmt.Errorf("fake: node patch type %s", pt)
+	}
+	orig, _ := json.Marshal(n)
+	p, err := jsonpatch.DecodePatch(data)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	out, err := p.Apply(orig)
+	if err != nil {
+		// A failed test op: the API server answers 422.
+		return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, name, nil)
+	}
+	var updated corev1.Node
+	if err := json.Unmarshal(out, &updated); err != nil {
+		return nil, err
+	}
+	f.patches = append(f.patches, string(data))
+	return f.store(&updated), nil
+}
+
+func (f *fakeCluster) PatchNodeStatus(_ context.Context, name string, _ types.PatchType, data []byte, _ metav1.PatchOptions) (*corev1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.nodes[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
+	orig, _ := json.Marshal(n)
+	out, err := strategicpatch.StrategicMergePatch(orig, data, corev1.Node{})
+	if err != nil {
+		return nil, err
+	}
+	var updated corev1.Node
+	if err := json.Unmarshal(out, &updated); err != nil {
+		return nil, err
+	}
+	f.statusPatches++
+	return f.store(&updated), nil
+}
+
+func (f *fakeCluster) GetLease(_ context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lease == nil {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, name)
+	}
+	return f.lease.DeepCopy(), nil
+}
+
+func (f *fakeCluster) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lease != nil {
+		return nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "leases"}, l.Name)
+	}
+	f.lease = l.DeepCopy()
+	f.lease.ResourceVersion = "1"
+	return f.lease.DeepCopy(), nil
+}
+
+func (f *fakeCluster) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lease == nil || f.lease.ResourceVersion != l.ResourceVersion {
+		return nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, l.Name, nil)
+	}
+	rv, _ := strconv.Atoi(l.ResourceVersion)
+	f.lease = l.DeepCopy()
+	f.lease.ResourceVersion = strconv.Itoa(rv + 1)
+	return f.lease.DeepCopy(), nil
+}
+
+func (f *fakeCluster) ServerVersion(context.Context) (*version.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &version.Info{GitVersion: "v1.36.3"}, f.readyErr
+}
+
+func (f *fakeCluster) Readyz(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.readyErr
+}
+
+func (f *fakeCluster) ListPods(context.Context, metav1.ListOptions) (*corev1.PodList, error) {
+	return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+}
+
+func (f *fakeCluster) WatchPods(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewRaceFreeFake(), nil
+}
+
+func (f *fakeCluster) ListDaemonSets(context.Context, metav1.ListOptions) (*appsv1.DaemonSetList, error) {
+	return &appsv1.DaemonSetList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+}
+
+func (f *fakeCluster) WatchDaemonSets(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewRaceFreeFake(), nil
+}
+
+// fakeRecorder keeps the Events the agent records.
+type fakeRecorder struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (r *fakeRecorder) Eventf(_ corev1.ObjectReference, _, reason, _, _ string, _ ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons = append(r.reasons, reason)
+}
+
+func (r *fakeRecorder) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.reasons...)
+}

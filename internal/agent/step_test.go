@@ -1,0 +1,209 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+)
+
+// stubCheck passes or fails as told.
+type stubCheck struct{ err error }
+
+func (stubCheck) Name() string                { return "dns" }
+func (c stubCheck) Run(context.Context) error { return c.err }
+
+func testNode(name string, taints []corev1.Taint, labels, annotations map[string]string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + "name", Labels: labels, Annotations: annotations,
+			CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))},
+		Spec: corev1.NodeSpec{Taints: taints},
+	}
+}
+
+var (
+	verifiedLabels = map[string]string{"node-ready/verified": "true"}
+	retaintedLabel = map[string]string{"node-ready/verified": "false"}
+	errDNS         = errors.New("dns: no answer")
+)
+
+// TestStep runs one iteration of the agent loop against an in-memory API
+// server, as sample-controller tests its sync handler: a situation in, the
+// writes and Events out.
+func TestStep(t *testing.T) {
+	karpenter := corev1.Taint{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}
+	tests := []struct {
+		name      string
+		node      *corev1.Node
+		others    []*corev1.Node
+		roundErr  error
+		failures  int
+		passes    int
+		budget    string
+		notReady  bool
+		hooks     []func(f *fakeCluster) error
+		wantTaint []string // taint keys after the step
+		wantLabel string
+		wantWrite int // accepted JSON patches of the node
+		wantEvent []string
+		wantFail  int // consecutive failures after the step
+	}{
+		{name: "new node, round passes: untainted and labelled in one write",
+			node:      testNode("n1", []corev1.Taint{startup}, nil, nil),
+			wantLabel: "true", wantWrite: 1, wantEvent: []string{ReasonVerified}},
+		{name: "new node, round fails: nothing written",
+			node: testNode("n1", []corev1.Taint{startup}, nil, nil), roundErr: errDNS, failures: 5,
+			wantTaint: []string{startup.Key}, wantFail: 6},
+		{name: "verified node, second failure: nothing written",
+			node: testNode("n1", nil, verifiedLabels, nil), roundErr: errDNS, failures: 1,
+			wantLabel: "true", wantFail: 2},
+		{name: "verified node, third failure: unhealthy taint, label false",
+			node: testNode("n1", nil, verifiedLabels, nil), roundErr: errDNS, failures: 2,
+			wantTaint: []string{unhealthy.Key}, wantLabel: "false", wantWrite: 1, wantEvent: []string{ReasonRetainted}, wantFail: 3},
+		{name: "fleet budget used up: suppressed, not tainted",
+			node:   testNode("n1", nil, verifiedLabels, nil),
+			others: []*corev1.Node{testNode("n2", []corev1.Taint{unhealthy}, retaintedLabel, nil)},
+			budget: "1", roundErr: errDNS, failures: 2,
+			wantLabel: "true", wantEvent: []string{ReasonRetaintSuppressed}, wantFail: 3},
+		{name: "re-tainted node, first pass: kept until the recover threshold",
+			node:      testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil),
+			wantTaint: []string{unhealthy.Key}, wantLabel: "false"},
+		{name: "re-tainted node, second pass: untainted",
+			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), passes: 1,
+			wantLabel: "true", wantWrite: 1, wantEvent: []string{ReasonVerified}},
+		{name: "bypass annotation: untainted while failing, never re-tainted",
+			node:     testNode("n1", []corev1.Taint{startup}, nil, map[string]string{"node-ready/skip-verification": "true"}),
+			roundErr: errDNS, failures: 9,
+			wantWrite: 1, wantEvent: []string{ReasonVerified}, wantFail: 9},
+		{name: "wait-for taint: no round, nothing written",
+			node:      testNode("n1", []corev1.Taint{startup, karpenter}, nil, nil),
+			wantTaint: []string{startup.Key, karpenter.Key}},
+		{name: "control-plane fault: the failed round does not count",
+			node: testNode("n1", nil, verifiedLabels, nil), roundErr: errDNS, failures: 2, notReady: true,
+			wantLabel: "true"},
+		{name: "concurrent edit: the guarded patch fails, the node is re-read and patched",
+			node: testNode("n1", []corev1.Taint{startup}, nil, nil),
+			hooks: []func(f *fakeCluster) error{func(f *fakeCluster) error {
+				n := f.nodes["n1"].DeepCopy()
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule})
+				f.store(n)
+				return apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("changed"))
+			}},
+			wantTaint: []string{"other"}, wantLabel: "true", wantWrite: 1, wantEvent: []string{ReasonVerified}},
+		{name: "write refused (admission policy): node unchanged, error",
+			node: testNode("n1", []corev1.Taint{startup}, nil, nil),
+			hooks: []func(f *fakeCluster) error{func(*fakeCluster) error {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("denied by policy"))
+			}},
+			wantTaint: []string{startup.Key}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster(append([]*corev1.Node{tt.node}, tt.others...)...)
+			if tt.notReady {
+				f.readyErr = errors.New("readyz: 500")
+			}
+			f.patchHooks = tt.hooks
+			a, rec := startTestAgent(t, f, stubCheck{err: tt.roundErr}, func(o *Options) {
+				if tt.budget != "" {
+					o.MaxRetainted = tt.budget
+				}
+			})
+			a.failures, a.passes = tt.failures, tt.passes
+			inInitial := false
+			a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+
+			got := f.node("n1")
+			var keys []string
+			for _, taint := range got.Spec.Taints {
+				keys = append(keys, taint.Key)
+			}
+			if !slices.Equal(keys, tt.wantTaint) {
+				t.Errorf("taints = %v, want %v", keys, tt.wantTaint)
+			}
+			if l := got.Labels["node-ready/verified"]; l != tt.wantLabel {
+				t.Errorf("verified label = %q, want %q", l, tt.wantLabel)
+			}
+			if len(f.patches) != tt.wantWrite {
+				t.Errorf("%d node patches, want %d: %v", len(f.patches), tt.wantWrite, f.patches)
+			}
+			if ev := rec.got(); !slices.Equal(ev, tt.wantEvent) {
+				t.Errorf("events = %v, want %v", ev, tt.wantEvent)
+			}
+			if a.failures != tt.wantFail {
+				t.Errorf("consecutive failures = %d, want %d", a.failures, tt.wantFail)
+			}
+		})
+	}
+}
+
+// TestStepUsesItsOwnWriteBeforeTheWatchShowsIt: a decision right after a
+// write must see that write even when the watch has not delivered it.
+func TestStepUsesItsOwnWriteBeforeTheWatchShowsIt(t *testing.T) {
+	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	check := &toggleCheck{err: errDNS}
+	a, _ := startTestAgent(t, f, check, nil)
+	a.failures = 2
+	// From here on the watch delivers nothing: the informer's copy lags.
+	f.mu.Lock()
+	f.silent = true
+	f.mu.Unlock()
+	inInitial := false
+	a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+	if !HasTaint(f.node("n1").Spec.Taints, unhealthy) {
+		t.Fatal("not re-tainted")
+	}
+	check.err = nil
+	a.passes = 1
+	a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+	if n := f.node("n1"); HasTaint(n.Spec.Taints, unhealthy) || n.Labels["node-ready/verified"] != "true" {
+		t.Errorf("after passing rounds the node is %v %v: the decision used the stale cached node", n.Spec.Taints, n.Labels)
+	}
+}
+
+type toggleCheck struct{ err error }
+
+func (*toggleCheck) Name() string                { return "dns" }
+func (c *toggleCheck) Run(context.Context) error { return c.err }
+
+// startTestAgent builds an agent for node n1 on f with one check and runs
+// its node informer until the test ends.
+func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate func(*Options)) (*Agent, *fakeRecorder) {
+	t.Helper()
+	opts := NewOptions()
+	opts.NodeName = "n1"
+	opts.Checks = []string{"dns"}
+	opts.DaemonSetGate = false
+	opts.CheckTimeout = time.Second
+	if mutate != nil {
+		mutate(opts)
+	}
+	if err := opts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	rec := &fakeRecorder{}
+	a, err := New(opts, f, []checks.Check{check}, checks.NewMetrics(reg), NewMetrics(reg), rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go a.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	return a, rec
+}
