@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
-	"github.com/kube-node-ready/kube-node-ready/test/agentenv"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -55,7 +54,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	harness.MainWithControlPlane(m, harness.Options{AuditLog: true, Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
 		cp = c
-		return agentenv.InstallRBAC(ctx, cp)
+		return cp.ApplyChartRBAC(ctx, harness.AgentNamespace)
 	})
 }
 
@@ -66,16 +65,12 @@ func TestMain(m *testing.M) {
 // current one, so both meet the same machine load, and reports both.
 func BenchmarkAgentStartToUntaint(b *testing.B) {
 	ctx := b.Context()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
 	type variant struct {
 		name, bin string
 		extra     []string
 		samples   []time.Duration
 	}
-	variants := []*variant{{name: "current (gates on)", bin: agentenv.Binary(root), extra: gateArgs}}
+	variants := []*variant{{name: "current (gates on)", bin: harness.BuiltBinary(b, harness.AgentBinary), extra: gateArgs}}
 	if *baseline != "" {
 		variants = append(variants, &variant{name: "baseline " + *baseline, bin: *baseline})
 	}
@@ -86,11 +81,11 @@ func BenchmarkAgentStartToUntaint(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		kubeconfig, err := agentenv.Kubeconfig(ctx, cp, agentenv.ServiceAccount, node)
+		kubeconfig, err := cp.NodeKubeconfig(ctx, harness.AgentNamespace, harness.AgentServiceAccount, node)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := agentenv.PublishPeers(ctx, cp, node); err != nil {
+		if err := cp.PublishAgentPeers(ctx, node); err != nil {
 			b.Fatal(err)
 		}
 		w, err := cp.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
@@ -98,7 +93,7 @@ func BenchmarkAgentStartToUntaint(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		p, err := harness.StartProcess(cp.Dir, "agent-"+node.Name, v.bin, append(agentenv.Args(cp, node, kubeconfig), v.extra...), nil)
+		p, err := harness.StartProcess(cp.Dir, "agent-"+node.Name, v.bin, append(cp.AgentArgs(node, kubeconfig), v.extra...), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -165,26 +160,13 @@ func BenchmarkAgentSteadyState(b *testing.B) {
 		}
 		nodes = append(nodes, n)
 	}
-	if err := agentenv.PublishPeers(ctx, cp, nodes...); err != nil {
+	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
 		b.Fatal(err)
 	}
 	var procs []*harness.Process
 	for _, n := range nodes {
-		kubeconfig, err := agentenv.Kubeconfig(ctx, cp, agentenv.ServiceAccount, n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := agentenv.Start(cp, n, append(agentenv.Args(cp, n, kubeconfig), gateArgs...))
-		if err != nil {
-			b.Fatal(err)
-		}
-		procs = append(procs, p)
+		procs = append(procs, cp.StartAgent(b, n, gateArgs...).Process)
 	}
-	defer func() {
-		for _, p := range procs {
-			p.Stop(5 * time.Second)
-		}
-	}()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !allVerified(b, nodes) {
 		if time.Now().After(deadline) {
@@ -275,32 +257,15 @@ func requestTotals(b *testing.B) map[reqKey]float64 {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
+	samples, err := harness.Samples(resp.Body, "apiserver_request_total")
+	if err != nil {
+		b.Fatal(err)
+	}
 	out := map[reqKey]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		labels := line[len("apiserver_request_total{"):strings.LastIndexByte(line[:i], '}')]
-		out[reqKey{label(labels, "verb"), label(labels, "resource"), label(labels, "code")}] += v
+	for _, s := range samples {
+		out[reqKey{s.Label("verb"), s.Label("resource"), s.Label("code")}] += s.Value
 	}
 	return out
-}
-
-func label(labels, name string) string {
-	for _, kv := range strings.Split(labels, ",") {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
 }
 
 type auditEvent struct {

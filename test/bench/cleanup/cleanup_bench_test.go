@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -98,7 +97,7 @@ func benchCleanup(b *testing.B) {
 	}
 	args := []string{"--kubeconfig=" + cp.Kubeconfig, "--namespace=kube-system", "--webhook-config-name=", "--config=" + config}
 
-	hook := webhookenv.Start(b, cp.Dir, "webhook", webhookIP, args...)
+	hook := cp.StartWebhook(b, "webhook", webhookIP, args...)
 	hook.WaitReady(b, 30*time.Second)
 	var times []time.Duration
 	for round := range rounds {
@@ -129,7 +128,7 @@ func benchCleanup(b *testing.B) {
 
 	// Memory: a fresh replica lists 5 000 realistic nodes.
 	createNodes(b, client, "cache-", cacheNodes, true)
-	mem := webhookenv.Start(b, cp.Dir, "webhook-mem", webhookIP, args...)
+	mem := cp.StartWebhook(b, "webhook-mem", webhookIP, args...)
 	mem.WaitReady(b, 30*time.Second)
 	waitMetric(b, mem, "node_cleanup_nodes_with_finalizer", cacheNodes, 2*time.Minute)
 	waitMetric(b, mem, "node_cleanup_leader", 1, 60*time.Second)
@@ -169,7 +168,7 @@ func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, rea
 				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 					Name:       fmt.Sprintf("%s%d", prefix, i),
 					Labels:     map[string]string{"bench": strings.TrimSuffix(prefix, "-")},
-					Finalizers: []string{webhookenv.Finalizer},
+					Finalizers: []string{harness.Finalizer},
 				}}
 				if realistic {
 					decorate(node, i)
@@ -260,7 +259,7 @@ func nodeSizes(b *testing.B, c kubernetes.Interface) sizes {
 	return sizes{json: fmt.Sprintf("%.1f KiB", float64(len(raw))/1024), labels: len(n.Labels), annotations: len(n.Annotations), images: len(n.Status.Images), conditions: len(n.Status.Conditions)}
 }
 
-func waitMetric(b *testing.B, p *webhookenv.Proc, name string, want float64, timeout time.Duration) {
+func waitMetric(b *testing.B, p *harness.Daemon, name string, want float64, timeout time.Duration) {
 	b.Helper()
 	var got float64
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {

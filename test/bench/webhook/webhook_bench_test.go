@@ -24,12 +24,10 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -116,10 +114,6 @@ func BenchmarkWebhook(b *testing.B) {
 func benchWebhook(b *testing.B) {
 	cp := harness.StartT(b, harness.Options{NoDNS: true})
 	ctx := context.Background()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
 	dir := b.TempDir()
 
 	// One CA, two serving certificates: the webhook's and the null handler's.
@@ -149,13 +143,8 @@ func benchWebhook(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer null.Stop(5 * time.Second)
-	hook, err := harness.StartProcess(cp.Dir, "webhook", filepath.Join(root, "bin", "kube-node-ready-webhook"), []string{
-		"--cert-mode=files", "--backfill=false", "--cleanup=false", "--tls-cert-file=" + wc, "--tls-key-file=" + wk,
-		"--listen-address=" + webhookIP + ":8443", "--metrics-address=" + webhookIP + ":8080",
-	}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	hook := cp.StartWebhook(b, "webhook", webhookIP,
+		"--cert-mode=files", "--backfill=false", "--cleanup=false", "--tls-cert-file="+wc, "--tls-key-file="+wk)
 	defer hook.Stop(5 * time.Second)
 	waitTCP(b, webhookIP+":8443")
 	waitTCP(b, nullIP+":8443")
@@ -198,32 +187,18 @@ func benchWebhook(b *testing.B) {
 
 	// kubectl create node through the real API server, with and without the webhook.
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         "node-cleanup.infra.894.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + webhookIP + ":8443/mutate-node"), CABundle: ca.CertPEM},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}},
-			}},
-			FailurePolicy: ptr.To(admissionregistrationv1.Ignore), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
-			TimeoutSeconds: ptr.To[int32](2), AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	kubectl := filepath.Join(cp.BinDir, "kubectl")
+	mwc := harness.WebhookConfig("bench", "https://"+webhookIP+":8443/mutate-node", nil, ca.CertPEM)
 	created := 0
 	nextName := func() string { created++; return fmt.Sprintf("bench-%d", created) }
 	viaKubectl := func() (time.Duration, bool) {
-		cmd := exec.Command(kubectl, "--kubeconfig", cp.Kubeconfig, "create", "-f", "-", "-o", "jsonpath={.metadata.finalizers}")
-		cmd.Stdin = strings.NewReader(fmt.Sprintf("apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n", nextName()))
+		manifest := harness.NodeYAML(nextName(), nil)
 		start := time.Now()
-		out, err := cmd.CombinedOutput()
+		out, err := cp.Kubectl(ctx, strings.NewReader(manifest), "create", "-f", "-", "-o", "jsonpath={.metadata.finalizers}")
 		d := time.Since(start)
 		if err != nil {
-			b.Fatalf("kubectl create: %v: %s", err, out)
+			b.Fatal(err)
 		}
-		return d, strings.Contains(string(out), "infra.894.io/node-cleanup")
+		return d, strings.Contains(out, harness.Finalizer)
 	}
 	viaClient := func() (time.Duration, bool) {
 		start := time.Now()
@@ -232,7 +207,7 @@ func benchWebhook(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return d, slices.Contains(n.Finalizers, "infra.894.io/node-cleanup")
+		return d, slices.Contains(n.Finalizers, harness.Finalizer)
 	}
 	// waitMutation waits until the API server's view of the configuration is
 	// what the phase needs (it picks changes up asynchronously).
