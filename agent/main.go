@@ -25,10 +25,15 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 )
 
 const name = "kube-node-ready-agent"
+
+// metricsGrace bounds the metrics server's shutdown: a scrape or a probe
+// takes milliseconds.
+const metricsGrace = 5 * time.Second
 
 func main() {
 	args := os.Args[1:]
@@ -73,6 +78,11 @@ func run(ctx context.Context, opts *agent.Options) error {
 	log := logging.New(os.Stdout, opts.LogLevel).With("node", opts.NodeName)
 	// client-go logs through klog; send those lines through the same JSON logger.
 	klog.SetSlogLogger(log)
+	// Bind the metrics port before anything else: a clash stops the start.
+	metricsLn, err := metricsserver.Listen(opts.MetricsAddr)
+	if err != nil {
+		return err
+	}
 	client, err := newClient(opts.Kubeconfig)
 	if err != nil {
 		return err
@@ -99,7 +109,9 @@ func run(ctx context.Context, opts *agent.Options) error {
 	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", strings.Join(opts.Enabled(), ","),
 		"continuous_checks", strings.Join(continuousNames, ","))
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- agent.Serve(ctx, opts.MetricsAddr, reg, a.Ready, log) }()
+	go func() {
+		serveErr <- metricsserver.Serve(ctx, metricsLn, metricsserver.Endpoints{Gatherer: reg, Ready: a.Ready, Grace: metricsGrace, Log: log})
+	}()
 	runErr := a.Run(ctx)
 	// Events of the last rounds still go out, within the grace period.
 	flushCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

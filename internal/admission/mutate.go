@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 )
 
 // Results recorded in node_cleanup_webhook_requests_total{result}.
@@ -28,13 +30,6 @@ const (
 	// ResultTooLarge means the body exceeded the size limit (HTTP 413).
 	ResultTooLarge = "too_large"
 )
-
-// patchOp is one RFC 6902 operation.
-type patchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
-}
 
 // nodeFields reads the part of a Node the policy needs. Keys match exactly,
 // as JSON patch paths and the API server do; encoding/json into a struct
@@ -91,16 +86,15 @@ func MutateNode(req *admissionv1.AdmissionRequest, finalizer string) (*admission
 	if (kind != "" && kind != "Node") || (apiVersion != "" && apiVersion != "v1") {
 		return resp, ResultInvalid
 	}
-	var ops []patchOp
 	if meta == nil {
 		// No metadata to add a list to (an API server always sends it, but
 		// a patch that cannot apply would fail the create).
-		ops = []patchOp{{Op: "add", Path: "/metadata", Value: map[string][]string{"finalizers": {finalizer}}}}
-		return patched(resp, ops)
+		return patched(resp, jsonpatch.Add("/metadata", map[string][]string{"finalizers": {finalizer}}))
 	}
+	var op jsonpatch.Op
 	switch raw := strings.TrimSpace(string(finalizers)); raw {
 	case "", "null":
-		ops = []patchOp{{Op: "add", Path: "/metadata/finalizers", Value: []string{finalizer}}}
+		op = jsonpatch.Add("/metadata/finalizers", []string{finalizer})
 	default:
 		var current []string
 		if err := json.Unmarshal(finalizers, &current); err != nil {
@@ -109,13 +103,13 @@ func MutateNode(req *admissionv1.AdmissionRequest, finalizer string) (*admission
 		if slices.Contains(current, finalizer) {
 			return resp, ResultPresent
 		}
-		ops = []patchOp{{Op: "add", Path: "/metadata/finalizers/-", Value: finalizer}}
+		op = jsonpatch.Add("/metadata/finalizers/-", finalizer)
 	}
-	return patched(resp, ops)
+	return patched(resp, op)
 }
 
-func patched(resp *admissionv1.AdmissionResponse, ops []patchOp) (*admissionv1.AdmissionResponse, string) {
-	patch, err := json.Marshal(ops)
+func patched(resp *admissionv1.AdmissionResponse, op jsonpatch.Op) (*admissionv1.AdmissionResponse, string) {
+	patch, err := jsonpatch.Marshal(op)
 	if err != nil {
 		return resp, ResultInvalid
 	}

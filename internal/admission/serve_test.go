@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 )
 
 func reviewBody(t testing.TB, req *admissionv1.AdmissionRequest) []byte {
@@ -139,7 +141,7 @@ func TestServeReadsTheNodeWithExactKeys(t *testing.T) {
 			req.Object.Raw = []byte(tt.object)
 			rec := post(t, &Handler{Finalizer: fin}, reviewBody(t, req))
 			rev := decodeReview(t, rec.Body.Bytes())
-			var ops []patchOp
+			var ops []jsonpatch.Op
 			if err := json.Unmarshal(rev.Response.Patch, &ops); err != nil || len(ops) != 1 || ops[0].Op != "add" || ops[0].Path != tt.wantPath {
 				t.Fatalf("patch = %s, want one add of %s", rev.Response.Patch, tt.wantPath)
 			}
@@ -162,9 +164,7 @@ func TestServeV1beta1IsAnsweredInKind(t *testing.T) {
 func TestServeRecoversPanicAsAllowed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := &Handler{Finalizer: fin, Metrics: NewMetrics(reg), policy: func(*admissionv1.AdmissionRequest, string) (*admissionv1.AdmissionResponse, string) {
-		var m map[string]int
-		m["boom"]++
-		return nil, ""
+		panic("policy bug")
 	}}
 	rec := post(t, h, reviewBody(t, nodeCreate(t, node())))
 	if rec.Code != http.StatusOK {

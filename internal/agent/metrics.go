@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"runtime"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
@@ -61,12 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Mode of each enabled check: 1 continuous (re-run every period once verified, can re-taint), 0 bootstrap (runs only until the first untaint).",
 		}, []string{"check"}),
 	}
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "node_ready_build_info",
-		Help:        "Build of the running agent; always 1.",
-		ConstLabels: prometheus.Labels{"version": version.Version, "commit": version.Commit, "goversion": runtime.Version()},
-	})
-	buildInfo.Set(1)
+	buildInfo := version.BuildInfo("node_ready_build_info", "Build of the running agent; always 1.")
 	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, buildInfo)
 	for _, op := range []string{"add", "remove"} {
 		for _, res := range []string{"success", "conflict", "error"} {

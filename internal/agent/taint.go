@@ -1,11 +1,11 @@
 package agent
 
 import (
-	"encoding/json"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 )
 
 // Taints are the two taints the agent manages on its node.
@@ -118,12 +118,6 @@ func HasAnyTaintKey(taints []corev1.Taint, keys []string) string {
 	return ""
 }
 
-type patchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
-}
-
 // NodePatch returns the JSON patch that applies want to node, or nil when the
 // node already matches. A taint change is guarded by a test of the whole
 // taint list the decision was made from (or, when the node has no taints, of
@@ -139,31 +133,31 @@ func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error)
 	if want.Add != nil && indexTaint(taints, *want.Add) < 0 {
 		taints = append(taints, *want.Add)
 	}
-	var ops []patchOp
+	var ops []jsonpatch.Op
 	if !slices.Equal(taints, node.Spec.Taints) {
 		if len(node.Spec.Taints) == 0 {
 			ops = append(ops,
-				patchOp{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
-				patchOp{Op: "add", Path: "/spec/taints", Value: taints})
+				jsonpatch.Test("/metadata/resourceVersion", node.ResourceVersion),
+				jsonpatch.Add("/spec/taints", taints))
 		} else {
 			// Replacing the list under a test of the old one is one guarded
 			// step whatever was removed or added.
 			ops = append(ops,
-				patchOp{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
-				patchOp{Op: "replace", Path: "/spec/taints", Value: nonNil(taints)})
+				jsonpatch.Test("/spec/taints", node.Spec.Taints),
+				jsonpatch.Replace("/spec/taints", nonNil(taints)))
 		}
 	}
 	if want.Label != "" && node.Labels[labelKey] != want.Label {
 		if len(node.Labels) == 0 { // an empty map is absent in JSON
-			ops = append(ops, patchOp{Op: "add", Path: "/metadata/labels", Value: map[string]string{labelKey: want.Label}})
+			ops = append(ops, jsonpatch.Add("/metadata/labels", map[string]string{labelKey: want.Label}))
 		} else {
-			ops = append(ops, patchOp{Op: "add", Path: "/metadata/labels/" + escapePointer(labelKey), Value: want.Label})
+			ops = append(ops, jsonpatch.Add("/metadata/labels/"+jsonpatch.EscapePointer(labelKey), want.Label))
 		}
 	}
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	return json.Marshal(ops)
+	return jsonpatch.Marshal(ops...)
 }
 
 // nonNil keeps an emptied taint list an empty JSON array rather than null.
@@ -172,11 +166,6 @@ func nonNil(t []corev1.Taint) []corev1.Taint {
 		return []corev1.Taint{}
 	}
 	return t
-}
-
-// escapePointer escapes a map key for a JSON pointer (RFC 6901).
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
 // taintString formats a taint as key=value:Effect, as flags take it.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
 // Outcomes of one plugin in one attempt; they are the `result` label.
@@ -287,7 +289,8 @@ func guard(f func() (bool, error)) (ok bool, err error) {
 }
 
 // describe renders err without trusting it: a typed nil or an Error method
-// that panics becomes a description instead of a crash.
+// that panics becomes a description instead of a crash, and a long one is
+// cut to what an Event note can carry, where it ends up.
 func describe(err error) (s string) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -298,9 +301,5 @@ func describe(err error) (s string) {
 	if s == "" {
 		s = fmt.Sprintf("plugin returned an empty error (%T)", err)
 	}
-	const max = 1024
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	return s
+	return eventnote.Shorten(s)
 }

@@ -2,13 +2,14 @@ package finalizer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 )
 
 // fieldManager names our writes in managedFields.
@@ -68,32 +69,19 @@ func NeedsFinalizer(m *metav1.PartialObjectMetadata, finalizer string) bool {
 	return m.DeletionTimestamp == nil && !slices.Contains(m.Finalizers, finalizer)
 }
 
-type jsonPatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
-}
-
 // AddFinalizerPatch is a JSON patch that adds finalizer to a Node whose
 // finalizers are current, and fails (test op) if they changed since, so a
 // concurrent writer's finalizer is never overwritten.
 func AddFinalizerPatch(current []string, finalizer string) ([]byte, error) {
-	type op struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}
 	if len(current) == 0 {
 		// A missing list tests equal to null.
-		return json.Marshal([]op{
-			{Op: "test", Path: "/metadata/finalizers", Value: nil},
-			{Op: "add", Path: "/metadata/finalizers", Value: []string{finalizer}},
-		})
+		return jsonpatch.Marshal(
+			jsonpatch.Test("/metadata/finalizers", nil),
+			jsonpatch.Add("/metadata/finalizers", []string{finalizer}))
 	}
-	return json.Marshal([]op{
-		{Op: "test", Path: "/metadata/finalizers", Value: current},
-		{Op: "add", Path: "/metadata/finalizers/-", Value: finalizer},
-	})
+	return jsonpatch.Marshal(
+		jsonpatch.Test("/metadata/finalizers", current),
+		jsonpatch.Add("/metadata/finalizers/-", finalizer))
 }
 
 // RemoveFinalizerPatch is a JSON patch that removes only finalizer from the
@@ -107,9 +95,8 @@ func RemoveFinalizerPatch(uid types.UID, current []string, finalizer string) ([]
 		return nil, nil
 	}
 	path := fmt.Sprintf("/metadata/finalizers/%d", i)
-	return json.Marshal([]jsonPatchOp{
-		{Op: "test", Path: "/metadata/uid", Value: string(uid)},
-		{Op: "test", Path: path, Value: finalizer},
-		{Op: "remove", Path: path},
-	})
+	return jsonpatch.Marshal(
+		jsonpatch.Test("/metadata/uid", string(uid)),
+		jsonpatch.Test(path, finalizer),
+		jsonpatch.Remove(path))
 }

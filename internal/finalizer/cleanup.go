@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
 // syncCleanup runs the pipeline for a Node being deleted and removes our
@@ -159,9 +160,9 @@ func (c *Controller) event(node *corev1.Node, eventType, reason, action, note st
 		return
 	}
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-	// The note is formatted here (to truncate it), so it must not be a format
+	// The note is formatted here (to shorten it), so it must not be a format
 	// again: plugin errors carry '%' (URL escapes) that would turn into %!x(MISSING).
-	c.cfg.Recorder.Eventf(ref, nil, eventType, reason, action, "%s", truncate(fmt.Sprintf(note, args...)))
+	c.cfg.Recorder.Eventf(ref, nil, eventType, reason, action, "%s", eventnote.Shorten(fmt.Sprintf(note, args...)))
 }
 
 // nodeOf is the Node plugins see: metadata only.
@@ -174,12 +175,4 @@ func dryRunNote(p *cleanup.Pipeline) string {
 		return " (dry run: plugins only reported)"
 	}
 	return ""
-}
-
-// truncate keeps an Event note under the API's 1 kB limit.
-func truncate(s string) string {
-	if len(s) > 1000 {
-		return s[:1000] + "…"
-	}
-	return s
 }

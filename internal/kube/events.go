@@ -5,22 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
 const (
-	// maxNote is the API server's limit on Event notes, in bytes.
-	maxNote = 1024
 	// writeTimeout bounds each API write, so one slow request cannot hold
 	// up the queue behind it for long.
 	writeTimeout = 10 * time.Second
@@ -185,7 +183,7 @@ func (r *Recorder) Eventf(ref corev1.ObjectReference, eventType, reason, action,
 		r.dropped.Add(1)
 		return
 	}
-	note := truncateNote(fmt.Sprintf(format, args...))
+	note := eventnote.Shorten(fmt.Sprintf(format, args...))
 	o := observation{
 		key: eventKey{
 			kind: ref.Kind, namespace: ref.Namespace, name: ref.Name, uid: ref.UID,
@@ -450,19 +448,4 @@ func eventNamespace(ref corev1.ObjectReference) string {
 		return ref.Namespace
 	}
 	return metav1.NamespaceDefault
-}
-
-// truncateNote fits note within the API server's limit. It cuts on a rune
-// boundary: a split rune would be encoded as U+FFFD, longer than the bytes
-// it replaces, and could push the note over the limit again.
-func truncateNote(note string) string {
-	note = strings.ToValidUTF8(note, "\uFFFD")
-	if len(note) <= maxNote {
-		return note
-	}
-	cut := maxNote - len("...")
-	for cut > 0 && !utf8.RuneStart(note[cut]) {
-		cut--
-	}
-	return note[:cut] + "..."
 }

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
 // fakeSink is an in-memory API server for Events.
@@ -319,7 +321,7 @@ func equalCalls(a, b []call) bool {
 func TestRecorderEventFields(t *testing.T) {
 	e := newEnv(0, 0)
 	start := e.clock.Now()
-	long := strings.Repeat("x", maxNote-4) + "é and more"
+	long := strings.Repeat("x", eventnote.MaxBytes-4) + "é and more"
 	tests := []struct {
 		name     string
 		ref      corev1.ObjectReference
@@ -335,7 +337,7 @@ func TestRecorderEventFields(t *testing.T) {
 		},
 		{
 			name: "long note cut on a rune boundary", ref: nodeA2, note: long, wantNS: "default",
-			wantNote: strings.Repeat("x", maxNote-4) + "...",
+			wantNote: strings.Repeat("x", eventnote.MaxBytes-4) + "...",
 		},
 	}
 	for _, tt := range tests {
@@ -357,7 +359,7 @@ func TestRecorderEventFields(t *testing.T) {
 			if !strings.HasPrefix(ev.Name, tt.ref.Name+".") {
 				t.Errorf("name %q, want prefix %q", ev.Name, tt.ref.Name+".")
 			}
-			if ev.Note != tt.wantNote || len(ev.Note) > maxNote || !utf8.ValidString(ev.Note) {
+			if ev.Note != tt.wantNote || len(ev.Note) > eventnote.MaxBytes || !utf8.ValidString(ev.Note) {
 				t.Errorf("note %q (%d bytes), want %q", ev.Note, len(ev.Note), tt.wantNote)
 			}
 			if ev.ReportingController != "kube-node-ready-agent" || ev.ReportingInstance != "node-a" ||

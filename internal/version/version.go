@@ -4,6 +4,8 @@ package version
 import (
 	"fmt"
 	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // These are overwritten at link time, e.g.
@@ -18,4 +20,16 @@ var (
 // String renders the build identity for --version.
 func String(binary string) string {
 	return fmt.Sprintf("%s %s (commit %s, %s, %s/%s)", binary, Version, Commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// BuildInfo is the gauge name{version,commit,goversion}, always 1: both
+// binaries export one so a dashboard can tell which build each pod runs.
+func BuildInfo(name, help string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        name,
+		Help:        help,
+		ConstLabels: prometheus.Labels{"version": Version, "commit": Commit, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }

@@ -15,13 +15,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/admission"
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
 )
@@ -32,10 +32,8 @@ const Path = "/mutate-node"
 // Run serves until ctx ends, then shuts down within opts.ShutdownGrace.
 func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "node_cleanup_webhook_build_info", Help: "Build of the running webhook; always 1."}, []string{"version", "commit"})
-	build.WithLabelValues(version.Version, version.Commit).Set(1)
-	reg.MustRegister(build)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		version.BuildInfo("node_cleanup_webhook_build_info", "Build of the running webhook; always 1."))
 
 	store := &certs.Store{}
 	var listening atomic.Bool // ready = a certificate and an open admission listener
@@ -44,25 +42,35 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// Health first, so a probe can tell "starting" from "dead", and a port
+	// clash stops the start at once.
+	healthLn, err := metricsserver.Listen(opts.MetricsAddress)
+	if err != nil {
+		return err
+	}
+	health := metricsserver.Endpoints{
+		Gatherer: reg,
+		Ready: func() error {
+			if !listening.Load() || !store.Ready() {
+				return errors.New("not serving admission yet (no certificate)")
+			}
+			return nil
+		},
+		Grace: opts.ShutdownGrace,
+		Log:   log,
+	}
+	wg.Go(func() {
+		if err := metricsserver.Serve(ctx, healthLn, health); err != nil {
+			log.Error("metrics server stopped", "error", err)
+		}
+	})
+
 	var cfg *rest.Config
 	if opts.NeedsClient() {
-		var err error
 		if cfg, err = restConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst); err != nil {
 			return err
 		}
 	}
-
-	// Health first, so a probe can tell "starting" from "dead".
-	health := &http.Server{Addr: opts.MetricsAddress, Handler: healthMux(reg, func() bool { return listening.Load() && store.Ready() }), ReadHeaderTimeout: 5 * time.Second}
-	healthLn, err := net.Listen("tcp", opts.MetricsAddress)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", opts.MetricsAddress, err)
-	}
-	wg.Go(func() {
-		if err := serveUntil(ctx, health, healthLn, false, opts.ShutdownGrace, log); err != nil {
-			log.Error("metrics server stopped", "error", err)
-		}
-	})
 
 	if err := startCertificates(ctx, &wg, opts, cfg, store, log); err != nil {
 		return err
@@ -100,7 +108,7 @@ func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error 
 	}
 	listening.Store(true)
 	log.Info("admission webhook serving", "address", ln.Addr().String(), "path", Path, "cert_mode", opts.CertMode, "client_cert_required", opts.ClientCAFile != "")
-	err = serveUntil(ctx, srv, ln, true, opts.ShutdownGrace, log)
+	err = serveTLSUntil(ctx, srv, ln, opts.ShutdownGrace, log)
 	cancel()
 	return err
 }
@@ -163,31 +171,11 @@ func waitReady(ctx context.Context, store *certs.Store, log *slog.Logger) error 
 	return nil
 }
 
-func healthMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "not serving admission yet (no certificate)", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	return mux
-}
-
-// serveUntil serves on ln (TLS when tlsCfg is set) until ctx ends, then shuts
-// the server down, giving in-flight requests up to grace.
-func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, useTLS bool, grace time.Duration, log *slog.Logger) error {
+// serveTLSUntil serves admission on ln until ctx ends, then shuts the server
+// down, giving in-flight requests up to grace.
+func serveTLSUntil(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, log *slog.Logger) error {
 	errc := make(chan error, 1)
-	go func() {
-		if useTLS {
-			errc <- srv.ServeTLS(ln, "", "")
-		} else {
-			errc <- srv.Serve(ln)
-		}
-	}()
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
 )
@@ -126,10 +127,7 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Optio
 				return
 			}
 			ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: opts.Namespace, Name: opts.PodName}
-			note := "configuration reload failed; keeping the previous configuration: " + err.Error()
-			if len(note) > 1000 {
-				note = note[:1000] + "…"
-			}
+			note := eventnote.Shorten("configuration reload failed; keeping the previous configuration: " + err.Error())
 			recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonConfigInvalid, "Reload", "%s", note)
 		},
 	}

@@ -1,0 +1,85 @@
+// Package metricsserver serves a binary's plain-HTTP /metrics, /healthz and
+// /readyz, so both binaries answer scrapes and probes the same way.
+package metricsserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Endpoints is what the server answers.
+type Endpoints struct {
+	// Gatherer is what /metrics exposes.
+	Gatherer prometheus.Gatherer
+	// Ready returns why the process is not ready, which /readyz answers
+	// with a 503; nil means ready, as does a nil Ready.
+	Ready func() error
+	// Grace is how long requests in flight may finish once ctx ends.
+	Grace time.Duration
+	// Log receives the errors of gathering metrics; it is required.
+	Log *slog.Logger
+}
+
+// Listen binds addr. Callers bind before starting anything else, so a port
+// clash stops the binary at start-up, with the address named, rather than
+// going unnoticed until it exits.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		// net's own text repeats "listen tcp" and the address; keep its cause.
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		}
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve answers on ln until ctx ends, then shuts down within e.Grace. It
+// returns nil after a clean shutdown.
+func Serve(ctx context.Context, ln net.Listener, e Endpoints) error {
+	srv := &http.Server{Handler: e.handler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), e.Grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+func (e Endpoints) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(e.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(e.Log.Handler(), slog.LevelError)}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if e.Ready != nil {
+			if err := e.Ready(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}

@@ -1,0 +1,129 @@
+package metricsserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+func TestEndpoints(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "test_gauge", Help: "A gauge."})
+	g.Set(3)
+	reg.MustRegister(g)
+	notReady := errors.New("no certificate yet")
+	tests := []struct {
+		name       string
+		ready      func() error
+		path       string
+		wantStatus int
+		wantBody   string
+	}{
+		{name: "metrics from the gatherer", path: "/metrics", wantStatus: http.StatusOK, wantBody: "test_gauge 3"},
+		{name: "healthz while alive", ready: func() error { return notReady }, path: "/healthz", wantStatus: http.StatusOK, wantBody: "ok"},
+		{name: "readyz when ready", ready: func() error { return nil }, path: "/readyz", wantStatus: http.StatusOK, wantBody: "ok"},
+		{name: "readyz without a Ready func", path: "/readyz", wantStatus: http.StatusOK, wantBody: "ok"},
+		{name: "readyz says why not", ready: func() error { return notReady }, path: "/readyz", wantStatus: http.StatusServiceUnavailable, wantBody: "no certificate yet"},
+		{name: "unknown path", path: "/nope", wantStatus: http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := start(t, Endpoints{Gatherer: reg, Ready: tt.ready, Grace: 5 * time.Second, Log: discard})
+			resp, err := http.Get("http://" + addr + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), tt.wantBody) {
+				t.Errorf("GET %s = %d %q, want %d containing %q", tt.path, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
+			}
+		})
+	}
+}
+
+// start serves e on a free port until the test ends, and checks the
+// shutdown is clean.
+func start(t *testing.T, e Endpoints) string {
+	t.Helper()
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, e) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve = %v after ctx ended, want nil", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func TestListenPortClash(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	addr := busy.Addr().String()
+	ln, err := Listen(addr)
+	if err == nil {
+		ln.Close()
+		t.Fatalf("Listen(%s) on a busy port succeeded", addr)
+	}
+	want := "listen on " + addr + ": bind: address already in use"
+	if err.Error() != want || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("Listen(%s) = %q, want %q wrapping EADDRINUSE", addr, err, want)
+	}
+}
+
+func TestServeStopsOnContextEnd(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ln, Endpoints{Gatherer: prometheus.NewRegistry(), Grace: 5 * time.Second, Log: discard})
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still running 5s after ctx ended")
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Serve returned", ln.Addr())
+	}
+}
+
+func TestServeReportsAFailedListener(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	err = Serve(context.Background(), ln, Endpoints{Gatherer: prometheus.NewRegistry(), Log: discard})
+	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Errorf("Serve on a closed listener = %v, want an error naming %s", err, ln.Addr())
+	}
+}
