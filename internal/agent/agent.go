@@ -308,7 +308,7 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	a.noNodeLogged = false
 	if a.bypassed(node) {
 		if err := a.apply(ctx, Decide(State{Bypass: true}, a.thresh, a.taints)); err != nil {
-			a.log.Error("untaint for bypass annotation failed", "annotation", a.opts.SkipAnnotation, "err", err)
+			a.log.Error("untaint for bypass annotation failed", "annotation", a.opts.SkipAnnotation, "error", err)
 			return a.opts.InitialBackoff
 		}
 		a.setCondition(ctx, BypassedCondition(a.opts.SkipAnnotation))
@@ -373,7 +373,7 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	}
 	if err != nil {
 		d := a.writeRetry.NextBackOff()
-		a.log.Error("update node failed; will retry", "err", err, "retry_seconds", d.Seconds())
+		a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
 		return d
 	}
 	a.writeRetry.Reset()
@@ -478,7 +478,7 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 		a.log.Info("startup taint re-added to a verified node; removing it again")
 		if err := a.apply(ctx, Desired{Remove: []corev1.Taint{a.taints.Startup}, Label: "true"}); err != nil {
 			d := a.writeRetry.NextBackOff()
-			a.log.Error("update node failed; will retry", "err", err, "retry_seconds", d.Seconds())
+			a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
 			return d
 		}
 		a.writeRetry.Reset()
@@ -533,7 +533,7 @@ func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
 	switch {
 	case err != nil && !a.condErr:
 		a.condErr = true
-		a.log.Warn("cannot write the node condition; will retry with later rounds", "condition", string(ConditionType), "err", err)
+		a.log.Warn("cannot write the node condition; will retry with later rounds", "condition", string(ConditionType), "error", err)
 	case err == nil:
 		a.condErr = false
 	}

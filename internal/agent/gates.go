@@ -216,7 +216,7 @@ func (a *Agent) daemonSetsChanged() {
 
 func (a *Agent) daemonSetTimedOut(ds string, waited time.Duration) {
 	a.metrics.gateTimeouts.Inc()
-	a.log.Warn("DaemonSet gate gave up waiting; no longer waited for", "daemonset", ds, "waited_seconds", waited.Seconds())
+	a.log.Warn("gate gave up waiting for a DaemonSet; no longer waited for", "daemonset", ds, "waited_seconds", waited.Seconds())
 	if node := a.cachedNode(); node != nil {
 		a.event(node, corev1.EventTypeWarning, ReasonGateTimeout, "Verify",
 			"DaemonSet %s not Ready on this node after %s; no longer waited for", ds, a.opts.DaemonSetTimeout)
@@ -243,7 +243,7 @@ func (a *Agent) runGates(ctx context.Context, verifying bool) {
 	if !a.exclusionsChecked && a.dsWatch.Synced() {
 		a.exclusionsChecked = true
 		for _, e := range a.dsGate.Unmatched() {
-			a.log.Warn("DaemonSet gate exclusion matches no DaemonSet", "exclusion", e)
+			a.log.Warn("gate exclusion matches no DaemonSet", "exclusion", e)
 		}
 	}
 }

@@ -412,7 +412,7 @@ func (r *Recorder) failed(ctx context.Context, what string, s *series, err error
 		// Shutting down: the occurrences stay pending for Close.
 		return
 	}
-	r.log.Warn(what+" failed", "reason", s.obs.key.reason, "object", s.obs.ref.Name, "err", err)
+	r.log.Warn(what+" failed", "reason", s.obs.key.reason, "object", s.obs.ref.Name, "error", err)
 }
 
 // newEvent builds the Event for s's pending occurrences.
