@@ -30,7 +30,7 @@ tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreD
 	./test/tools/build.sh
 
 .PHONY: test
-test: tools build images unit e2e ## everything CI runs: unit tests (-race), then e2e against the real control plane
+test: tools build images lint unit fuzz e2e ## everything CI runs: lint, unit tests (-race), bounded fuzzing, then e2e against the real control plane
 
 .PHONY: unit
 unit: ## unit tests with the race detector
@@ -41,10 +41,23 @@ e2e: tools build images ## tests against the real control plane and real nodes (
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
 
 .PHONY: lint
-lint: ## go vet and gofmt
+lint: tools ## go vet, staticcheck (pinned in test/tools) and gofmt
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
+	$(BIN)/staticcheck ./...
+	$(BIN)/staticcheck -tags e2e ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Each fuzz target runs for FUZZTIME on top of its seed corpus
+# (testdata/fuzz/<target>/); a crasher is written there and fails the run.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./internal/admission:FuzzReview ./internal/checks:FuzzParseResolvConf ./internal/checks:FuzzAnswer
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME (10s)
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%:*}" || exit 1; \
+	done
 
 .PHONY: demo
 demo: tools build images ## helm install into a local cluster of real nodes and tell the story; Ctrl-C stops and cleans up

@@ -7,7 +7,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log"
@@ -224,25 +223,19 @@ func table(ctx context.Context, c *harness.Cluster) ([]row, error) {
 
 // checkSummary reads node_check_success from the agent's /metrics.
 func checkSummary(podIP string) string {
-	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + podIP + ":8080/metrics")
+	resp, err := (&http.Client{Timeout: time.Second}).Get(fmt.Sprintf("http://%s:%d/metrics", podIP, harness.MetricsPort))
 	if err != nil {
 		return "(agent not serving yet)"
 	}
 	defer resp.Body.Close()
+	samples, _ := harness.Samples(resp.Body, "node_check_success")
 	var parts []string
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, `node_check_success{check="`)
-		if !ok {
-			continue
-		}
-		name, val, _ := strings.Cut(rest, `"} `)
+	for _, s := range samples {
 		mark := "ok"
-		if val != "1" {
+		if s.Value != 1 {
 			mark = "FAIL"
 		}
-		parts = append(parts, name+" "+mark)
+		parts = append(parts, s.Label("check")+" "+mark)
 	}
 	if len(parts) == 0 {
 		return "(first round running)"

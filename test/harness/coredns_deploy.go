@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -171,19 +169,6 @@ func (c *Cluster) WaitCoreDNS(ctx context.Context, want int) error {
 		return fmt.Errorf("CoreDNS: %w (%s)", err, last)
 	}
 	return nil
-}
-
-// Kubectl runs bin/kubectl with the admin kubeconfig and returns its output.
-func (cp *ControlPlane) Kubectl(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = stdin
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %v: %v: %s", args, err, out)
-	}
-	return string(out), nil
 }
 
 // kubeletAPIBinding lets the API server's kubelet client (logs, exec) use

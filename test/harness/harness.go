@@ -1,5 +1,8 @@
 // Package harness runs a real Kubernetes control plane (etcd, kube-apiserver and
-// CoreDNS) as local processes for tests and for `make demo`.
+// CoreDNS) as local processes for tests and for `make demo`, optionally with
+// real nodes (StartCluster), and runs the project's two binaries against it
+// the same way (StartAgent, StartWebhook), with the credentials and RBAC the
+// chart gives them.
 //
 // Everything runs inside a private network namespace (see EnterNetworkNamespace)
 // where ClusterNet is local: the API server listens on APIServerIP:443 and on the

@@ -4,8 +4,6 @@ package harness
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +68,11 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	t.Run("kubectl get nodes", func(t *testing.T) {
-		out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.Kubeconfig, "get", "nodes", "-o", "name").CombinedOutput()
+		out, err := cp.Kubectl(ctx, nil, "get", "nodes", "-o", "name")
 		if err != nil {
-			t.Fatalf("kubectl: %v: %s", err, out)
+			t.Fatal(err)
 		}
-		if strings.TrimSpace(string(out)) != "node/"+node.Name {
+		if strings.TrimSpace(out) != "node/"+node.Name {
 			t.Errorf("kubectl get nodes = %q, want node/%s", out, node.Name)
 		}
 	})

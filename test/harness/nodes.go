@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 )
 
 // StartupTaint is the taint every simulated node is created with.
@@ -82,44 +79,4 @@ func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOp
 		return Node{}, fmt.Errorf("set status of node %s: %w", name, err)
 	}
 	return Node{Name: name, IP: ip}, nil
-}
-
-// NodeToken returns a ServiceAccount token bound to a Pod scheduled on
-// nodeName, as the kubelet would project into a DaemonSet pod: the API server
-// puts the node's name into the token's authentication.kubernetes.io/node-name
-// extra. The namespace, ServiceAccount and Pod are created when missing.
-func (cp *ControlPlane) NodeToken(ctx context.Context, namespace, serviceAccount, nodeName string) (string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: serviceAccount, Namespace: namespace}}
-	if _, err := cp.Client.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create serviceaccount %s/%s: %w", namespace, serviceAccount, err)
-	}
-	podName := fmt.Sprintf("%s-%s", serviceAccount, nodeName)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: namespace},
-		Spec: corev1.PodSpec{
-			NodeName:           nodeName,
-			ServiceAccountName: serviceAccount,
-			Containers:         []corev1.Container{{Name: "agent", Image: "kube-node-ready-agent:harness"}},
-		},
-	}
-	created, err := cp.Client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		created, err = cp.Client.CoreV1().Pods(namespace).Get(ctx, podName, metav1.GetOptions{})
-	}
-	if err != nil {
-		return "", fmt.Errorf("create pod %s/%s: %w", namespace, podName, err)
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr.To[int64](3600),
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: created.Name, UID: created.UID},
-	}}
-	tok, err := cp.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, tr, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("token request for %s/%s bound to pod %s: %w", namespace, serviceAccount, podName, err)
-	}
-	return tok.Status.Token, nil
 }

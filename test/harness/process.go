@@ -127,6 +127,12 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
+// Log returns the process's whole log.
+func (p *Process) Log() (string, error) {
+	b, err := os.ReadFile(p.LogPath)
+	return string(b), err
+}
+
 // Tail returns the last n lines of the process's log.
 func (p *Process) Tail(n int) string {
 	b, err := os.ReadFile(p.LogPath)

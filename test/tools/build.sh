@@ -65,6 +65,7 @@ LDFLAGS=$ldv build kubernetes "$tools/kubernetes" k8s.io/kubernetes \
 	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
 build coredns "$tools/coredns" github.com/coredns/coredns coredns=github.com/coredns/coredns
 build helm "$tools/helm" helm.sh/helm/v3 helm=helm.sh/helm/v3/cmd/helm
+build staticcheck "$tools/staticcheck" honnef.co/go/tools staticcheck=honnef.co/go/tools/cmd/staticcheck
 TAGS=no_btrfs,no_devmapper,no_zfs build containerd "$tools/containerd" github.com/containerd/containerd/v2 \
 	containerd=github.com/containerd/containerd/v2/cmd/containerd \
 	containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kube-node-ready/kube-node-ready/test/agentenv"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -43,13 +42,13 @@ func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
 	}
 
 	a := agents[0]
-	if code, _ := httpGet(t, a.url("/healthz")); code != 200 {
+	if code, _ := httpGet(t, a.URL("/healthz")); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
-	if code, body := httpGet(t, a.url("/readyz")); code != 200 {
+	if code, body := httpGet(t, a.URL("/readyz")); code != 200 {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
-	_, metrics := httpGet(t, a.url("/metrics"))
+	_, metrics := httpGet(t, a.URL("/metrics"))
 	promtool := exec.Command("promtool", "check", "metrics")
 	promtool.Stdin = strings.NewReader(metrics)
 	if out, err := promtool.CombinedOutput(); err != nil {
@@ -73,11 +72,11 @@ func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
 		}
 	}
 	// Every log line is JSON carrying the node name.
-	b, err := os.ReadFile(a.proc.LogPath)
+	text, err := a.Log()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"node":"`+a.node.Name+`"`) {
 			t.Errorf("log line is not JSON with the node name: %s", line)
 			break
@@ -94,7 +93,7 @@ func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
 	if node := getNode(t, n.Name); !tainted(node) || node.Labels["node-ready/verified"] != "" {
 		t.Fatalf("node changed while karpenter.sh/unregistered was on it: taints=%v labels=%v", node.Spec.Taints, node.Labels)
 	}
-	if !logContains(a.proc, "waiting for taint to be removed") {
+	if !logContains(a.Process, "waiting for taint to be removed") {
 		t.Error("agent did not log that it waits for the karpenter taint")
 	}
 	patch := `[{"op":"test","path":"/spec/taints/1/key","value":"karpenter.sh/unregistered"},{"op":"remove","path":"/spec/taints/1"}]`
@@ -128,7 +127,7 @@ func TestBypassAnnotationWithKubectl(t *testing.T) {
 func TestAPICheckReportsMissingPermission(t *testing.T) {
 	n := newNode(t, "no-rbac", harness.NodeOptions{})
 	kubeconfig := nodeKubeconfig(t, "no-permissions", n)
-	cmd := exec.CommandContext(t.Context(), agentBinary(t), "check", "--checks=api", "--node-name="+n.Name, "--kubeconfig="+kubeconfig)
+	cmd := exec.CommandContext(t.Context(), harness.BuiltBinary(t, harness.AgentBinary), "check", "--checks=api", "--node-name="+n.Name, "--kubeconfig="+kubeconfig)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
@@ -147,7 +146,7 @@ func TestAPICheckReportsMissingPermission(t *testing.T) {
 func TestCheckSubcommandPassesOnHealthyNode(t *testing.T) {
 	n := newNode(t, "check-ok", harness.NodeOptions{})
 	args := append([]string{"check"}, baseArgs(n, nodeKubeconfig(t, agentSA, n))...)
-	out, err := exec.CommandContext(t.Context(), agentBinary(t), args...).CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), harness.BuiltBinary(t, harness.AgentBinary), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
@@ -174,18 +173,18 @@ func TestPodToPod(t *testing.T) {
 	self := nodes[0]
 	check := func() (string, error) {
 		args := append([]string{"check", "--checks=network", "--check.network.peers=3"}, baseArgs(self, nodeKubeconfig(t, agentSA, self))...)
-		out, err := exec.CommandContext(t.Context(), agentBinary(t), args...).CombinedOutput()
+		out, err := exec.CommandContext(t.Context(), harness.BuiltBinary(t, harness.AgentBinary), args...).CombinedOutput()
 		return string(out), err
 	}
 	// One peer agent stopped: the others (and the DNS pod) still answer.
-	if err := agents[1].proc.Stop(5 * time.Second); err != nil {
+	if err := agents[1].Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := check(); err != nil {
 		t.Fatalf("network check failed with one peer down: %v\n%s", err, out)
 	}
 	// Every peer unreachable: the other agent and CoreDNS stopped.
-	if err := agents[2].proc.Stop(5 * time.Second); err != nil {
+	if err := agents[2].Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := cp.StopDNS(); err != nil {
@@ -261,7 +260,7 @@ func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 		t.Errorf("%d nodes suppressed, want 2", suppressed)
 	}
 	for _, a := range agents {
-		if _, m := httpGet(t, a.url("/metrics")); !strings.Contains(m, `node_check_success{check="dns"} 0`) {
+		if _, m := httpGet(t, a.URL("/metrics")); !strings.Contains(m, `node_check_success{check="dns"} 0`) {
 			t.Errorf("agent %s does not report the dns check failing", a.node.Name)
 		}
 	}
@@ -310,16 +309,16 @@ func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
 			time.Sleep(1500 * time.Millisecond) // mid-round, most likely
 			before := getNode(t, n.Name)
 			start := time.Now()
-			if err := a.proc.Signal(syscall.SIGTERM); err != nil {
+			if err := a.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			select {
-			case <-a.proc.Done():
+			case <-a.Done():
 			case <-time.After(10 * time.Second):
 				t.Fatal("agent still running 10 s after SIGTERM")
 			}
 			t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
-			if _, err := a.proc.Exited(); err != nil {
+			if _, err := a.Exited(); err != nil {
 				t.Errorf("agent exit after SIGTERM: %v", err)
 			}
 			after := getNode(t, n.Name)
@@ -344,13 +343,13 @@ func TestAPIServerUnreachable(t *testing.T) {
 	}
 	a := startAgent(t, n, "--kubeconfig="+broken)
 	time.Sleep(3 * time.Second)
-	if exited, err := a.proc.Exited(); exited {
+	if exited, err := a.Exited(); exited {
 		t.Fatalf("agent exited with the API server unreachable: %v", err)
 	}
-	if code, _ := httpGet(t, a.url("/healthz")); code != 200 {
+	if code, _ := httpGet(t, a.URL("/healthz")); code != 200 {
 		t.Errorf("/healthz = %d, want 200", code)
 	}
-	if code, _ := httpGet(t, a.url("/readyz")); code != 503 {
+	if code, _ := httpGet(t, a.URL("/readyz")); code != 503 {
 		t.Errorf("/readyz = %d, want 503", code)
 	}
 	if !tainted(getNode(t, n.Name)) {
@@ -366,10 +365,10 @@ func TestNodeDeletedUnderTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
-	if exited, err := a.proc.Exited(); exited {
+	if exited, err := a.Exited(); exited {
 		t.Fatalf("agent exited when its node was deleted: %v", err)
 	}
-	if !logContains(a.proc, "node not found; waiting") {
+	if !logContains(a.Process, "node not found; waiting") {
 		t.Error("agent did not log the missing node")
 	}
 	// The node comes back under the same name (a replaced VM): verified again.
@@ -387,7 +386,7 @@ func TestStartupRetriesExhaustedKeepTaintAndSaySo(t *testing.T) {
 	if !tainted(getNode(t, n.Name)) {
 		t.Error("node untainted although its checks fail")
 	}
-	_, metrics := httpGet(t, a.url("/metrics"))
+	_, metrics := httpGet(t, a.URL("/metrics"))
 	if !strings.Contains(metrics, "node_ready_initial_retries_exhausted_total 1") {
 		t.Error("metrics do not count the exhausted start-up retries")
 	}
@@ -412,7 +411,7 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 				},
 			}}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name: "agent", Expression: `request.userInfo.username == "system:serviceaccount:` + agentenv.Namespace + `:` + agentSA + `"`,
+				Name: "agent", Expression: `request.userInfo.username == "system:serviceaccount:` + harness.AgentNamespace + `:` + agentSA + `"`,
 			}},
 			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "agent writes refused by the test"}},
 		},
@@ -464,9 +463,9 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 	a := startAgent(t, n, "--check-period=1m")
 	// Two refused writes: the agent has retried once on its own.
 	deadline := time.Now().Add(10 * time.Second)
-	for logCount(a.proc, "update node failed") < 2 {
+	for logCount(a.Process, "update node failed") < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("agent did not retry the refused write:\n%s", a.proc.Tail(10))
+			t.Fatalf("agent did not retry the refused write:\n%s", a.Tail(10))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

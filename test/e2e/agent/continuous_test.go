@@ -36,14 +36,14 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 	})
 	time.Sleep(time.Second)
 	since := time.Now()
-	_, before := httpGet(t, a.url("/metrics"))
+	_, before := httpGet(t, a.URL("/metrics"))
 	time.Sleep(*quietWindow)
 
 	requests := agentRequests(t, node.Name, since)
 	if len(requests) > 0 {
 		t.Errorf("bootstrap-only agent sent %d requests in the %s after verification (watch aside): %v", len(requests), *quietWindow, requests)
 	}
-	_, after := httpGet(t, a.url("/metrics"))
+	_, after := httpGet(t, a.URL("/metrics"))
 	if got, want := metricLine(after, `node_check_duration_seconds_count{check="dns"}`), metricLine(before, `node_check_duration_seconds_count{check="dns"}`); got != want {
 		t.Errorf("dns check ran after verification: %s, then %s", want, got)
 	}
@@ -52,7 +52,7 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 			t.Errorf("metrics do not report check %s as bootstrap", c)
 		}
 	}
-	if code, _ := httpGet(t, a.url("/readyz")); code != 200 {
+	if code, _ := httpGet(t, a.URL("/readyz")); code != 200 {
 		t.Errorf("/readyz = %d while idle", code)
 	}
 
@@ -93,7 +93,7 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 	for _, n := range []harness.Node{apiOnly, dnsToo} {
 		waitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
-	_, before := httpGet(t, agents[apiOnly.Name].url("/metrics"))
+	_, before := httpGet(t, agents[apiOnly.Name].URL("/metrics"))
 	// Both nodes' resolvers now point where nothing answers.
 	for _, path := range resolv {
 		if err := os.WriteFile(path, []byte("nameserver 10.213.0.250\n"), 0o644); err != nil {
@@ -111,7 +111,7 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 	if n := getNode(t, apiOnly.Name); !verified(n) {
 		t.Errorf("node %s with only api continuous was re-tainted: %v", apiOnly.Name, n.Spec.Taints)
 	}
-	_, after := httpGet(t, agents[apiOnly.Name].url("/metrics"))
+	_, after := httpGet(t, agents[apiOnly.Name].URL("/metrics"))
 	if got, want := metricLine(after, `node_check_duration_seconds_count{check="dns"}`), metricLine(before, `node_check_duration_seconds_count{check="dns"}`); got != want {
 		t.Errorf("bootstrap dns check ran after verification on %s: %s, then %s", apiOnly.Name, want, got)
 	}

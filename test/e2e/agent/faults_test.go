@@ -17,23 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
-
-// metricOf sums a metric from an agent's /metrics.
-func metricOf(t *testing.T, a *agent, name string, match ...string) float64 {
-	t.Helper()
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(a.url("/metrics"))
-	if err != nil {
-		t.Fatalf("agent %s metrics: %v", a.node.Name, err)
-	}
-	defer resp.Body.Close()
-	v, err := webhookenv.SumMetric(resp.Body, name, match...)
-	if err != nil {
-		t.Fatalf("agent %s metric %s: %v", a.node.Name, name, err)
-	}
-	return v
-}
 
 // TestAPIServerRestartRetaintsNothing restarts kube-apiserver (same etcd,
 // down 12 s) under agents checking every second. Rounds during the outage
@@ -61,16 +45,16 @@ func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 		if n := getNode(t, a.node.Name); !verified(n) {
 			t.Errorf("node %s after the restart: taints %v, label %q", a.node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
 		}
-		if got := metricOf(t, a, "node_ready_taint_operations_total", `operation="add"`, `result="success"`); got != 0 {
+		if got := a.Metric(t, "node_ready_taint_operations_total", `operation="add"`, `result="success"`); got != 0 {
 			t.Errorf("agent %s re-tainted its node %v times during the restart", a.node.Name, got)
 		}
-		if got := metricOf(t, a, "node_ready_rounds_skipped_total"); got == 0 {
+		if got := a.Metric(t, "node_ready_rounds_skipped_total"); got == 0 {
 			t.Errorf("agent %s counted no round as a control-plane fault while the API server was down", a.node.Name)
 		}
-		if !logContains(a.proc, "control-plane fault") {
+		if !logContains(a.Process, "control-plane fault") {
 			t.Errorf("agent %s did not log the control-plane fault", a.node.Name)
 		}
-		if n := logCount(a.proc, "control-plane fault: failed rounds do not count"); n > 1 {
+		if n := logCount(a.Process, "control-plane fault: failed rounds do not count"); n > 1 {
 			t.Errorf("agent %s logged the fault %d times; once per outage is enough", a.node.Name, n)
 		}
 	}
@@ -94,7 +78,7 @@ func TestConditionGate(t *testing.T) {
 	if c := agentCondition(getNode(t, n.Name)); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "failing: conditions") {
 		t.Errorf("KubeNodeReady = %s %s: %q, want False naming the conditions gate", c.Status, c.Reason, c.Message)
 	}
-	if !logContains(a.proc, "Ready is False, want True (KubeletNotReady)") {
+	if !logContains(a.Process, "Ready is False, want True (KubeletNotReady)") {
 		t.Error("agent log does not say which condition is unmet")
 	}
 	// The start-up backoff is now at 30 s: only the wake on the node's

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -20,35 +19,34 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kube-node-ready/kube-node-ready/test/agentenv"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-const agentSA = agentenv.ServiceAccount
+const agentSA = harness.AgentServiceAccount
 
 var cp *harness.ControlPlane
 
 func TestMain(m *testing.M) {
 	harness.MainWithControlPlane(m, harness.Options{AuditLog: true, Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
 		cp = c
-		return agentenv.InstallRBAC(ctx, cp)
+		return cp.ApplyChartRBAC(ctx, harness.AgentNamespace)
 	})
 }
 
 // agent is one running agent process playing one node.
 type agent struct {
+	*harness.Daemon
 	node harness.Node
-	proc *harness.Process
-	args []string
 }
 
-func (a *agent) url(path string) string { return "http://" + a.node.IP + ":8080" + path }
+// testArgs are what every test agent adds to the harness wiring: short
+// periods and debug logs.
+var testArgs = []string{"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms", "--log-level=debug"}
 
 // baseArgs are the flags every test agent runs with: the harness wiring of
-// agentenv.Args plus short periods and debug logs.
+// AgentArgs plus testArgs.
 func baseArgs(node harness.Node, kubeconfig string) []string {
-	return append(agentenv.Args(cp, node, kubeconfig),
-		"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms", "--log-level=debug")
+	return append(cp.AgentArgs(node, kubeconfig), testArgs...)
 }
 
 // newNode creates a tainted node, deleted when the test ends.
@@ -70,7 +68,7 @@ func newNode(t *testing.T, name string, opts harness.NodeOptions) harness.Node {
 // nodeKubeconfig writes a kubeconfig whose token is bound to a pod on node.
 func nodeKubeconfig(t *testing.T, sa string, node harness.Node) string {
 	t.Helper()
-	path, err := agentenv.Kubeconfig(t.Context(), cp, sa, node)
+	path, err := cp.NodeKubeconfig(t.Context(), harness.AgentNamespace, sa, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,45 +78,17 @@ func nodeKubeconfig(t *testing.T, sa string, node harness.Node) string {
 // startAgent runs the real agent binary for node, stopped when the test ends.
 func startAgent(t *testing.T, node harness.Node, extra ...string) *agent {
 	t.Helper()
-	a := &agent{node: node, args: append(baseArgs(node, nodeKubeconfig(t, agentSA, node)), extra...)}
-	a.start(t)
-	t.Cleanup(func() {
-		if err := a.proc.Stop(5 * time.Second); err != nil {
-			t.Errorf("stop agent %s: %v", node.Name, err)
-		}
-		if t.Failed() {
-			t.Logf("agent %s log:\n%s", node.Name, a.proc.Tail(30))
-		}
-	})
-	return a
-}
-
-func (a *agent) start(t *testing.T) {
-	t.Helper()
-	p, err := agentenv.Start(cp, a.node, a.args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.proc = p
-}
-
-func agentBinary(t *testing.T) string {
-	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return agentenv.Binary(root)
+	return &agent{Daemon: cp.StartAgent(t, node, slices.Concat(testArgs, extra)...), node: node}
 }
 
 // publishPeers writes the agents' headless Service EndpointSlice.
 func publishPeers(t *testing.T, nodes ...harness.Node) {
 	t.Helper()
-	if err := agentenv.PublishPeers(t.Context(), cp, nodes...); err != nil {
+	if err := cp.PublishAgentPeers(t.Context(), nodes...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cp.Client.DiscoveryV1().EndpointSlices(agentenv.Namespace).Delete(context.Background(), agentenv.PeerService, metav1.DeleteOptions{})
+		_ = cp.Client.DiscoveryV1().EndpointSlices(harness.AgentNamespace).Delete(context.Background(), harness.AgentPeerService, metav1.DeleteOptions{})
 	})
 }
 
@@ -206,11 +176,11 @@ func waitEvent(t *testing.T, node, reason string, timeout time.Duration) {
 }
 
 func logCount(p *harness.Process, s string) int {
-	b, _ := os.ReadFile(p.LogPath)
-	return strings.Count(string(b), s)
+	text, _ := p.Log()
+	return strings.Count(text, s)
 }
 
 func logContains(p *harness.Process, s string) bool {
-	b, err := os.ReadFile(p.LogPath)
-	return err == nil && strings.Contains(string(b), s)
+	text, err := p.Log()
+	return err == nil && strings.Contains(text, s)
 }

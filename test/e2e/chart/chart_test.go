@@ -61,10 +61,7 @@ func TestMain(m *testing.M) {
 // helm runs the real helm against the harness API server.
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(cp.BinDir, "helm"), append(args, "--kubeconfig", cp.Kubeconfig)...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cp.Helm(t.Context(), args...)
 }
 
 func TestLint(t *testing.T) {

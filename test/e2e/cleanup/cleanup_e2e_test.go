@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -40,8 +39,8 @@ const (
 	pxAddr     = "10.213.0.30:9001"
 	chatAddr   = "10.213.0.31:8080"
 	ns         = "knr-system"
-	mwc        = webhookenv.ConfigName
-	fin        = webhookenv.Finalizer
+	mwc        = harness.WebhookConfigName
+	fin        = harness.Finalizer
 	skipAnnot  = "infra.894.io/skip-cleanup"
 	optedClass = "local-e2e"
 )
@@ -52,7 +51,7 @@ type env struct {
 	configPath string
 	px         *portworx
 	chat       *chat
-	procs      []*webhookenv.Proc
+	procs      []*harness.Daemon
 	tokenFile  string
 	urlFile    string
 }
@@ -93,12 +92,9 @@ func TestCleanup(t *testing.T) {
 	e.configPath = writeFile(t, e.dir, "config.yaml", e.config(""))
 	go playProtectionControllers(ctx, cp)
 
-	kubeconfig, err := webhookenv.InstallRBAC(ctx, cp, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := webhookIdentity(t, cp)
 	if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
-		webhookenv.WebhookConfig(mwc, "https://"+ipA+":8443/mutate-node", nil, nil), metav1.CreateOptions{}); err != nil {
+		harness.WebhookConfig(mwc, "https://"+ipA+":8443/mutate-node", nil, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	args := func(pod string) []string {
@@ -111,11 +107,11 @@ func TestCleanup(t *testing.T) {
 			"--log-level=debug",
 		}
 	}
-	a := webhookenv.Start(t, e.dir, "webhook-a", ipA, args("webhook-a")...)
+	a := cp.StartWebhook(t, "webhook-a", ipA, args("webhook-a")...)
 	a.WaitReady(t, 30*time.Second)
-	b := webhookenv.Start(t, e.dir, "webhook-b", ipB, args("webhook-b")...)
+	b := cp.StartWebhook(t, "webhook-b", ipB, args("webhook-b")...)
 	b.WaitReady(t, 30*time.Second)
-	e.procs = []*webhookenv.Proc{a, b}
+	e.procs = []*harness.Daemon{a, b}
 	leader := e.leader(t)
 	t.Logf("leader: %s", leader.Name)
 	if other := e.other(leader); other.Metric(t, "node_cleanup_leader") != 0 {
@@ -156,7 +152,7 @@ func TestCleanup(t *testing.T) {
 		}
 		e.px.mu.Unlock()
 
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		e.waitGone(t, name, 60*time.Second)
 
 		calls := e.px.callsFor(name)
@@ -213,7 +209,7 @@ func TestCleanup(t *testing.T) {
 		const name = "stuck-1"
 		e.px.set(name, pxFail)
 		e.createNode(t, name)
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		waitFor(t, 30*time.Second, "three failed portworx calls", func() bool { return len(e.px.callsFor(name)) >= 3 })
 		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil || n.DeletionTimestamp == nil || !slices.Contains(n.Finalizers, fin) {
@@ -259,7 +255,7 @@ func TestCleanup(t *testing.T) {
 		e.chat.setStatus(http.StatusForbidden)
 		defer e.chat.setStatus(http.StatusOK)
 		e.createNode(t, name)
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		e.waitGone(t, name, 30*time.Second)
 		e.waitEvent(t, name, "CleanupPluginFailed", "optional plugin notify failed")
 		e.waitEvent(t, name, "CleanupCompleted", "notify=failure")
@@ -275,7 +271,7 @@ func TestCleanup(t *testing.T) {
 		defer e.chat.setStatus(http.StatusOK)
 		before := e.leader(t).Metric(t, "node_cleanup_operations_total", `plugin="notify"`, `result="failure"`)
 		e.createNode(t, name)
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		waitFor(t, 30*time.Second, "three failed notify attempts", func() bool {
 			v, err := e.leader(t).TryMetric("node_cleanup_operations_total", `plugin="notify"`, `result="failure"`)
 			return err == nil && v >= before+3
@@ -295,9 +291,9 @@ func TestCleanup(t *testing.T) {
 		const name = "bypass-1"
 		e.px.set(name, pxHang)
 		e.createNode(t, name)
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		waitArrived(t, e.px, name)
-		webhookenv.Kubectl(t, cp, "", "annotate", "node", name, skipAnnot+"=true")
+		cp.KubectlT(t, "", "annotate", "node", name, skipAnnot+"=true")
 		e.waitGone(t, name, 10*time.Second)
 		e.waitEvent(t, name, "CleanupSkipped", skipAnnot+"=true")
 		if calls := e.px.callsFor(name); len(calls) != 1 || calls[0].status != 0 {
@@ -312,7 +308,7 @@ func TestCleanup(t *testing.T) {
 		defer e.applyConfig(t, e.config(""), true)
 		e.createNode(t, name)
 		va := createVA(t, ctx, cp, "va-dry-1", name)
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		e.waitGone(t, name, 30*time.Second)
 		if v, err := cp.Client.StorageV1().VolumeAttachments().Get(ctx, va, metav1.GetOptions{}); err != nil || v.DeletionTimestamp != nil {
 			t.Errorf("dry run deleted the volumeattachment: %v", err)
@@ -350,7 +346,7 @@ func TestCleanup(t *testing.T) {
 		const name = "after-invalid"
 		e.px.set(name, pxOK)
 		e.createNode(t, name)
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		e.waitGone(t, name, 30*time.Second)
 		if calls := e.px.callsFor(name); len(calls) != 1 {
 			t.Errorf("portworx calls for %s = %+v, want one (old configuration)", name, calls)
@@ -361,7 +357,7 @@ func TestCleanup(t *testing.T) {
 		bad := writeFile(t, t.TempDir(), "bad.yaml", "plugins:\n  portworx:\n    endpoint: portworx:9001\n  nope: {}\n")
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(cctx, webhookenv.Binary(t), "--kubeconfig="+kubeconfig, "--namespace="+ns,
+		out, err := exec.CommandContext(cctx, harness.BuiltBinary(t, harness.WebhookBinary), "--kubeconfig="+kubeconfig, "--namespace="+ns,
 			"--listen-address="+ipBad+":8443", "--metrics-address="+ipBad+":8080", "--config="+bad, "--webhook-config-name=").CombinedOutput()
 		if err == nil {
 			t.Fatalf("started with an invalid configuration: %s", out)
@@ -379,13 +375,13 @@ func TestCleanup(t *testing.T) {
 		e.createNode(t, name)
 		old := e.leader(t)
 		standby := e.other(old)
-		webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--wait=false")
+		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		waitArrived(t, e.px, name)
 		if err := old.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		<-old.Done()
-		e.procs = []*webhookenv.Proc{standby}
+		e.procs = []*harness.Daemon{standby}
 		// The standby takes the Lease and runs the pipeline again: portworx is
 		// asked a second time, and the node is still there, held by the finalizer.
 		waitArrived(t, e.px, name)
@@ -408,11 +404,11 @@ func TestCleanup(t *testing.T) {
 			e.createNode(t, fmt.Sprintf("uninstall-%d", i)) // back-fill: replica A (admission) is dead
 		}
 		// As the chart runs it: the pre-delete Job's own identity.
-		uninstall, err := webhookenv.Kubeconfig(ctx, cp, ns, webhookenv.UninstallServiceAccount)
+		uninstall, err := cp.ServiceAccountKubeconfig(ctx, ns, harness.UninstallServiceAccount)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(webhookenv.Binary(t), "remove-finalizers", "--kubeconfig="+uninstall, "--webhook-config-name="+mwc).CombinedOutput()
+		out, err := exec.Command(harness.BuiltBinary(t, harness.WebhookBinary), "remove-finalizers", "--kubeconfig="+uninstall, "--webhook-config-name="+mwc).CombinedOutput()
 		if err != nil {
 			t.Fatalf("remove-finalizers: %v\n%s", err, out)
 		}
@@ -435,9 +431,9 @@ func TestCleanup(t *testing.T) {
 			}
 		}
 		// A replica still running does not put it back, and nothing waits on it.
-		webhookenv.Kubectl(t, cp, webhookenv.NodeYAML("after-uninstall", nil), "create", "-f", "-")
+		cp.KubectlT(t, harness.NodeYAML("after-uninstall", nil), "create", "-f", "-")
 		for _, name := range []string{"uninstall-0", "after-uninstall"} {
-			webhookenv.Kubectl(t, cp, "", "delete", "node", name, "--timeout=5s")
+			cp.KubectlT(t, "", "delete", "node", name, "--timeout=5s")
 			if _, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("node %s still there right after kubectl delete returned: %v", name, err)
 			}
@@ -445,10 +441,24 @@ func TestCleanup(t *testing.T) {
 	})
 }
 
-// leader is the replica reporting node_cleanup_leader 1.
-func (e *env) leader(t *testing.T) *webhookenv.Proc {
+// webhookIdentity applies the chart's RBAC in ns and returns a kubeconfig
+// of the webhook's ServiceAccount.
+func webhookIdentity(t *testing.T, cp *harness.ControlPlane) string {
 	t.Helper()
-	var found *webhookenv.Proc
+	if err := cp.ApplyChartRBAC(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.ServiceAccountKubeconfig(t.Context(), ns, harness.WebhookServiceAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// leader is the replica reporting node_cleanup_leader 1.
+func (e *env) leader(t *testing.T) *harness.Daemon {
+	t.Helper()
+	var found *harness.Daemon
 	waitFor(t, 30*time.Second, "a leader", func() bool {
 		for _, p := range e.procs {
 			if v, err := p.TryMetric("node_cleanup_leader"); err == nil && v == 1 {
@@ -461,7 +471,7 @@ func (e *env) leader(t *testing.T) *webhookenv.Proc {
 	return found
 }
 
-func (e *env) other(p *webhookenv.Proc) *webhookenv.Proc {
+func (e *env) other(p *harness.Daemon) *harness.Daemon {
 	for _, q := range e.procs {
 		if q != p {
 			return q
@@ -473,7 +483,7 @@ func (e *env) other(p *webhookenv.Proc) *webhookenv.Proc {
 // createNode creates a Node with real kubectl and waits for our finalizer.
 func (e *env) createNode(t *testing.T, name string) {
 	t.Helper()
-	webhookenv.Kubectl(t, e.cp, webhookenv.NodeYAML(name, map[string]string{corev1.LabelHostname: name}), "create", "-f", "-")
+	e.cp.KubectlT(t, harness.NodeYAML(name, map[string]string{corev1.LabelHostname: name}), "create", "-f", "-")
 	waitFor(t, 30*time.Second, "finalizer on "+name, func() bool {
 		n, err := e.cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		return err == nil && slices.Contains(n.Finalizers, fin)
@@ -583,13 +593,13 @@ func logLine(log string, parts ...string) int {
 	return -1
 }
 
-func readLog(t *testing.T, p *webhookenv.Proc) string {
+func readLog(t *testing.T, p *harness.Daemon) string {
 	t.Helper()
-	b, err := os.ReadFile(p.LogPath)
+	text, err := p.Log()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return text
 }
 
 func mustCreate(t *testing.T, ctx context.Context, cp *harness.ControlPlane, obj any) {

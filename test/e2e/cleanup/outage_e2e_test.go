@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 const (
@@ -42,15 +41,12 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
     tokenFile: %s
 `, pxOutageAddr, e.tokenFile))
 
-	saKubeconfig, err := webhookenv.InstallRBAC(ctx, cp, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	saKubeconfig := webhookIdentity(t, cp)
 	// The webhook's own identity, through a proxy the test can cut; the test
 	// itself talks to the API server directly.
-	proxy := webhookenv.StartProxy(t, proxyOutage, harness.APIServerIP+":443")
-	kubeconfig := webhookenv.KubeconfigVia(t, saKubeconfig, proxyOutage, filepath.Join(e.dir, "webhook-via-proxy.kubeconfig"))
-	w := webhookenv.Start(t, e.dir, "webhook-outage", ipOutage,
+	proxy := harness.StartProxy(t, proxyOutage, harness.APIServerIP+":443")
+	kubeconfig := harness.KubeconfigVia(t, saKubeconfig, proxyOutage, filepath.Join(e.dir, "webhook-via-proxy.kubeconfig"))
+	w := cp.StartWebhook(t, "webhook-outage", ipOutage,
 		"--kubeconfig="+kubeconfig, "--namespace="+ns, "--pod-name=webhook-outage",
 		"--webhook-config-name=", "--extra-sans="+ipOutage,
 		"--config="+e.configPath,
@@ -58,12 +54,12 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
 		"--log-level=debug")
 	w.WaitReady(t, 30*time.Second)
-	e.procs = []*webhookenv.Proc{w}
+	e.procs = []*harness.Daemon{w}
 	e.leader(t)
 
 	const name = "outage-1"
 	e.px.set(name, pxHang)
-	webhookenv.Kubectl(t, cp, webhookenv.NodeYAML(name, nil, fin), "create", "-f", "-")
+	cp.KubectlT(t, harness.NodeYAML(name, nil, fin), "create", "-f", "-")
 	if err := cp.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,6 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 const (
@@ -88,14 +87,14 @@ func TestClientCA(t *testing.T) {
 	servingCA := mustCA(t, "e2e-serving-ca")
 	otherCA := mustCA(t, "e2e-other-client-ca")
 
-	start := func(name, ip string, caPEM []byte) *webhookenv.Proc {
+	start := func(name, ip string, caPEM []byte) *harness.Daemon {
 		t.Helper()
 		serving, err := certs.NewServing(servingCA, []string{name + ".e2e"}, []net.IP{net.ParseIP(ip)}, time.Now(), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		certFile, keyFile, caFile := writeFile(t, dir, name+".crt", serving.CertPEM), writeFile(t, dir, name+".key", serving.KeyPEM), writeFile(t, dir, name+"-client-ca.crt", caPEM)
-		w := webhookenv.Start(t, cp.Dir, name, ip, "--cert-mode=files", "--backfill=false", "--cleanup=false",
+		w := cp.StartWebhook(t, name, ip, "--cert-mode=files", "--backfill=false", "--cleanup=false",
 			"--tls-cert-file="+certFile, "--tls-key-file="+keyFile, "--client-ca="+caFile, "--log-level=debug")
 		w.WaitReady(t, 10*time.Second)
 		return w
@@ -104,12 +103,12 @@ func TestClientCA(t *testing.T) {
 	other := start("webhook-other-ca", otherIP, otherCA.CertPEM)
 
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := mwcs.Create(ctx, webhookenv.WebhookConfig("knr-e2e-client-ca", "https://"+trustingIP+":8443/mutate-node", &metav1.LabelSelector{
+	if _, err := mwcs.Create(ctx, harness.WebhookConfig("knr-e2e-client-ca", "https://"+trustingIP+":8443/mutate-node", &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: otherLabel, Operator: metav1.LabelSelectorOpDoesNotExist}},
 	}, servingCA.CertPEM), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	otherConfig := webhookenv.WebhookConfig("knr-e2e-other-client-ca", "https://"+otherIP+":8443/mutate-node", &metav1.LabelSelector{
+	otherConfig := harness.WebhookConfig("knr-e2e-other-client-ca", "https://"+otherIP+":8443/mutate-node", &metav1.LabelSelector{
 		MatchLabels: map[string]string{otherLabel: "true"},
 	}, servingCA.CertPEM)
 	otherConfig.Webhooks[0].Name = otherHook // the API server's metrics name webhooks by this
@@ -141,13 +140,13 @@ func TestClientCA(t *testing.T) {
 		var finalizers string
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 			n++
-			finalizers = webhookenv.Kubectl(t, cp, webhookenv.NodeYAML(fmt.Sprintf("trusted-%d", n), nil), "create", "-f", "-", "-o", "jsonpath={.metadata.finalizers}")
-			return strings.Contains(finalizers, webhookenv.Finalizer), nil
+			finalizers = cp.KubectlT(t, harness.NodeYAML(fmt.Sprintf("trusted-%d", n), nil), "create", "-f", "-", "-o", "jsonpath={.metadata.finalizers}")
+			return strings.Contains(finalizers, harness.Finalizer), nil
 		}); err != nil {
-			t.Fatalf("no node created with kubectl got %s (last finalizers %q):\n%s", webhookenv.Finalizer, finalizers, trusting.Tail(20))
+			t.Fatalf("no node created with kubectl got %s (last finalizers %q):\n%s", harness.Finalizer, finalizers, trusting.Tail(20))
 		}
-		if got := getNode(t, fmt.Sprintf("trusted-%d", n)).Finalizers; !slices.Equal(got, []string{webhookenv.Finalizer}) {
-			t.Errorf("stored finalizers = %v, want [%s]", got, webhookenv.Finalizer)
+		if got := getNode(t, fmt.Sprintf("trusted-%d", n)).Finalizers; !slices.Equal(got, []string{harness.Finalizer}) {
+			t.Errorf("stored finalizers = %v, want [%s]", got, harness.Finalizer)
 		}
 		if got := trusting.Metric(t, "node_cleanup_webhook_requests_total", `operation="CREATE"`, `result="patched"`); got < 1 {
 			t.Errorf("requests_total{CREATE,patched} = %v, want at least 1", got)
@@ -158,7 +157,7 @@ func TestClientCA(t *testing.T) {
 		n := 0
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 			n++
-			webhookenv.Kubectl(t, cp, webhookenv.NodeYAML(fmt.Sprintf("untrusted-%d", n), map[string]string{otherLabel: "true"}), "create", "-f", "-")
+			cp.KubectlT(t, harness.NodeYAML(fmt.Sprintf("untrusted-%d", n), map[string]string{otherLabel: "true"}), "create", "-f", "-")
 			failedOpen, err := apiserverMetric(ctx, "apiserver_admission_webhook_fail_open_count", `name="`+otherHook+`"`)
 			return failedOpen >= 1, err
 		}); err != nil {
@@ -261,18 +260,18 @@ func apiserverMetric(ctx context.Context, name string, match ...string) (float64
 	if err != nil {
 		return 0, fmt.Errorf("scrape the API server: %w", err)
 	}
-	return webhookenv.SumMetric(bytes.NewReader(body), name, match...)
+	return harness.SumMetric(bytes.NewReader(body), name, match...)
 }
 
 // logLines returns the lines of w's whole log that contain s.
-func logLines(t *testing.T, w *webhookenv.Proc, s string) []string {
+func logLines(t *testing.T, w *harness.Daemon, s string) []string {
 	t.Helper()
-	b, err := os.ReadFile(w.LogPath)
+	text, err := w.Log()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
 	var out []string
-	for line := range strings.SplitSeq(string(b), "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		if strings.Contains(line, s) {
 			out = append(out, line)
 		}

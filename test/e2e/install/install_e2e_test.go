@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,7 +28,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 const (
@@ -191,16 +189,7 @@ func agentPods(t *testing.T) map[string]corev1.Pod {
 // metric reads one metric (summed over the series matching match) from a
 // pod's :8080/metrics at its pod IP.
 func metric(podIP, name string, match ...string) (float64, error) {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Get("http://" + podIP + ":8080/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return webhookenv.SumMetric(resp.Body, name, match...)
+	return harness.ScrapeMetric(fmt.Sprintf("http://%s:%d/metrics", podIP, harness.MetricsPort), name, match...)
 }
 
 func TestChartOnRealNodes(t *testing.T) {

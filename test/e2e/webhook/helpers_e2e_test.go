@@ -16,33 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 const (
-	fin        = "infra.894.io/node-cleanup"
+	fin        = harness.Finalizer
 	skipLabel  = "e2e.kube-node-ready/skip-admission" // nodes with it bypass every webhook
 	filesLabel = "e2e.kube-node-ready/files-webhook"  // nodes with it go to the files-mode webhook
 )
-
-// The webhook process helpers live in test/webhookenv, shared with the
-// cleanup tests and benchmarks.
-type webhookProc = webhookenv.Proc
-
-func startWebhook(t *testing.T, dir, name, ip string, args ...string) *webhookProc {
-	t.Helper()
-	return webhookenv.Start(t, dir, name, ip, args...)
-}
-
-var (
-	webhookConfig = webhookenv.WebhookConfig
-	nodeYAML      = webhookenv.NodeYAML
-)
-
-func kubectl(t *testing.T, cp *harness.ControlPlane, stdin string, args ...string) string {
-	t.Helper()
-	return webhookenv.Kubectl(t, cp, stdin, args...)
-}
 
 func getNode(t *testing.T, cp *harness.ControlPlane, name string) *corev1.Node {
 	t.Helper()

@@ -29,7 +29,6 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/webhookenv"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -52,11 +51,11 @@ func TestWebhook(t *testing.T) {
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 
 	// The self-managed webhook reaches the API server through a proxy the test can cut.
-	proxy := webhookenv.StartProxy(t, proxyAddr, harness.APIServerIP+":443")
-	selfKubeconfig := webhookenv.KubeconfigVia(t, cp.Kubeconfig, proxyAddr, filepath.Join(cp.Dir, "webhook-via-proxy.kubeconfig"))
+	proxy := harness.StartProxy(t, proxyAddr, harness.APIServerIP+":443")
+	selfKubeconfig := harness.KubeconfigVia(t, cp.Kubeconfig, proxyAddr, filepath.Join(cp.Dir, "webhook-via-proxy.kubeconfig"))
 
 	// Registered without a caBundle: the webhook writes it.
-	_, err := mwcs.Create(ctx, webhookConfig(mwcSelf, "https://"+selfIP+":8443/mutate-node", &metav1.LabelSelector{
+	_, err := mwcs.Create(ctx, harness.WebhookConfig(mwcSelf, "https://"+selfIP+":8443/mutate-node", &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: skipLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
 			{Key: filesLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
@@ -69,7 +68,7 @@ func TestWebhook(t *testing.T) {
 		"--kubeconfig=" + selfKubeconfig, "--namespace=kube-system", "--extra-sans=" + selfIP,
 		"--webhook-config-name=" + mwcSelf, "--log-level=debug",
 	}
-	self := startWebhook(t, cp.Dir, "webhook-self", selfIP, selfArgs...)
+	self := cp.StartWebhook(t, "webhook-self", selfIP, selfArgs...)
 	self.WaitReady(t, 30*time.Second)
 
 	var caBundle []byte
@@ -111,7 +110,7 @@ func TestWebhook(t *testing.T) {
 	}
 
 	t.Run("kubectl create node gets the finalizer", func(t *testing.T) {
-		kubectl(t, cp, nodeYAML("kubectl-node", nil), "create", "-f", "-")
+		cp.KubectlT(t, harness.NodeYAML("kubectl-node", nil), "create", "-f", "-")
 		n := getNode(t, cp, "kubectl-node")
 		if !slices.Equal(n.Finalizers, []string{fin}) {
 			t.Errorf("finalizers = %v, want [%s]", n.Finalizers, fin)
@@ -131,7 +130,7 @@ func TestWebhook(t *testing.T) {
 		for i, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				name := fmt.Sprintf("finalizers-%d", i)
-				kubectl(t, cp, nodeYAML(name, nil, tt.have...), "create", "-f", "-")
+				cp.KubectlT(t, harness.NodeYAML(name, nil, tt.have...), "create", "-f", "-")
 				if got := getNode(t, cp, name).Finalizers; !slices.Equal(got, tt.want) {
 					t.Errorf("finalizers = %v, want %v", got, tt.want)
 				}
@@ -151,8 +150,8 @@ func TestWebhook(t *testing.T) {
 		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		kubectl(t, cp, "", "label", "node", "kubectl-node", "relabelled=yes")
-		kubectl(t, cp, "", "patch", "node", "kubectl-node", "--subresource=status", "--type=merge", "-p", `{"status":{"capacity":{"pods":"10"}}}`)
+		cp.KubectlT(t, "", "label", "node", "kubectl-node", "relabelled=yes")
+		cp.KubectlT(t, "", "patch", "node", "kubectl-node", "--subresource=status", "--type=merge", "-p", `{"status":{"capacity":{"pods":"10"}}}`)
 		if after := self.Metric(t, "node_cleanup_webhook_requests_total"); after != before {
 			t.Errorf("webhook received %v requests for status updates and updates, want 0", after-before)
 		}
@@ -160,14 +159,14 @@ func TestWebhook(t *testing.T) {
 			t.Errorf("requests_total{operation=UPDATE} = %v, want 0", got)
 		}
 		// The same scrape does see a CREATE, so the counter above is live.
-		kubectl(t, cp, nodeYAML("after-updates", nil), "create", "-f", "-")
+		cp.KubectlT(t, harness.NodeYAML("after-updates", nil), "create", "-f", "-")
 		if after := self.Metric(t, "node_cleanup_webhook_requests_total", `operation="CREATE"`, `result="patched"`); after < 1 {
 			t.Errorf("requests_total{CREATE,patched} = %v after a create", after)
 		}
 	})
 
 	t.Run("back-fill covers nodes admission skipped", func(t *testing.T) {
-		kubectl(t, cp, nodeYAML("skipped", map[string]string{skipLabel: "true"}, "example.com/keep"), "create", "-f", "-", "-o", "name")
+		cp.KubectlT(t, harness.NodeYAML("skipped", map[string]string{skipLabel: "true"}, "example.com/keep"), "create", "-f", "-", "-o", "name")
 		n := waitFinalizer(t, cp, "skipped", 5*time.Second)
 		if !slices.Equal(n.Finalizers, []string{"example.com/keep", fin}) {
 			t.Errorf("finalizers = %v, want [example.com/keep %s]", n.Finalizers, fin)
@@ -193,14 +192,14 @@ func TestWebhook(t *testing.T) {
 		if err := self.Stop(10 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		out := kubectl(t, cp, nodeYAML("while-down", nil), "create", "-f", "-", "-o", "jsonpath={.metadata.finalizers}")
+		out := cp.KubectlT(t, harness.NodeYAML("while-down", nil), "create", "-f", "-", "-o", "jsonpath={.metadata.finalizers}")
 		if strings.Contains(out, fin) {
 			t.Fatalf("node created while the webhook was down has the finalizer: %s", out)
 		}
 		if got := getNode(t, cp, "while-down").Finalizers; slices.Contains(got, fin) {
 			t.Fatalf("finalizers = %v right after creation with the webhook down", got)
 		}
-		self = startWebhook(top, cp.Dir, "webhook-self-restarted", selfIP, selfArgs...)
+		self = cp.StartWebhook(top, "webhook-self-restarted", selfIP, selfArgs...)
 		waitFinalizer(t, cp, "while-down", 5*time.Second)
 		self.WaitReady(t, 10*time.Second)
 	})
@@ -248,12 +247,12 @@ func TestWebhook(t *testing.T) {
 		}
 		leaf1 := mustServing(t, ca1)
 		write(leaf1)
-		if _, err := mwcs.Create(ctx, webhookConfig(mwcFiles, "https://"+filesIP+":8443/mutate-node", &metav1.LabelSelector{
+		if _, err := mwcs.Create(ctx, harness.WebhookConfig(mwcFiles, "https://"+filesIP+":8443/mutate-node", &metav1.LabelSelector{
 			MatchLabels: map[string]string{filesLabel: "true"},
 		}, ca1.CertPEM), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		files := startWebhook(t, cp.Dir, "webhook-files", filesIP, "--cert-mode=files", "--backfill=false", "--cleanup=false",
+		files := cp.StartWebhook(t, "webhook-files", filesIP, "--cert-mode=files", "--backfill=false", "--cleanup=false",
 			"--tls-cert-file="+certFile, "--tls-key-file="+keyFile, "--tls-reload-interval=200ms")
 		files.WaitReady(t, 10*time.Second)
 
@@ -427,8 +426,8 @@ func TestWebhook(t *testing.T) {
 
 	t.Run("no serving before a certificate", func(t *testing.T) {
 		bad := filepath.Join(cp.Dir, "unreachable.kubeconfig")
-		webhookenv.KubeconfigVia(t, cp.Kubeconfig, "127.0.0.1:1", bad)
-		w := startWebhook(t, cp.Dir, "webhook-pending", pendingIP, "--kubeconfig="+bad, "--namespace=kube-system", "--webhook-config-name=")
+		harness.KubeconfigVia(t, cp.Kubeconfig, "127.0.0.1:1", bad)
+		w := cp.StartWebhook(t, "webhook-pending", pendingIP, "--kubeconfig="+bad, "--namespace=kube-system", "--webhook-config-name=")
 		hc := &http.Client{Timeout: time.Second}
 		var status int
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {

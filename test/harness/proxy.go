@@ -1,4 +1,4 @@
-package webhookenv
+package harness
 
 import (
 	"io"

@@ -1,0 +1,82 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// WebhookServiceAccount is the webhook's identity, as the chart names it.
+	WebhookServiceAccount = "kube-node-ready-webhook"
+	// UninstallServiceAccount runs the chart's pre-delete remove-finalizers Job.
+	UninstallServiceAccount = "kube-node-ready-uninstall"
+	// WebhookConfigName is the chart's MutatingWebhookConfiguration, the only
+	// one its RBAC lets the webhook update.
+	WebhookConfigName = "kube-node-ready-webhook"
+	// WebhookPort is where the webhook serves admission.
+	WebhookPort = 8443
+	// Finalizer is the finalizer the webhook manages by default.
+	Finalizer = "infra.894.io/node-cleanup"
+)
+
+// StartWebhook runs a webhook replica named name with its admission
+// (WebhookPort) and metrics (MetricsPort) ports on ip, then args, which carry
+// its credentials (--kubeconfig: ServiceAccountKubeconfig for the chart's
+// identity, whose permissions ApplyChartRBAC granted). It is stopped when the
+// test ends.
+func (cp *ControlPlane) StartWebhook(tb testing.TB, name, ip string, args ...string) *Daemon {
+	tb.Helper()
+	all := append([]string{
+		fmt.Sprintf("--listen-address=%s:%d", ip, WebhookPort),
+		fmt.Sprintf("--metrics-address=%s:%d", ip, MetricsPort),
+	}, args...)
+	return cp.startDaemon(tb, name, ip, WebhookBinary, all)
+}
+
+// WebhookConfig is the MutatingWebhookConfiguration the chart installs, for
+// nodes CREATE, calling url.
+func WebhookConfig(name, url string, selector *metav1.LabelSelector, caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:         "node-cleanup.infra.894.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url), CABundle: caBundle},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"},
+					Scope: ptr.To(admissionregistrationv1.ClusterScope),
+				},
+			}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:          ptr.To[int32](2),
+			AdmissionReviewVersions: []string{"v1"},
+			ObjectSelector:          selector,
+		}},
+	}
+}
+
+// NodeYAML is a Node manifest for kubectl.
+func NodeYAML(name string, labels map[string]string, finalizers ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n", name)
+	if len(labels) > 0 {
+		b.WriteString("  labels:\n")
+		for k, v := range labels {
+			fmt.Fprintf(&b, "    %s: %q\n", k, v)
+		}
+	}
+	if len(finalizers) > 0 {
+		b.WriteString("  finalizers:\n")
+		for _, f := range finalizers {
+			fmt.Fprintf(&b, "  - %s\n", f)
+		}
+	}
+	return b.String()
+}
