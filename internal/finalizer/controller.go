@@ -48,6 +48,9 @@ const (
 	ReasonCleanupFailed       = "CleanupFailed"
 	ReasonCleanupSkipped      = "CleanupSkipped"
 	ReasonCleanupPluginFailed = "CleanupPluginFailed"
+	// ReasonCleanupDeadlineExceeded: critical plugins still failed past
+	// Config.Deadline and the finalizer was removed anyway.
+	ReasonCleanupDeadlineExceeded = "CleanupDeadlineExceeded"
 )
 
 // Config tunes the controller.
@@ -64,6 +67,10 @@ type Config struct {
 	CleanupWorkers int
 	// RetryBase and RetryMax shape the per-node exponential backoff after a failed cleanup.
 	RetryBase, RetryMax time.Duration
+	// Deadline, when positive, bounds how long failing critical plugins hold
+	// a node, counted from its deletionTimestamp: past it the finalizer is
+	// removed anyway, with a Warning Event naming what failed.
+	Deadline time.Duration
 	// Pipeline returns the pipeline for the next attempt (hot-reloaded config).
 	Pipeline func() *cleanup.Pipeline
 	// Recorder records Events on Nodes; nil records none.
@@ -123,7 +130,7 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 		}, []string{"result"}),
 		nodes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_cleanup_nodes_total",
-			Help: "Node cleanup attempts by result (completed, failed, skipped).",
+			Help: "Node cleanup attempts by result (completed, failed, skipped, deadline_exceeded).",
 		}, []string{"result"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_cleanup_leader",
@@ -368,6 +375,11 @@ func (c *Controller) processNextWorkItem(ctx context.Context, q workqueue.TypedR
 			return false // stopping; the next leader picks the node up
 		}
 		q.AddRateLimited(key)
+		// The backoff may outrun a cleanup deadline: look again when it passes.
+		var d *deadlineDue
+		if errors.As(err, &d) {
+			q.AddAfter(key, d.in)
+		}
 		return true
 	}
 	q.Forget(key)

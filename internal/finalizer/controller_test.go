@@ -128,3 +128,29 @@ func TestRetryDelayCapsAtMax(t *testing.T) {
 		}
 	}
 }
+
+func TestCleanupDeadline(t *testing.T) {
+	deleted := metav1.NewTime(time.Now().Add(-time.Minute))
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: &deleted}}
+	tests := []struct {
+		name     string
+		deadline time.Duration
+		past     bool
+	}{
+		{name: "off", deadline: 0},
+		{name: "not yet", deadline: time.Hour},
+		{name: "passed", deadline: 30 * time.Second, past: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Controller{cfg: Config{Deadline: tt.deadline}}
+			if got := c.pastDeadline(m); got != tt.past {
+				t.Errorf("pastDeadline = %v, want %v", got, tt.past)
+			}
+		})
+	}
+	c := &Controller{cfg: Config{Deadline: 90 * time.Second}}
+	if left := c.deadlineLeft(m); left <= 25*time.Second || left > 30*time.Second {
+		t.Errorf("deadlineLeft = %s, want about 30s", left)
+	}
+}

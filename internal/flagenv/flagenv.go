@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // Name is the environment variable twin of flag name under prefix:
@@ -59,5 +60,32 @@ func (l *StringList) Set(s string) error {
 			*l = append(*l, part)
 		}
 	}
+	return nil
+}
+
+// OptionalDuration is a duration flag that is off until it is given, so a
+// given zero or negative value can be refused rather than read as "off".
+type OptionalDuration struct {
+	// D is the value; meaningful only when IsSet.
+	D time.Duration
+	// IsSet says whether the flag (or its environment twin) was given.
+	IsSet bool
+}
+
+// String implements flag.Value.
+func (d *OptionalDuration) String() string {
+	if d == nil || !d.IsSet {
+		return ""
+	}
+	return d.D.String()
+}
+
+// Set implements flag.Value.
+func (d *OptionalDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.D, d.IsSet = v, true
 	return nil
 }

@@ -90,6 +90,10 @@ type Options struct {
 	// CleanupRetryBase and CleanupRetryMax shape the per-node exponential
 	// backoff after a failed cleanup.
 	CleanupRetryBase, CleanupRetryMax time.Duration
+	// CleanupDeadline, when given, bounds how long failing critical plugins
+	// hold a deleted Node (from its deletionTimestamp); past it the finalizer
+	// is removed anyway with a Warning Event. Off unless given.
+	CleanupDeadline flagenv.OptionalDuration
 	// DryRun makes every plugin report instead of act (finalizers are still removed).
 	DryRun bool
 	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
@@ -183,6 +187,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.CleanupWorkers, "cleanup-workers", o.CleanupWorkers, "nodes cleaned up at once")
 	fs.DurationVar(&o.CleanupRetryBase, "cleanup-retry-base", o.CleanupRetryBase, "first delay before retrying a failed node cleanup; doubles per failure")
 	fs.DurationVar(&o.CleanupRetryMax, "cleanup-retry-max", o.CleanupRetryMax, "longest delay between retries of a failed node cleanup")
+	fs.Var(&o.CleanupDeadline, "cleanup-deadline", "longest time failing critical plugins may hold a deleted node, from its deletion; then the finalizer is removed anyway with a Warning Event (off unless given)")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "plugins report what they would do and change nothing; finalizers are still removed")
 	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to back-fill and clean up")
@@ -255,6 +260,9 @@ func (o *Options) Validate() error {
 	if o.Cleanup {
 		if o.CleanupWorkers < 1 {
 			errs = append(errs, fmt.Errorf("--cleanup-workers %d must be at least 1", o.CleanupWorkers))
+		}
+		if o.CleanupDeadline.IsSet && o.CleanupDeadline.D <= 0 {
+			errs = append(errs, fmt.Errorf("--cleanup-deadline %s must be positive (leave it out to turn the deadline off)", o.CleanupDeadline.D))
 		}
 		if o.CleanupRetryBase <= 0 || o.CleanupRetryMax < o.CleanupRetryBase {
 			errs = append(errs, fmt.Errorf("--cleanup-retry-base (%s) must be positive and --cleanup-retry-max (%s) not below it", o.CleanupRetryBase, o.CleanupRetryMax))

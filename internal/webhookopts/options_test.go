@@ -81,6 +81,8 @@ func TestValidateRejects(t *testing.T) {
 		{"unqualified finalizer", nil, []string{"--finalizer=x"}, "--finalizer"},
 		{"no workers", nil, []string{"--backfill-workers=0"}, "--backfill-workers"},
 		{"log level", nil, []string{"--log-level=loud"}, "--log-level"},
+		{"zero cleanup deadline", nil, []string{"--cleanup-deadline=0s"}, "--cleanup-deadline 0s must be positive"},
+		{"negative cleanup deadline", nil, []string{"--cleanup-deadline=-5m"}, "--cleanup-deadline -5m0s must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

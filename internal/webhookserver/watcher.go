@@ -67,6 +67,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Opti
 		CleanupWorkers:  opts.CleanupWorkers,
 		RetryBase:       opts.CleanupRetryBase,
 		RetryMax:        opts.CleanupRetryMax,
+		Deadline:        opts.CleanupDeadline.D,
 		Recorder:        recorder,
 	}
 	if opts.Cleanup {
