@@ -28,6 +28,8 @@ type NodeOptions struct {
 	ExtraTaints []corev1.Taint
 	// Labels are added to the Node.
 	Labels map[string]string
+	// Annotations are set on the Node.
+	Annotations map[string]string
 	// NoStartupTaint creates the node without the startup taint.
 	NoStartupTaint bool
 }
@@ -46,7 +48,7 @@ func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOp
 	ip := fmt.Sprintf("10.213.%d.%d", 1+(n-1)/254, 1+(n-1)%254)
 
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, Annotations: opts.Annotations},
 	}
 	for k, v := range opts.Labels {
 		node.Labels[k] = v

@@ -235,7 +235,7 @@ func decorate(node *corev1.Node, i int) {
 		st.Conditions = append(st.Conditions, corev1.NodeCondition{Type: corev1.NodeConditionType(c.t), Status: corev1.ConditionStatus(c.s), Reason: c.r, Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now})
 	}
 	st.Addresses = []corev1.NodeAddress{{Type: "InternalIP", Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250)}, {Type: "Hostname", Address: name}, {Type: "InternalDNS", Address: name + ".eu-west-1.compute.internal"}}
-	st.NodeInfo = corev1.NodeSystemInfo{MachineID: fmt.Sprintf("ec2%029x", i), SystemUUID: fmt.Sprintf("ec2%029x", i), BootID: fmt.Sprintf("%032x", i), KernelVersion: "6.1.112-124.190.amzn2023.x86_64", OSImage: "Amazon Linux 2023.6.20241031", ContainerRuntimeVersion: "containerd://1.7.22", KubeletVersion: "v1.36.3-eks-7f9249a", KubeProxyVersion: "v1.36.3-eks-7f9249a", OperatingSystem: "linux", Architecture: "amd64"}
+	st.NodeInfo = corev1.NodeSystemInfo{MachineID: fmt.Sprintf("ec2%029x", i), SystemUUID: fmt.Sprintf("ec2%029x", i), BootID: fmt.Sprintf("%032x", i), KernelVersion: "6.1.112-124.190.amzn2023.x86_64", OSImage: "Amazon Linux 2023.6.20241031", ContainerRuntimeVersion: "containerd://1.7.22", KubeletVersion: "v1.36.3-eks-7f9249a", OperatingSystem: "linux", Architecture: "amd64"}
 	for j := range 20 {
 		st.Images = append(st.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/image-%d@sha256:%064x", j, j), fmt.Sprintf("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/image-%d:v1.%d.0", j, j)}, SizeBytes: int64(10_000_000 + j*1_000_000)})
 	}
