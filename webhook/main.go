@@ -27,54 +27,52 @@ func main() {
 	if removeFinalizers {
 		args = args[1:]
 	}
-	opts := webhookopts.Default()
+	opts := webhookopts.NewOptions()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	opts.AddFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage:
   %[1]s [flags]                    serve admission, back-fill the finalizer, run node cleanup
   %[1]s remove-finalizers [flags]  uninstall: delete the MutatingWebhookConfiguration
                                    (--webhook-config-name), then remove --finalizer from every Node
 
-Every flag can also be set by the environment variable named after it.
+Every flag can also be set by its environment twin KNR_WEBHOOK_<FLAG>
+(upper case, - as _), such as KNR_WEBHOOK_CERT_MODE.
 
 Flags:
 `, name)
 		fs.PrintDefaults()
 	}
-	if err := webhookopts.ApplyEnv(fs); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: environment: %v\n", name, err)
-		os.Exit(2)
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := opts.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)
 	}
 	if *showVersion {
 		fmt.Println(version.String(name))
 		return
 	}
+	// Every subcommand runs on validated options.
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if removeFinalizers {
-		if err := webhookserver.RemoveFinalizers(ctx, opts, os.Stdout); err != nil {
+		if err := webhookserver.RemoveFinalizers(ctx, *opts, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "%s remove-finalizers: %v\n", name, err)
 			os.Exit(1)
 		}
 		return
 	}
-	if err := opts.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: invalid options:\n%v\n", name, err)
-		os.Exit(2)
-	}
 	logger := logging.New(os.Stdout, opts.LogLevel)
 	// client-go (leader election, informers) logs through klog; same JSON stream.
 	klog.SetSlogLogger(logger)
 	logger.Info("starting", "version", version.Version, "commit", version.Commit)
-	if err := webhookserver.Run(ctx, opts, logger); err != nil {
+	if err := webhookserver.Run(ctx, *opts, logger); err != nil {
 		logger.Error("webhook failed", "error", err)
 		os.Exit(1)
 	}

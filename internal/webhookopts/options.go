@@ -1,5 +1,7 @@
 // Package webhookopts is the configuration of the webhook binary: one Options
-// struct, its flags (each with a KNR_* environment twin) and validation.
+// struct, its flags (each with a KNR_WEBHOOK_* environment twin) and
+// validation, in the same shape as the agent's (NewOptions, AddFlags, Parse,
+// Validate).
 package webhookopts
 
 import (
@@ -22,8 +24,9 @@ const (
 	CertModeFiles = "files"
 )
 
-// EnvPrefix prefixes every flag's environment twin.
-const EnvPrefix = "KNR"
+// EnvPrefix prefixes every flag's environment twin: --cert-mode is
+// KNR_WEBHOOK_CERT_MODE, as --check-period is KNR_AGENT_CHECK_PERIOD.
+const EnvPrefix = "KNR_WEBHOOK"
 
 // Options configures kube-node-ready-webhook.
 type Options struct {
@@ -114,9 +117,9 @@ type Options struct {
 	KubeAPIBurst int
 }
 
-// Default returns the documented defaults.
-func Default() Options {
-	return Options{
+// NewOptions returns the documented defaults.
+func NewOptions() *Options {
+	return &Options{
 		ListenAddress:     ":8443",
 		MetricsAddress:    ":8080",
 		Finalizer:         "infra.894.io/node-cleanup",
@@ -158,7 +161,8 @@ func Default() Options {
 // AddFlags registers every option on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "address of the TLS admission endpoint (/mutate-node)")
-	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "address of /metrics, /healthz and /readyz (plain HTTP)")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, /healthz and /readyz (plain HTTP)")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "deprecated: use --metrics-bind-address")
 	fs.StringVar(&o.Finalizer, "finalizer", o.Finalizer, "finalizer added to every new Node")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest admission request body accepted; larger ones get HTTP 413")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
@@ -201,13 +205,16 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
 }
 
-// ApplyEnv sets each flag from its environment twin (KNR_<FLAG>, dashes as
-// underscores) and documents the twin in the flag's usage. Call it after
-// AddFlags and before Parse, so the command line wins. POD_NAMESPACE and
-// POD_NAME (downward API) are read for --namespace and --pod-name before
-// their KNR_ twins.
-func ApplyEnv(fs *flag.FlagSet) error {
-	return flagenv.Apply(fs, EnvPrefix, map[string][]string{"namespace": {"POD_NAMESPACE"}, "pod-name": {"POD_NAME"}})
+// Parse registers the flags, applies their environment twins
+// (KNR_WEBHOOK_<FLAG>, dashes as underscores; POD_NAMESPACE and POD_NAME
+// from the downward API for --namespace and --pod-name, below their twins),
+// then parses args, so the command line wins.
+func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
+	o.AddFlags(fs)
+	if err := flagenv.Apply(fs, EnvPrefix, map[string][]string{"namespace": {"POD_NAMESPACE"}, "pod-name": {"POD_NAME"}}); err != nil {
+		return err
+	}
+	return fs.Parse(args)
 }
 
 // Validate reports every inconsistent option.
@@ -225,7 +232,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--log-level %q is not debug, info, warn or error", o.LogLevel))
 	}
 	if o.ListenAddress == "" || o.MetricsAddress == "" {
-		errs = append(errs, errors.New("--listen-address and --metrics-address must be set"))
+		errs = append(errs, errors.New("--listen-address and --metrics-bind-address must be set"))
 	}
 	switch o.CertMode {
 	case CertModeFiles:

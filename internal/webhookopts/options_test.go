@@ -10,20 +10,16 @@ import (
 
 func parse(t *testing.T, env map[string]string, args ...string) (Options, error) {
 	t.Helper()
-	o := Default()
+	o := NewOptions()
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o.AddFlags(fs)
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	if err := ApplyEnv(fs); err != nil {
-		return o, err
+	if err := o.Parse(fs, args); err != nil {
+		return *o, err
 	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	return o, o.Validate()
+	return *o, o.Validate()
 }
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -43,11 +39,11 @@ func TestEnvTwins(t *testing.T) {
 		args  []string
 		check func(Options) bool
 	}{
-		{"env sets", map[string]string{"KNR_CERT_SYNC_INTERVAL": "5s"}, nil, func(o Options) bool { return o.CertSyncInterval == 5*time.Second }},
-		{"flag beats env", map[string]string{"KNR_FINALIZER": "a/b"}, []string{"--finalizer=c/d"}, func(o Options) bool { return o.Finalizer == "c/d" }},
+		{"env sets", map[string]string{"KNR_WEBHOOK_CERT_SYNC_INTERVAL": "5s"}, nil, func(o Options) bool { return o.CertSyncInterval == 5*time.Second }},
+		{"flag beats env", map[string]string{"KNR_WEBHOOK_FINALIZER": "a/b"}, []string{"--finalizer=c/d"}, func(o Options) bool { return o.Finalizer == "c/d" }},
 		{"POD_NAMESPACE", map[string]string{"POD_NAMESPACE": "ops"}, nil, func(o Options) bool { return o.Namespace == "ops" }},
-		{"KNR_NAMESPACE beats POD_NAMESPACE", map[string]string{"POD_NAMESPACE": "ops", "KNR_NAMESPACE": "infra"}, nil, func(o Options) bool { return o.Namespace == "infra" }},
-		{"list", map[string]string{"KNR_EXTRA_SANS": "10.0.0.1, a.example"}, nil, func(o Options) bool {
+		{"KNR_WEBHOOK_NAMESPACE beats POD_NAMESPACE", map[string]string{"POD_NAMESPACE": "ops", "KNR_WEBHOOK_NAMESPACE": "infra"}, nil, func(o Options) bool { return o.Namespace == "infra" }},
+		{"list", map[string]string{"KNR_WEBHOOK_EXTRA_SANS": "10.0.0.1, a.example"}, nil, func(o Options) bool {
 			d, ips := o.SANs()
 			return len(ips) == 1 && d[len(d)-1] == "a.example"
 		}},
@@ -72,7 +68,7 @@ func TestValidateRejects(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad env value", map[string]string{"KNR_BACKFILL": "perhaps"}, nil, "KNR_BACKFILL"},
+		{"bad env value", map[string]string{"KNR_WEBHOOK_BACKFILL": "perhaps"}, nil, "KNR_WEBHOOK_BACKFILL"},
 		{"unknown cert mode", nil, []string{"--cert-mode=magic"}, "--cert-mode"},
 		{"files without files", nil, []string{"--cert-mode=files", "--tls-cert-file="}, "--tls-cert-file"},
 		{"client CA in self-managed", nil, []string{"--client-ca=/x"}, "--client-ca"},

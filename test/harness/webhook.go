@@ -33,7 +33,7 @@ func (cp *ControlPlane) StartWebhook(tb testing.TB, name, ip string, args ...str
 	tb.Helper()
 	all := append([]string{
 		fmt.Sprintf("--listen-address=%s:%d", ip, WebhookPort),
-		fmt.Sprintf("--metrics-address=%s:%d", ip, MetricsPort),
+		fmt.Sprintf("--metrics-bind-address=%s:%d", ip, MetricsPort),
 	}, args...)
 	return cp.startDaemon(tb, name, ip, WebhookBinary, all)
 }

@@ -358,7 +358,7 @@ func TestCleanup(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		out, err := exec.CommandContext(cctx, harness.BuiltBinary(t, harness.WebhookBinary), "--kubeconfig="+kubeconfig, "--namespace="+ns,
-			"--listen-address="+ipBad+":8443", "--metrics-address="+ipBad+":8080", "--config="+bad, "--webhook-config-name=").CombinedOutput()
+			"--listen-address="+ipBad+":8443", "--metrics-bind-address="+ipBad+":8080", "--config="+bad, "--webhook-config-name=").CombinedOutput()
 		if err == nil {
 			t.Fatalf("started with an invalid configuration: %s", out)
 		}
