@@ -307,6 +307,8 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	}
 	a.noNodeLogged = false
 	if a.bypassed(node) {
+		// Nothing is verified while bypassed: the gates' watches can go.
+		a.runGates(ctx, false)
 		if err := a.apply(ctx, Decide(State{Bypass: true}, a.thresh, a.taints)); err != nil {
 			a.log.Error("untaint for bypass annotation failed", "annotation", a.opts.SkipAnnotation, "error", err)
 			return a.opts.InitialBackoff

@@ -39,14 +39,25 @@ func deleteAndWatchCleanup(ctx context.Context, c *harness.Cluster, name string)
 	if err != nil {
 		return err
 	}
-	logs, err := c.Kubectl(ctx, nil, "logs", "-n", namespace, "-l", "app=kube-node-ready-webhook", "--tail=-1", "--prefix")
+	// A replica that ran on the switched-off node has no logs to give any
+	// more (kubectl -l would fail on it): ask the others.
+	pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=kube-node-ready-webhook"})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("kubectl logs -n %s -l app=kube-node-ready-webhook, lines about it:\n", namespace)
-	for _, line := range strings.Split(logs, "\n") {
-		if strings.Contains(line, `"`+name+`"`) {
-			fmt.Println("  " + line)
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == name {
+			continue
+		}
+		logs, err := c.Kubectl(ctx, nil, "logs", "-n", namespace, "pod/"+p.Name, "--tail=-1", "--prefix")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, `"`+name+`"`) {
+				fmt.Println("  " + line)
+			}
 		}
 	}
 	return nil
