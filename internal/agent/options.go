@@ -4,9 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,9 +21,6 @@ import (
 
 // EnvPrefix prefixes the environment twin of every agent flag.
 const EnvPrefix = "KNR_AGENT"
-
-// AllChecks lists the checks the agent knows, in the order they are reported.
-var AllChecks = []string{"dns", "api", "network", "discovery", "probe"}
 
 // DefaultChecks are the checks enabled by default; probe needs targets.
 var DefaultChecks = []string{"dns", "api", "network", "discovery"}
@@ -94,28 +89,12 @@ type Options struct {
 	RecoverThreshold int
 	// MaxRetainted caps re-tainted nodes in the cluster: a count ("5") or a share of all nodes ("10%"); at least 1.
 	MaxRetainted string
-	// DNSNames are in-cluster names the dns check resolves.
-	DNSNames flagenv.StringList
-	// DNSExternalNames are names outside the cluster the dns check resolves; empty disables that part.
-	DNSExternalNames flagenv.StringList
-	// DNSServer is the resolver (host:port) the dns check asks; empty means the first nameserver of ResolvConf.
-	DNSServer string
-	// ResolvConf is the node's resolver configuration.
-	ResolvConf string
-	// KubernetesService is the in-cluster API address (host:port) the network check connects to.
-	KubernetesService string
-	// PeerService is the agent's headless Service (in PodNamespace) whose endpoints are pod-to-pod peers.
-	PeerService string
-	// Peers is the number of pod-to-pod peers tried each round.
-	Peers int
-	// MinPeers is how many of the chosen peers must answer.
-	MinPeers int
-	// PeerRefresh bounds how long the peer list is cached.
-	PeerRefresh time.Duration
-	// DNSService is the cluster DNS Service (namespace/name) for discovery and peers.
+	// DNSService is the cluster DNS Service (namespace/name), used by the
+	// discovery and network checks.
 	DNSService string
-	// DiscoveryName is the name queried directly at a cluster DNS endpoint.
-	DiscoveryName string
+	// checks holds each known check's own configuration (flags, defaults,
+	// validation), from checkTable.
+	checks []checkRow
 	// DaemonSetGate waits, before the first untaint, until the pods of the
 	// DaemonSets that will run on this node are Ready.
 	DaemonSetGate bool
@@ -129,51 +108,36 @@ type Options struct {
 	RequireConditions flagenv.StringList
 	// AbsentConditions says what a required condition the node does not report means: "wait" or "pass".
 	AbsentConditions string
-	// ProbeTargets are the endpoints the probe check reaches (see
-	// checks.ParseProbeTarget for the syntax).
-	ProbeTargets flagenv.StringList
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	k8sSvc := ""
-	if h, p := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"); h != "" && p != "" {
-		k8sSvc = net.JoinHostPort(h, p)
-	}
 	return &Options{
-		PodNamespace:      "kube-node-ready",
-		MetricsAddr:       ":8080",
-		StartupTaint:      "node-ready/unverified=true:NoSchedule",
-		UnhealthyTaint:    "node-ready/unhealthy=true:NoSchedule",
-		VerifiedLabel:     "node-ready/verified",
-		SkipAnnotation:    "node-ready/skip-verification",
-		WaitForTaints:     flagenv.StringList{"karpenter.sh/unregistered"},
-		Checks:            flagenv.StringList(slices.Clone(DefaultChecks)),
-		ContinuousChecks:  flagenv.StringList{ContinuousAll},
-		CheckTimeout:      3 * time.Second,
-		Period:            60 * time.Second,
-		Jitter:            0.1,
-		InitialBackoff:    time.Second,
-		InitialTries:      5,
-		RetaintThreshold:  3,
-		RecoverThreshold:  2,
-		MaxRetainted:      "10%",
-		DaemonSetGate:     true,
-		DaemonSetTimeout:  5 * time.Minute,
-		AbsentConditions:  "wait",
-		DNSNames:          flagenv.StringList{"kubernetes.default.svc.cluster.local"},
-		DNSExternalNames:  flagenv.StringList{"google.com"},
-		ResolvConf:        "/etc/resolv.conf",
-		KubernetesService: k8sSvc,
-		PeerService:       "kube-node-ready",
-		Peers:             3,
-		MinPeers:          1,
-		PeerRefresh:       5 * time.Minute,
-		DNSService:        "kube-system/kube-dns",
-		DiscoveryName:     "kubernetes.default.svc.cluster.local",
-		LogLevel:          "info",
+		PodNamespace:     "kube-node-ready",
+		MetricsAddr:      ":8080",
+		StartupTaint:     "node-ready/unverified=true:NoSchedule",
+		UnhealthyTaint:   "node-ready/unhealthy=true:NoSchedule",
+		VerifiedLabel:    "node-ready/verified",
+		SkipAnnotation:   "node-ready/skip-verification",
+		WaitForTaints:    flagenv.StringList{"karpenter.sh/unregistered"},
+		Checks:           flagenv.StringList(slices.Clone(DefaultChecks)),
+		ContinuousChecks: flagenv.StringList{ContinuousAll},
+		CheckTimeout:     3 * time.Second,
+		Period:           60 * time.Second,
+		Jitter:           0.1,
+		InitialBackoff:   time.Second,
+		InitialTries:     5,
+		RetaintThreshold: 3,
+		RecoverThreshold: 2,
+		MaxRetainted:     "10%",
+		DaemonSetGate:    true,
+		DaemonSetTimeout: 5 * time.Minute,
+		AbsentConditions: "wait",
+		DNSService:       "kube-system/kube-dns",
+		checks:           checkTable(),
+		LogLevel:         "info",
 	}
 }
 
@@ -200,25 +164,16 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.RetaintThreshold, "retaint-threshold", o.RetaintThreshold, "consecutive failed rounds that re-taint the node")
 	fs.IntVar(&o.RecoverThreshold, "recover-threshold", o.RecoverThreshold, "consecutive passed rounds that untaint a re-tainted node")
 	fs.StringVar(&o.MaxRetainted, "max-retainted", o.MaxRetainted, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
-	fs.Var(&o.DNSNames, "check.dns.names", "comma-separated in-cluster names the dns check resolves")
-	fs.Var(&o.DNSExternalNames, "check.dns.external-names", "comma-separated external names the dns check resolves; empty disables")
-	fs.StringVar(&o.DNSServer, "check.dns.server", o.DNSServer, "resolver host:port for the dns check; empty uses the first nameserver of --check.dns.resolv-conf")
-	fs.StringVar(&o.ResolvConf, "check.dns.resolv-conf", o.ResolvConf, "resolver configuration of the node")
-	fs.StringVar(&o.KubernetesService, "check.network.kubernetes-service", o.KubernetesService, "in-cluster API host:port the network check connects to (default $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT); empty skips it")
-	fs.StringVar(&o.PeerService, "check.network.peer-service", o.PeerService, "the agent's headless Service (in --pod-namespace) whose endpoints are peers; empty uses only cluster DNS pods")
-	fs.IntVar(&o.Peers, "check.network.peers", o.Peers, "pod-to-pod peers on other nodes tried each round; 0 disables pod-to-pod")
-	fs.IntVar(&o.MinPeers, "check.network.min-peers", o.MinPeers, "chosen peers that must answer (capped at the number chosen)")
-	fs.DurationVar(&o.PeerRefresh, "check.network.peer-refresh", o.PeerRefresh, "longest time the peer list is cached")
-	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name)")
-	fs.StringVar(&o.DiscoveryName, "check.discovery.name", o.DiscoveryName, "name queried directly at a cluster DNS endpoint")
+	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name), for the discovery and network checks")
+	for _, r := range o.checks {
+		r.config.AddFlags(fs)
+	}
 	fs.BoolVar(&o.DaemonSetGate, "gate.daemonsets", o.DaemonSetGate, "before the first untaint, wait until the pods of the DaemonSets that will run on this node are Ready")
 	fs.Var(&o.DaemonSetExclude, "gate.daemonsets.exclude", "comma-separated DaemonSets the gate does not wait for, as namespace/name (shell patterns: kube-system/*)")
 	fs.StringVar(&o.DaemonSetExcludeSelector, "gate.daemonsets.exclude-selector", o.DaemonSetExcludeSelector, "label selector of DaemonSets the gate does not wait for")
 	fs.DurationVar(&o.DaemonSetTimeout, "gate.daemonsets.timeout", o.DaemonSetTimeout, "how long one DaemonSet is waited for before it is reported and no longer waited for; 0 waits for ever")
 	fs.Var(&o.RequireConditions, "require-conditions", "comma-separated node conditions (Type=Status, such as Ready=True,NetworkUnavailable=False) that must hold before the first untaint")
 	fs.StringVar(&o.AbsentConditions, "require-conditions.absent", o.AbsentConditions, `what a required condition the node does not report means: "wait" (not met) or "pass"`)
-	fs.Var(&o.ProbeTargets, "check.probe.targets", "comma-separated endpoints the probe check must reach (enable it with --checks=...,probe): "+
-		"http[s]://host:port/path[#status=200-299&timeout=1s&insecure=true] or tcp://host:port[#timeout=1s]")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
 
@@ -323,38 +278,8 @@ func (o *Options) Validate() error {
 	if _, err := ParseBudget(o.MaxRetainted); err != nil {
 		bad("max-retainted", "%v", err)
 	}
-	if slices.Contains(o.Checks, "dns") && len(o.DNSNames)+len(o.DNSExternalNames) == 0 {
-		bad("check.dns.names", "the dns check has no name to resolve")
-	}
-	if o.DNSServer != "" {
-		if _, _, err := net.SplitHostPort(o.DNSServer); err != nil {
-			bad("check.dns.server", "want host:port: %v", err)
-		}
-	}
-	if o.KubernetesService != "" {
-		if _, _, err := net.SplitHostPort(o.KubernetesService); err != nil {
-			bad("check.network.kubernetes-service", "want host:port: %v", err)
-		}
-	}
-	if o.Peers < 0 {
-		bad("check.network.peers", "must not be negative, got %d", o.Peers)
-	}
-	if o.MinPeers < 1 {
-		bad("check.network.min-peers", "must be at least 1, got %d", o.MinPeers)
-	}
-	if o.PeerRefresh <= 0 {
-		bad("check.network.peer-refresh", "must be positive, got %s", o.PeerRefresh)
-	}
-	for _, t := range o.ProbeTargets {
-		if _, err := checks.ParseProbeTarget(t); err != nil {
-			bad("check.probe.targets", "%v", err)
-		}
-	}
-	switch probe := slices.Contains(o.Checks, "probe"); {
-	case probe && len(o.ProbeTargets) == 0:
-		bad("check.probe.targets", "the probe check is enabled but has no target")
-	case !probe && len(o.ProbeTargets) > 0:
-		bad("check.probe.targets", "targets given but the probe check is not enabled (add probe to --checks)")
+	for _, r := range o.checks {
+		errs = append(errs, r.config.Validate(slices.Contains(o.Checks, r.name))...)
 	}
 	if _, err := checks.ParseServiceRef(o.DNSService); err != nil {
 		bad("check.discovery.service", "%v", err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -12,46 +13,33 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
-// checkTable builds each known check from the options; adding a check means
-// adding its file under internal/checks and one entry here.
-var checkTable = map[string]func(o *Options, d deps) checks.Check{
-	"dns": func(o *Options, _ deps) checks.Check {
-		names := append(append([]string(nil), o.DNSNames...), o.DNSExternalNames...)
-		return &checks.DNS{Names: names, Server: o.DNSServer, ResolvConf: o.ResolvConf}
-	},
-	"api": func(o *Options, d deps) checks.Check {
-		return &checks.API{Client: d.client, NodeName: o.NodeName}
-	},
-	"network": func(o *Options, d deps) checks.Check {
-		services := []checks.ServiceRef{d.dnsService}
-		if o.PeerService != "" {
-			services = append(services, checks.ServiceRef{Namespace: o.PodNamespace, Name: o.PeerService})
-		}
-		podIP, _ := netip.ParseAddr(o.PodIP)
-		return &checks.Network{
-			KubernetesService: o.KubernetesService, PeerServices: services, Endpoints: d.endpoints,
-			NodeName: o.NodeName, PodIP: podIP, Peers: o.Peers, MinPeers: o.MinPeers, Log: d.log,
-		}
-	},
-	"discovery": func(o *Options, d deps) checks.Check {
-		return &checks.Discovery{Service: d.dnsService, Endpoints: d.endpoints, QueryName: o.DiscoveryName, NodeName: o.NodeName}
-	},
-	"probe": func(o *Options, _ deps) checks.Check {
-		var targets []checks.ProbeTarget
-		for _, s := range o.ProbeTargets {
-			t, _ := checks.ParseProbeTarget(s) // Validate has refused bad ones
-			targets = append(targets, t)
-		}
-		return checks.NewProbe(targets)
-	},
+// checkTable lists every check the agent knows, in the order they are
+// reported, each with a fresh configuration holding its defaults. Adding a
+// check is its file under internal/checks (the check and its Config), its
+// test, and one row here.
+func checkTable() []checkRow {
+	return []checkRow{
+		{"dns", checks.NewDNSConfig()},
+		{"api", checks.APIConfig{}},
+		{"network", checks.NewNetworkConfig()},
+		{"discovery", checks.NewDiscoveryConfig()},
+		{"probe", &checks.ProbeConfig{}},
+	}
 }
 
-type deps struct {
-	client     *kube.Client
-	endpoints  *checks.EndpointCache
-	dnsService checks.ServiceRef
-	log        *slog.Logger
+type checkRow struct {
+	name   string
+	config checks.Config
 }
+
+// AllChecks lists the checks the agent knows, in the order they are reported.
+var AllChecks = func() []string {
+	var names []string
+	for _, r := range checkTable() {
+		names = append(names, r.name)
+	}
+	return names
+}()
 
 // BuildChecks returns the enabled checks, in the order of AllChecks. The
 // network and discovery checks share one endpoint cache, so the fresh
@@ -61,18 +49,20 @@ func BuildChecks(o *Options, client *kube.Client, log *slog.Logger) ([]checks.Ch
 	if err != nil {
 		return nil, err
 	}
-	d := deps{
-		client:     client,
-		endpoints:  &checks.EndpointCache{Source: &checks.SliceLister{Client: client}, MaxAge: o.PeerRefresh},
-		dnsService: dnsService,
-		log:        log,
+	podIP, _ := netip.ParseAddr(o.PodIP)
+	d := checks.Deps{
+		Client:       client,
+		Endpoints:    &checks.EndpointCache{Source: &checks.SliceLister{Client: client}},
+		DNSService:   dnsService,
+		NodeName:     o.NodeName,
+		PodIP:        podIP,
+		PodNamespace: o.PodNamespace,
+		Log:          log,
 	}
 	var out []checks.Check
-	for _, name := range AllChecks {
-		for _, enabled := range o.Checks {
-			if enabled == name {
-				out = append(out, checkTable[name](o, d))
-			}
+	for _, r := range o.checks {
+		if slices.Contains(o.Checks, r.name) {
+			out = append(out, r.config.Build(d))
 		}
 	}
 	if len(out) == 0 {

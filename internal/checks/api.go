@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,3 +46,15 @@ func (a *API) Run(ctx context.Context) error {
 		return fmt.Errorf("api: get node %s: %w", a.NodeName, err)
 	}
 }
+
+// APIConfig configures the api check, which has no settings of its own.
+type APIConfig struct{}
+
+// AddFlags implements Config.
+func (APIConfig) AddFlags(*flag.FlagSet) {}
+
+// Validate implements Config.
+func (APIConfig) Validate(bool) []error { return nil }
+
+// Build implements Config.
+func (APIConfig) Build(d Deps) Check { return &API{Client: d.Client, NodeName: d.NodeName} }

@@ -3,6 +3,7 @@ package checks
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"strconv"
@@ -50,4 +51,33 @@ func (d *Discovery) Run(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("discovery: no %s endpoint answered: %w", d.Service, errors.Join(errs...))
+}
+
+// DiscoveryConfig configures the discovery check.
+type DiscoveryConfig struct {
+	// Name is queried directly at a cluster DNS endpoint.
+	Name string
+}
+
+// NewDiscoveryConfig returns the discovery check's defaults.
+func NewDiscoveryConfig() *DiscoveryConfig {
+	return &DiscoveryConfig{Name: "kubernetes.default.svc.cluster.local"}
+}
+
+// AddFlags implements Config.
+func (c *DiscoveryConfig) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Name, "check.discovery.name", c.Name, "name queried directly at a cluster DNS endpoint")
+}
+
+// Validate implements Config.
+func (c *DiscoveryConfig) Validate(enabled bool) []error {
+	if enabled && c.Name == "" {
+		return []error{errors.New("--check.discovery.name: required by the discovery check")}
+	}
+	return nil
+}
+
+// Build implements Config.
+func (c *DiscoveryConfig) Build(d Deps) Check {
+	return &Discovery{Service: d.DNSService, Endpoints: d.Endpoints, QueryName: c.Name, NodeName: d.NodeName}
 }

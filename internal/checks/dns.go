@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"io"
 	"net"
 	"net/netip"
@@ -171,4 +173,53 @@ func remaining(ctx context.Context, def time.Duration) time.Duration {
 		return time.Millisecond
 	}
 	return def
+}
+
+// DNSConfig configures the dns check.
+type DNSConfig struct {
+	// Names are in-cluster names resolved.
+	Names flagenv.StringList
+	// ExternalNames are names outside the cluster resolved; empty disables that part.
+	ExternalNames flagenv.StringList
+	// Server is the resolver (host:port); empty means the first nameserver of ResolvConf.
+	Server string
+	// ResolvConf is the node's resolver configuration.
+	ResolvConf string
+}
+
+// NewDNSConfig returns the dns check's defaults.
+func NewDNSConfig() *DNSConfig {
+	return &DNSConfig{
+		Names:         flagenv.StringList{"kubernetes.default.svc.cluster.local"},
+		ExternalNames: flagenv.StringList{"google.com"},
+		ResolvConf:    "/etc/resolv.conf",
+	}
+}
+
+// AddFlags implements Config.
+func (c *DNSConfig) AddFlags(fs *flag.FlagSet) {
+	fs.Var(&c.Names, "check.dns.names", "comma-separated in-cluster names the dns check resolves")
+	fs.Var(&c.ExternalNames, "check.dns.external-names", "comma-separated external names the dns check resolves; empty disables")
+	fs.StringVar(&c.Server, "check.dns.server", c.Server, "resolver host:port for the dns check; empty uses the first nameserver of --check.dns.resolv-conf")
+	fs.StringVar(&c.ResolvConf, "check.dns.resolv-conf", c.ResolvConf, "resolver configuration of the node")
+}
+
+// Validate implements Config.
+func (c *DNSConfig) Validate(enabled bool) []error {
+	var errs []error
+	if enabled && len(c.Names)+len(c.ExternalNames) == 0 {
+		errs = append(errs, errors.New("--check.dns.names: the dns check has no name to resolve"))
+	}
+	if c.Server != "" {
+		if _, _, err := net.SplitHostPort(c.Server); err != nil {
+			errs = append(errs, fmt.Errorf("--check.dns.server: want host:port: %v", err))
+		}
+	}
+	return errs
+}
+
+// Build implements Config.
+func (c *DNSConfig) Build(Deps) Check {
+	names := append(append([]string(nil), c.Names...), c.ExternalNames...)
+	return &DNS{Names: names, Server: c.Server, ResolvConf: c.ResolvConf}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"io"
 	"net"
 	"net/http"
@@ -383,4 +385,44 @@ func statusRange(lo, hi int) string {
 		return strconv.Itoa(lo)
 	}
 	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+// ProbeConfig configures the probe check.
+type ProbeConfig struct {
+	// Targets are the endpoints, in the syntax of ParseProbeTarget.
+	Targets flagenv.StringList
+}
+
+// AddFlags implements Config.
+func (c *ProbeConfig) AddFlags(fs *flag.FlagSet) {
+	fs.Var(&c.Targets, "check.probe.targets", "comma-separated endpoints the probe check must reach (enable it with --checks=...,probe): "+
+		"http[s]://host:port/path[#status=200-299&timeout=1s&insecure=true] or tcp://host:port[#timeout=1s]")
+}
+
+// Validate implements Config: bad targets, an enabled check without
+// targets, and targets for a check that is not enabled are all refused.
+func (c *ProbeConfig) Validate(enabled bool) []error {
+	var errs []error
+	for _, t := range c.Targets {
+		if _, err := ParseProbeTarget(t); err != nil {
+			errs = append(errs, fmt.Errorf("--check.probe.targets: %v", err))
+		}
+	}
+	switch {
+	case enabled && len(c.Targets) == 0:
+		errs = append(errs, errors.New("--check.probe.targets: the probe check is enabled but has no target"))
+	case !enabled && len(c.Targets) > 0:
+		errs = append(errs, errors.New("--check.probe.targets: targets given but the probe check is not enabled (add probe to --checks)"))
+	}
+	return errs
+}
+
+// Build implements Config.
+func (c *ProbeConfig) Build(Deps) Check {
+	var targets []ProbeTarget
+	for _, s := range c.Targets {
+		t, _ := ParseProbeTarget(s) // Validate has refused bad ones
+		targets = append(targets, t)
+	}
+	return NewProbe(targets)
 }

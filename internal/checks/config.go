@@ -1,0 +1,38 @@
+package checks
+
+import (
+	"flag"
+	"log/slog"
+	"net/netip"
+)
+
+// Config is one check's own configuration: its flags with their defaults,
+// their validation, and how the check is built from them. Adding a check is
+// its file here (the check and its Config), its test, and one row in the
+// agent's check table.
+type Config interface {
+	// AddFlags registers the check's flags on fs.
+	AddFlags(fs *flag.FlagSet)
+	// Validate reports invalid values, each naming its flag. enabled says
+	// whether the check runs; a disabled check may still refuse settings that
+	// would silently do nothing.
+	Validate(enabled bool) []error
+	// Build returns the check.
+	Build(d Deps) Check
+}
+
+// Deps is what the agent gives every check it builds.
+type Deps struct {
+	// Client reads the agent's own node.
+	Client NodeGetter
+	// Endpoints is the EndpointSlice cache the network and discovery checks share.
+	Endpoints *EndpointCache
+	// DNSService is the cluster DNS Service, used by more than one check.
+	DNSService ServiceRef
+	// NodeName, PodIP and PodNamespace identify the agent.
+	NodeName     string
+	PodIP        netip.Addr
+	PodNamespace string
+	// Log receives the checks' rare notes.
+	Log *slog.Logger
+}
