@@ -15,8 +15,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhookserver"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
 )
 
 const name = "kube-node-ready-webhook"
@@ -27,7 +26,7 @@ func main() {
 	if removeFinalizers {
 		args = args[1:]
 	}
-	opts := webhookopts.NewOptions()
+	opts := webhook.NewOptions()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -62,7 +61,7 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if removeFinalizers {
-		if err := webhookserver.RemoveFinalizers(ctx, *opts, os.Stdout); err != nil {
+		if err := webhook.RemoveFinalizers(ctx, *opts, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "%s remove-finalizers: %v\n", name, err)
 			os.Exit(1)
 		}
@@ -72,7 +71,7 @@ Flags:
 	// client-go (leader election, informers) logs through klog; same JSON stream.
 	klog.SetSlogLogger(logger)
 	logger.Info("starting", "version", version.Version, "commit", version.Commit)
-	if err := webhookserver.Run(ctx, *opts, logger); err != nil {
+	if err := webhook.Run(ctx, *opts, logger); err != nil {
 		logger.Error("webhook failed", "error", err)
 		os.Exit(1)
 	}

@@ -3,12 +3,10 @@ package finalizer
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 )
 
@@ -45,36 +43,4 @@ func RemoveFinalizer(ctx context.Context, client metadata.Interface, name string
 		}
 		finalizers = cur.Finalizers
 	}
-}
-
-// RemoveAll strips finalizer from every Node, passing over the list every
-// 2 s until a pass after the first finds none left (a watcher that had not
-// yet noticed the webhook configuration is gone may add it back in between).
-// It returns how many Nodes it changed.
-func RemoveAll(ctx context.Context, client metadata.Interface, finalizer string, logf func(string, ...any)) (int, error) {
-	changed, passes := 0, 0
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := client.Resource(NodesResource).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			logf("list nodes: %v (retrying)", err)
-			return false, nil
-		}
-		left := 0
-		for _, n := range list.Items {
-			ok, err := RemoveFinalizer(ctx, client, n.Name, n.UID, n.Finalizers, finalizer)
-			if err != nil {
-				logf("%v (retrying)", err)
-				left++
-				continue
-			}
-			if ok {
-				changed++
-				left++ // check again next pass
-				logf("removed %s from node %s", finalizer, n.Name)
-			}
-		}
-		passes++
-		return left == 0 && passes >= 2, nil
-	})
-	return changed, err
 }

@@ -1,8 +1,4 @@
-// Package webhookopts is the configuration of the webhook binary: one Options
-// struct, its flags (each with a KNR_WEBHOOK_* environment twin) and
-// validation, in the same shape as the agent's (NewOptions, AddFlags, Parse,
-// Validate).
-package webhookopts
+package webhook
 
 import (
 	"errors"

@@ -1,4 +1,6 @@
-package finalizer
+// Package leader runs work only while this replica holds a Lease, and
+// never after its term ended: the webhook replicas' one-leader rule.
+package leader
 
 import (
 	"context"

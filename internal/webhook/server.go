@@ -1,6 +1,9 @@
-// Package webhookserver assembles the webhook binary: certificates, the TLS
-// admission endpoint, the finalizer back-fill and the metrics/health endpoint.
-package webhookserver
+// Package webhook is the webhook binary, as internal/agent is the agent's:
+// its configuration (one Options struct, flags with KNR_WEBHOOK_*
+// environment twins, validation, in the agent's shape), the wiring of
+// certificates, the TLS admission endpoint, the node watcher and the
+// metrics/health endpoint, and the uninstall command.
+package webhook
 
 import (
 	"context"
@@ -23,14 +26,13 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
 )
 
 // Path is where the admission endpoint answers.
 const Path = "/mutate-node"
 
 // Run serves until ctx ends, then shuts down within opts.ShutdownGrace.
-func Run(ctx context.Context, opts webhookopts.Options, log *slog.Logger) error {
+func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		version.BuildInfo("node_cleanup_webhook_build_info", "Build of the running webhook; always 1."))
@@ -122,9 +124,9 @@ func restConfig(path string, qps float64, burst int) (*rest.Config, error) {
 	return cfg, nil
 }
 
-func startCertificates(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, cfg *rest.Config, store *certs.Store, log *slog.Logger) error {
+func startCertificates(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, store *certs.Store, log *slog.Logger) error {
 	log = log.With("component", "certs")
-	if opts.CertMode == webhookopts.CertModeFiles {
+	if opts.CertMode == CertModeFiles {
 		src := &certs.FileSource{CertFile: opts.TLSCertFile, KeyFile: opts.TLSKeyFile, ClientCAFile: opts.ClientCAFile, Store: store, Log: log}
 		wg.Go(func() {
 			// Files may appear after start (a Secret volume still syncing).

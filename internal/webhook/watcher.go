@@ -1,4 +1,4 @@
-package webhookserver
+package webhook
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhookopts"
+	"github.com/kube-node-ready/kube-node-ready/internal/leader"
 )
 
 // ReasonConfigInvalid is recorded on the webhook's Pod when a changed
@@ -35,7 +35,7 @@ const ReasonConfigInvalid = "CleanupConfigInvalid"
 
 // startWatcher starts the node watcher: the informer on every replica, the
 // back-fill and cleanup workers on the leader only.
-func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
+func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("watcher: metadata client: %w", err)
@@ -97,7 +97,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Opti
 			lead(ctx)
 			return
 		}
-		err := finalizer.RunElected(ctx, finalizer.Election{
+		err := leader.RunElected(ctx, leader.Election{
 			Client: client, Namespace: opts.LeaseNS(), Name: opts.LeaseName, Identity: identity,
 			LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline, RetryPeriod: opts.RetryPeriod,
 		}, log.With("component", "leader-election"), lead)
@@ -110,7 +110,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Opti
 
 // startConfig loads the cleanup configuration (an invalid file stops the
 // start) and keeps reloading it.
-func startConfig(ctx context.Context, wg *sync.WaitGroup, opts webhookopts.Options, client kubernetes.Interface, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*cleanup.Loader, error) {
+func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client kubernetes.Interface, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*cleanup.Loader, error) {
 	metrics, err := cleanup.NewMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package webhookopts
+package webhook
 
 import (
 	"flag"
