@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
@@ -42,26 +42,13 @@ func main() {
 		args = args[1:]
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage:\n  %s [flags]        verify this node and manage its startup taint\n  %s check [flags]  run one round of checks, print a table, exit 0 if all pass\n\nFlags:\n", name, name)
 		fs.PrintDefaults()
 	}
 	opts := agent.NewOptions()
-	if err := opts.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(2)
-	}
-	if *showVersion {
-		fmt.Println(version.String(name))
-		return
-	}
-	if err := opts.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
-		os.Exit(2)
+	if code := cli.Parse(name, fs, opts, args, os.Stdout, os.Stderr); code != cli.Continue {
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

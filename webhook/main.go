@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
@@ -28,7 +28,6 @@ func main() {
 	}
 	opts := webhook.NewOptions()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage:
   %[1]s [flags]                    serve admission, back-fill the finalizer, run node cleanup
@@ -42,21 +41,9 @@ Flags:
 `, name)
 		fs.PrintDefaults()
 	}
-	if err := opts.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(2)
-	}
-	if *showVersion {
-		fmt.Println(version.String(name))
-		return
-	}
 	// Every subcommand runs on validated options.
-	if err := opts.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: invalid configuration:\n%v\n", name, err)
-		os.Exit(2)
+	if code := cli.Parse(name, fs, opts, args, os.Stdout, os.Stderr); code != cli.Continue {
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
