@@ -25,6 +25,7 @@ func Builtins() []cleanup.Builtin {
 		{Name: LocalVolumesName, Defaults: cleanup.Spec{Critical: true, Timeout: time.Minute}, New: newLocalVolumes},
 		{Name: PortworxName, Defaults: cleanup.Spec{Critical: true, Timeout: 2 * time.Minute}, New: newPortworx},
 		{Name: NotifyName, Defaults: cleanup.Spec{Timeout: 30 * time.Second}, New: newNotify},
+		{Name: HookName, Defaults: cleanup.Spec{Timeout: time.Minute}, New: newHook},
 		{Name: LogName, Defaults: cleanup.Spec{Enabled: true, Timeout: 5 * time.Second}, New: newLog},
 	}
 }

@@ -1,0 +1,216 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
+)
+
+// HookName is the hook plugin's name.
+const HookName = "hook"
+
+// hook POSTs a JSON document describing the deleted node to a URL of the
+// operator's (a CMDB, ServiceNow, a cloud API behind a small adapter), so
+// systems that keep their own list of machines hear of the deletion before
+// the Node object is gone. Critical or not is the pipeline's setting: a
+// critical hook holds the node until the receiver accepts the document.
+type hook struct {
+	url      string
+	authName string
+	authFile string
+	cluster  string
+	accept   []int
+	retries  uint64
+	client   kubernetes.Interface
+	http     *http.Client
+	log      *slog.Logger
+}
+
+type hookSettings struct {
+	// URL receives the POST.
+	URL string `json:"url"`
+	// AuthHeaderFile holds the value of the auth header (a secret, mounted
+	// from a Secret), such as "Bearer …"; empty sends none.
+	AuthHeaderFile string `json:"authHeaderFile"`
+	// AuthHeader is the header that carries it.
+	AuthHeader string `json:"authHeader"`
+	// Cluster names the cluster in the document.
+	Cluster string `json:"cluster"`
+	// AcceptStatus lists the status codes that mean delivered; empty is any 2xx.
+	AcceptStatus []int `json:"acceptStatus"`
+	// Retries after the first POST, with exponential backoff.
+	Retries *int `json:"retries"`
+}
+
+// HookDocument is the JSON body the hook plugin sends.
+type HookDocument struct {
+	// Event is always "NodeDeleted".
+	Event string `json:"event"`
+	// Cluster is the configured cluster name.
+	Cluster string `json:"cluster,omitempty"`
+	// Node describes the node.
+	Node HookNode `json:"node"`
+}
+
+// HookNode is the node as the hook document describes it.
+type HookNode struct {
+	Name              string            `json:"name"`
+	UID               string            `json:"uid"`
+	ProviderID        string            `json:"providerID,omitempty"`
+	Zone              string            `json:"zone,omitempty"`
+	InstanceType      string            `json:"instanceType,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	CreationTimestamp time.Time         `json:"creationTimestamp"`
+	DeletionTimestamp *time.Time        `json:"deletionTimestamp,omitempty"`
+}
+
+func newHook(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error) {
+	s := hookSettings{AuthHeader: "Authorization"}
+	if err := cleanup.DecodeSettings(HookName, settings, &s); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(s.URL)
+	switch {
+	case s.URL == "":
+		return nil, fmt.Errorf("%s.url: required", HookName)
+	case err != nil:
+		return nil, fmt.Errorf("%s.url: %v", HookName, err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return nil, fmt.Errorf("%s.url: %q is not an http(s) URL with a host", HookName, s.URL)
+	}
+	if s.AuthHeaderFile != "" {
+		if _, err := readSecret(HookName, "authHeaderFile", s.AuthHeaderFile); err != nil {
+			return nil, err
+		}
+		if s.AuthHeader == "" {
+			return nil, fmt.Errorf("%s.authHeader: must not be empty when authHeaderFile is set", HookName)
+		}
+	}
+	for i, c := range s.AcceptStatus {
+		if c < 100 || c > 599 {
+			return nil, fmt.Errorf("%s.acceptStatus[%d]: %d is not an HTTP status code", HookName, i, c)
+		}
+	}
+	retries := 3
+	if s.Retries != nil {
+		retries = *s.Retries
+	}
+	if retries < 0 || retries > 10 {
+		return nil, fmt.Errorf("%s.retries: want 0 to 10, got %d", HookName, retries)
+	}
+	return &hook{url: s.URL, authName: s.AuthHeader, authFile: s.AuthHeaderFile, cluster: s.Cluster,
+		accept: s.AcceptStatus, retries: uint64(retries), client: deps.Client, http: deps.HTTP, log: deps.Log}, nil
+}
+
+func (p *hook) Name() string { return HookName }
+
+func (p *hook) ShouldRun(*corev1.Node) bool { return true }
+
+// Document describes node for the receiver.
+func (p *hook) Document(node *corev1.Node) HookDocument {
+	d := HookDocument{Event: "NodeDeleted", Cluster: p.cluster, Node: HookNode{
+		Name: node.Name, UID: string(node.UID), ProviderID: node.Spec.ProviderID,
+		Zone: node.Labels[corev1.LabelTopologyZone], InstanceType: node.Labels[corev1.LabelInstanceTypeStable],
+		Labels: node.Labels, CreationTimestamp: node.CreationTimestamp.UTC(),
+	}}
+	if node.DeletionTimestamp != nil {
+		t := node.DeletionTimestamp.UTC()
+		d.Node.DeletionTimestamp = &t
+	}
+	return d
+}
+
+// Cleanup posts the document until the receiver accepts it.
+func (p *hook) Cleanup(ctx context.Context, node *corev1.Node) error {
+	node = p.withSpec(ctx, node)
+	body, err := json.Marshal(p.Document(node))
+	if err != nil {
+		return err
+	}
+	if cleanup.DryRun(ctx) {
+		p.log.Info("dry run: would post the node to the hook", "node", node.Name, "body", string(body))
+		return nil
+	}
+	auth := ""
+	if p.authFile != "" {
+		// Read at every attempt: a rotated Secret is picked up without a restart.
+		if auth, err = readSecret(HookName, "authHeaderFile", p.authFile); err != nil {
+			return err
+		}
+	}
+	b := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
+		InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
+		MaxInterval: 5 * time.Second, Clock: backoff.SystemClock,
+	}, p.retries), ctx)
+	return backoff.Retry(func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+		if err != nil {
+			return backoff.Permanent(fmt.Errorf("hook: %w", err))
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "kube-node-ready-webhook")
+		if auth != "" {
+			req.Header.Set(p.authName, auth)
+		}
+		resp, err := p.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("hook: POST %s: %v", redactedURL(p.url), redactURL(err))
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		switch {
+		case p.accepted(resp.StatusCode):
+			return nil
+		case resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout:
+			return backoff.Permanent(fmt.Errorf("hook: %s refused the node: HTTP %d", redactedURL(p.url), resp.StatusCode))
+		}
+		return fmt.Errorf("hook: %s: HTTP %d", redactedURL(p.url), resp.StatusCode)
+	}, b)
+}
+
+// withSpec fills in the node's spec (the provider ID), which the watcher's
+// metadata-only cache does not hold, from the Node the finalizer still keeps;
+// a Node already gone or replaced leaves the document without it.
+func (p *hook) withSpec(ctx context.Context, node *corev1.Node) *corev1.Node {
+	if node.Spec.ProviderID != "" || p.client == nil {
+		return node
+	}
+	cur, err := p.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil || cur.UID != node.UID {
+		return node
+	}
+	out := node.DeepCopy()
+	out.Spec.ProviderID = cur.Spec.ProviderID
+	return out
+}
+
+func (p *hook) accepted(code int) bool {
+	if len(p.accept) == 0 {
+		return code/100 == 2
+	}
+	return slices.Contains(p.accept, code)
+}
+
+// redactedURL keeps the scheme, host and path of a URL for messages: a
+// query may carry a token.
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the hook URL"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
