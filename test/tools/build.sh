@@ -64,7 +64,13 @@ LDFLAGS=$ldv build kubernetes "$tools/kubernetes" k8s.io/kubernetes \
 	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
 	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
 build coredns "$tools/coredns" github.com/coredns/coredns coredns=github.com/coredns/coredns
-build helm "$tools/helm" helm.sh/helm/v3 helm=helm.sh/helm/v3/cmd/helm
+# Like helm's own release build: the Kubernetes version helm assumes without
+# --kube-version (template, lint) is the pinned one, not its 1.20 default.
+ldh=""
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+	ldh+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8sminor"
+done
+LDFLAGS=$ldh build helm "$tools/helm" helm.sh/helm/v3 helm=helm.sh/helm/v3/cmd/helm
 build staticcheck "$tools/staticcheck" honnef.co/go/tools staticcheck=honnef.co/go/tools/cmd/staticcheck
 TAGS=no_btrfs,no_devmapper,no_zfs build containerd "$tools/containerd" github.com/containerd/containerd/v2 \
 	containerd=github.com/containerd/containerd/v2/cmd/containerd \

@@ -78,6 +78,23 @@ func TestLint(t *testing.T) {
 	}
 }
 
+// TestHelmAssumesThePinnedKubernetes: the helm built by make tools, like a
+// release build, assumes the pinned Kubernetes version, so `helm template`
+// and `helm lint` of the chart (kubeVersion >= 1.30) work without
+// --kube-version.
+func TestHelmAssumesThePinnedKubernetes(t *testing.T) {
+	for _, args := range [][]string{
+		{"template", release, chart},
+		{"lint", chart, "--strict"},
+	} {
+		// Rendered offline: no cluster to ask for its version.
+		out, err := helm(t, append(args, "--kubeconfig", "/dev/null")...)
+		if err != nil {
+			t.Errorf("helm %v without --kube-version: %v\n%s", args, err, out)
+		}
+	}
+}
+
 // TestAlertRules renders the PrometheusRule, checks its rules with promtool
 // and runs the promtool unit tests in testdata against them.
 func TestAlertRules(t *testing.T) {
