@@ -170,8 +170,8 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 		return nil, fmt.Errorf("finalizer: set transform: %w", err)
 	}
 	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.observe,
-		UpdateFunc: func(_, obj any) { c.observe(obj) },
+		AddFunc:    func(obj any) { c.observe(obj, true) },
+		UpdateFunc: func(oldObj, obj any) { c.observe(obj, cleanupNews(oldObj, obj)) },
 		DeleteFunc: c.forget,
 	})
 	if err != nil {
@@ -197,7 +197,24 @@ func (c *Controller) trim(obj any) (any, error) {
 // HasSynced reports whether the informer has listed every Node once.
 func (c *Controller) HasSynced() bool { return c.synced() }
 
-func (c *Controller) observe(obj any) {
+// cleanupNews reports whether an update should (re)start a node's cleanup
+// at once: the node just got its deletionTimestamp, was replaced, or this is
+// the informer's periodic resync (the safety net). Any other change of a
+// node being deleted — a status heartbeat, an annotation — must not cut a
+// failed cleanup's backoff short.
+func cleanupNews(oldObj, obj any) bool {
+	o, ok1 := oldObj.(*metav1.PartialObjectMetadata)
+	n, ok2 := obj.(*metav1.PartialObjectMetadata)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.DeletionTimestamp == nil || o.UID != n.UID || o.ResourceVersion == n.ResourceVersion
+}
+
+// observe records what the informer saw of a Node and queues the work it
+// needs; enqueueCleanup says whether a node being deleted is (re)queued for
+// cleanup now (the bypass annotation always is).
+func (c *Controller) observe(obj any, enqueueCleanup bool) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return
@@ -231,8 +248,10 @@ func (c *Controller) observe(obj any) {
 		if c.skipped(m) {
 			// Do not wait out a backoff: bypass now.
 			c.cleanupQ.Forget(m.Name)
+			c.cleanupQ.Add(m.Name)
+		} else if enqueueCleanup {
+			c.cleanupQ.Add(m.Name)
 		}
-		c.cleanupQ.Add(m.Name)
 	}
 }
 
@@ -318,7 +337,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 		return fmt.Errorf("finalizer: list cached nodes: %w", err)
 	}
 	for _, obj := range all {
-		c.observe(obj)
+		c.observe(obj, true)
 	}
 	c.log.Info("leading: node watcher running", "nodes_with_finalizer", c.count(), "pending_cleanups", c.countPending(),
 		"backfill_workers", c.workers(c.cfg.Backfill, c.cfg.BackfillWorkers), "cleanup_workers", c.workers(c.cfg.Cleanup, c.cfg.CleanupWorkers))

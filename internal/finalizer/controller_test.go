@@ -154,3 +154,31 @@ func TestCleanupDeadline(t *testing.T) {
 		t.Errorf("deadlineLeft = %s, want about 30s", left)
 	}
 }
+
+func TestCleanupNews(t *testing.T) {
+	deleted := metav1.NewTime(time.Now())
+	meta := func(rv, uid string, deleting bool) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv, UID: types.UID(uid)}}
+		if deleting {
+			m.DeletionTimestamp = &deleted
+		}
+		return m
+	}
+	tests := []struct {
+		name     string
+		old, new *metav1.PartialObjectMetadata
+		want     bool
+	}{
+		{name: "deletion starts", old: meta("1", "a", false), new: meta("2", "a", true), want: true},
+		{name: "another update of a node being deleted waits for the backoff", old: meta("2", "a", true), new: meta("3", "a", true)},
+		{name: "re-created under the same name", old: meta("2", "a", true), new: meta("3", "b", true), want: true},
+		{name: "periodic resync", old: meta("2", "a", true), new: meta("2", "a", true), want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := cleanupNews(tt.old, tt.new); got != tt.want {
+				t.Errorf("cleanupNews = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
