@@ -124,11 +124,36 @@ func (p *Pipeline) Names() []string {
 	return out
 }
 
+// After lists, for each enabled plugin, the enabled plugins it runs after.
+func (p *Pipeline) After() map[string][]string {
+	enabled := map[string]bool{}
+	for _, s := range p.stages {
+		enabled[s.Plugin.Name()] = true
+	}
+	out := make(map[string][]string, len(p.stages))
+	for _, s := range p.stages {
+		deps := []string{}
+		for _, d := range s.After {
+			if enabled[d] {
+				deps = append(deps, d)
+			}
+		}
+		out[s.Plugin.Name()] = deps
+	}
+	return out
+}
+
 // Run runs every stage once for node: a stage starts when every stage it
 // runs after has finished, so unrelated stages run in parallel. A stage whose
 // critical predecessor failed is skipped. Run returns when every stage has
 // finished or ctx ends (stages that ignore ctx are abandoned, not waited for).
 func (p *Pipeline) Run(ctx context.Context, node *corev1.Node, attempt int) Result {
+	return p.RunObserved(ctx, node, attempt, nil)
+}
+
+// RunObserved is Run that also tells observe about each stage as it ends,
+// from the goroutine that called it.
+func (p *Pipeline) RunObserved(ctx context.Context, node *corev1.Node, attempt int, observe func(PluginResult)) Result {
 	ctx = WithRunInfo(ctx, RunInfo{DryRun: p.dryRun, Attempt: attempt})
 	type done struct {
 		idx int
@@ -182,6 +207,9 @@ func (p *Pipeline) Run(ctx context.Context, node *corev1.Node, attempt int) Resu
 		select {
 		case d := <-out:
 			r.Plugins = append(r.Plugins, d.res)
+			if observe != nil {
+				observe(d.res)
+			}
 			if d.res.Critical && d.res.Err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", d.res.Name, d.res.Err))
 			}

@@ -97,6 +97,8 @@ type Controller struct {
 
 	patches *prometheus.CounterVec
 	nodes   *prometheus.CounterVec
+	// statusWrites counts writes of the cleanup status annotation.
+	statusWrites prometheus.Counter
 	leader  prometheus.Gauge
 }
 
@@ -132,13 +134,17 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 			Name: "node_cleanup_nodes_total",
 			Help: "Node cleanup attempts by result (completed, failed, skipped, deadline_exceeded).",
 		}, []string{"result"}),
+		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "node_cleanup_status_writes_total",
+			Help: "Writes of the cleanup status annotation (" + StatusAnnotation + ") on nodes being cleaned up.",
+		}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_cleanup_leader",
 			Help: "1 while this replica holds the leader Lease and runs back-fill and cleanup.",
 		}),
 	}
 	collectors := []prometheus.Collector{
-		c.patches, c.nodes, c.leader,
+		c.patches, c.nodes, c.leader, c.statusWrites,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "node_cleanup_nodes_with_finalizer",
 			Help: "Nodes in the informer cache that carry the node-cleanup finalizer.",

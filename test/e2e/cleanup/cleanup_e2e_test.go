@@ -8,6 +8,7 @@ package cleanup
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -209,11 +212,31 @@ func TestCleanup(t *testing.T) {
 		const name = "stuck-1"
 		e.px.set(name, pxFail)
 		e.createNode(t, name)
+		statuses := watchStatus(t, cp, name)
 		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		waitFor(t, 30*time.Second, "three failed portworx calls", func() bool { return len(e.px.callsFor(name)) >= 3 })
 		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil || n.DeletionTimestamp == nil || !slices.Contains(n.Finalizers, fin) {
 			t.Fatalf("node %s after failed cleanups: %v %+v, want it terminating with the finalizer", name, err, n.ObjectMeta)
+		}
+		// The status annotation showed the pipeline moving, then the failure.
+		var st struct {
+			Attempt int               `json:"attempt"`
+			Plugins map[string]string `json:"plugins"`
+			RetryIn string            `json:"retryIn"`
+		}
+		if err := json.Unmarshal([]byte(n.Annotations[finalizer.StatusAnnotation]), &st); err != nil {
+			t.Fatalf("%s on %s: %v (%q)", finalizer.StatusAnnotation, name, err, n.Annotations[finalizer.StatusAnnotation])
+		}
+		if st.Attempt < 2 || st.Plugins["volumeattachments"] != "done" || st.Plugins["local-volumes"] != "done" ||
+			!strings.HasPrefix(st.Plugins["portworx"], "failed: ") || !strings.Contains(st.Plugins["portworx"], "HTTP 500") || st.RetryIn == "" {
+			t.Errorf("cleanup status after failed attempts = %+v", st)
+		}
+		seq := statuses()
+		running := slices.IndexFunc(seq, func(s string) bool { return strings.Contains(s, `"portworx":"running"`) })
+		failed := slices.IndexFunc(seq, func(s string) bool { return strings.Contains(s, `"portworx":"failed: `) })
+		if running < 0 || failed < running {
+			t.Errorf("status sequence %q: want portworx running before it failed", seq)
 		}
 		// Repeated failures are one Event series (events.k8s.io aggregates
 		// Events that differ only in their note).
@@ -688,5 +711,37 @@ func playProtectionControllers(ctx context.Context, cp *harness.ControlPlane) {
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// watchStatus records every distinct value of the cleanup status annotation
+// on the node from now on; the returned function gives them in order.
+func watchStatus(t *testing.T, cp *harness.ControlPlane, node string) func() []string {
+	t.Helper()
+	w, err := cp.Client.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	go func() {
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			v := n.Annotations[finalizer.StatusAnnotation]
+			mu.Lock()
+			if v != "" && (len(seen) == 0 || seen[len(seen)-1] != v) {
+				seen = append(seen, v)
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
 	}
 }
