@@ -99,7 +99,7 @@ type Controller struct {
 	nodes   *prometheus.CounterVec
 	// statusWrites counts writes of the cleanup status annotation.
 	statusWrites prometheus.Counter
-	leader  prometheus.Gauge
+	leader       prometheus.Gauge
 }
 
 type runningClean struct {
