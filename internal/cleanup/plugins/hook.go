@@ -1,18 +1,15 @@
 package plugins
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -105,15 +102,12 @@ func newHook(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error
 			return nil, fmt.Errorf("%s.acceptStatus[%d]: %d is not an HTTP status code", HookName, i, c)
 		}
 	}
-	retries := 3
-	if s.Retries != nil {
-		retries = *s.Retries
-	}
-	if retries < 0 || retries > 10 {
-		return nil, fmt.Errorf("%s.retries: want 0 to 10, got %d", HookName, retries)
+	retries, err := parseRetries(HookName, s.Retries)
+	if err != nil {
+		return nil, err
 	}
 	return &hook{url: s.URL, authName: s.AuthHeader, authFile: s.AuthHeaderFile, cluster: s.Cluster,
-		accept: s.AcceptStatus, retries: uint64(retries), client: deps.Client, http: deps.HTTP, log: deps.Log}, nil
+		accept: s.AcceptStatus, retries: retries, client: deps.Client, http: deps.HTTP, log: deps.Log}, nil
 }
 
 func (p *hook) Name() string { return HookName }
@@ -152,34 +146,15 @@ func (p *hook) Cleanup(ctx context.Context, node *corev1.Node) error {
 			return err
 		}
 	}
-	b := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
-		InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
-		MaxInterval: 5 * time.Second, Clock: backoff.SystemClock,
-	}, p.retries), ctx)
-	return backoff.Retry(func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
-		if err != nil {
-			return backoff.Permanent(fmt.Errorf("hook: %w", err))
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "kube-node-ready-webhook")
-		if auth != "" {
-			req.Header.Set(p.authName, auth)
-		}
-		resp, err := p.http.Do(req)
-		if err != nil {
-			return fmt.Errorf("hook: POST %s: %v", redactedURL(p.url), redactURL(err))
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		switch {
-		case p.accepted(resp.StatusCode):
-			return nil
-		case resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout:
-			return backoff.Permanent(fmt.Errorf("hook: %s refused the node: HTTP %d", redactedURL(p.url), resp.StatusCode))
-		}
-		return fmt.Errorf("hook: %s: HTTP %d", redactedURL(p.url), resp.StatusCode)
-	}, b)
+	header := http.Header{}
+	if auth != "" {
+		header.Set(p.authName, auth)
+	}
+	post := jsonPost{url: p.url, name: redactedURL(p.url), header: header, retries: p.retries, accepted: p.accepted}
+	if err := postJSON(ctx, p.http, post, body); err != nil {
+		return fmt.Errorf("hook: %w", err)
+	}
+	return nil
 }
 
 // withSpec fills in the node's spec (the provider ID), which the watcher's
@@ -198,6 +173,7 @@ func (p *hook) withSpec(ctx context.Context, node *corev1.Node) *corev1.Node {
 	return out
 }
 
+// accepted says whether code means delivered: any 2xx unless acceptStatus says.
 func (p *hook) accepted(code int) bool {
 	if len(p.accept) == 0 {
 		return code/100 == 2

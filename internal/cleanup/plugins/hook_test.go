@@ -63,7 +63,7 @@ func TestHook(t *testing.T) {
 	}{
 		{name: "delivered", wantPosts: 1},
 		{name: "retried until accepted", statuses: []int{500, 503}, wantPosts: 3},
-		{name: "a 4xx is final", statuses: []int{400}, wantErr: "refused the node: HTTP 400", wantPosts: 1},
+		{name: "a 4xx is final", statuses: []int{400}, wantErr: "refused it: HTTP 400", wantPosts: 1},
 		{name: "retries run out", statuses: []int{500, 500, 500}, wantErr: "HTTP 500", wantPosts: 3},
 		{name: "only the accepted codes count", statuses: []int{200}, accept: `,"acceptStatus":[202]`, wantErr: "HTTP 200", wantPosts: 3},
 	}

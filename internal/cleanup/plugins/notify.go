@@ -1,18 +1,15 @@
 package plugins
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -88,14 +85,11 @@ func newNotify(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, err
 			return nil, fmt.Errorf("%s.events[%d]: want start, success or failure, got %q", NotifyName, i, e)
 		}
 	}
-	retries := 3
-	if s.Retries != nil {
-		retries = *s.Retries
+	retries, err := parseRetries(NotifyName, s.Retries)
+	if err != nil {
+		return nil, err
 	}
-	if retries < 0 || retries > 10 {
-		return nil, fmt.Errorf("%s.retries: want 0 to 10, got %d", NotifyName, retries)
-	}
-	return &notify{urlFile: s.URLFile, format: s.Format, events: s.Events, cluster: s.Cluster, retries: uint64(retries), http: deps.HTTP, log: deps.Log}, nil
+	return &notify{urlFile: s.URLFile, format: s.Format, events: s.Events, cluster: s.Cluster, retries: retries, http: deps.HTTP, log: deps.Log}, nil
 }
 
 func (p *notify) Name() string { return NotifyName }
@@ -175,32 +169,11 @@ func (p *notify) send(ctx context.Context, node *corev1.Node, kind string, cause
 	if err != nil {
 		return err
 	}
-	b := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
-		InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
-		MaxInterval: 5 * time.Second, Clock: backoff.SystemClock,
-	}, p.retries), ctx)
-	return backoff.Retry(func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-		if err != nil {
-			// url.Parse errors quote the whole URL, which is the secret.
-			return backoff.Permanent(fmt.Errorf("notify: bad URL in %s: %v", p.urlFile, redactURL(err)))
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := p.http.Do(req)
-		if err != nil {
-			// The URL is a secret: never put it in an error.
-			return fmt.Errorf("notify: POST %s message failed: %v", kind, redactURL(err))
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode/100 == 2:
-			return nil
-		case resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout:
-			return backoff.Permanent(fmt.Errorf("notify: %s message rejected: HTTP %d", kind, resp.StatusCode))
-		}
-		return fmt.Errorf("notify: %s message: HTTP %d", kind, resp.StatusCode)
-	}, b)
+	// The URL is a secret: errors name the message, never the URL.
+	if err := postJSON(ctx, p.http, jsonPost{url: target, name: "the " + kind + " message's webhook", retries: p.retries}, body); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
 }
 
 // Message is the JSON body for format (slack or teams).

@@ -1,0 +1,78 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// defaultRetries is how often the POSTing plugins retry one request.
+const defaultRetries = 3
+
+// parseRetries reads a plugin's `retries` setting: 0 to 10, default 3.
+func parseRetries(plugin string, v *int) (uint64, error) {
+	r := defaultRetries
+	if v != nil {
+		r = *v
+	}
+	if r < 0 || r > 10 {
+		return 0, fmt.Errorf("%s.retries: want 0 to 10, got %d", plugin, r)
+	}
+	return uint64(r), nil
+}
+
+// jsonPost is one JSON document to POST, as the notify and hook plugins send them.
+type jsonPost struct {
+	// url is the target; it may be a secret, so errors use name instead.
+	url, name string
+	// header holds extra request headers.
+	header http.Header
+	// retries after the first POST, with exponential backoff.
+	retries uint64
+	// accepted says whether a status code means delivered; nil is any 2xx.
+	accepted func(code int) bool
+}
+
+// postJSON sends body to p.url until it is accepted: connection errors and
+// other answers are retried with backoff within ctx, except a 4xx other than
+// 408 and 429, which will not change. Errors never contain the URL.
+func postJSON(ctx context.Context, client *http.Client, p jsonPost, body []byte) error {
+	accepted := p.accepted
+	if accepted == nil {
+		accepted = func(code int) bool { return code/100 == 2 }
+	}
+	b := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
+		InitialInterval: 500 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2,
+		MaxInterval: 5 * time.Second, Clock: backoff.SystemClock,
+	}, p.retries), ctx)
+	return backoff.Retry(func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+		if err != nil {
+			// url.Parse errors quote the whole URL.
+			return backoff.Permanent(fmt.Errorf("bad URL for %s: %v", p.name, redactURL(err)))
+		}
+		for k, v := range p.header {
+			req.Header[k] = v
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "kube-node-ready-webhook")
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("POST to %s failed: %v", p.name, redactURL(err))
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		switch {
+		case accepted(resp.StatusCode):
+			return nil
+		case resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout:
+			return backoff.Permanent(fmt.Errorf("%s refused it: HTTP %d", p.name, resp.StatusCode))
+		}
+		return fmt.Errorf("%s: HTTP %d", p.name, resp.StatusCode)
+	}, b)
+}
