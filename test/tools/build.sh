@@ -95,6 +95,26 @@ if [[ ! -f "$bin/images/pause.tar" || ! -f "$bin/images/coredns.tar" || "$(cat "
 	echo "$images_stamp" >"$bin/.stamp-images"
 fi
 
+# CustomResourceDefinitions of the tools the chart and the webhook work with,
+# copied from their pinned Go modules (checked against the Go checksum
+# database): Karpenter's NodeClaim (remediation), prometheus-operator's
+# ServiceMonitor and PrometheusRule (monitoring), cert-manager's Certificate
+# and Issuer. Tests install them from bin/crds/<tool>/.
+crd() {
+	local name=$1 mod=$2 sub=$3 stamp="$bin/.stamp-crds-$1" dir
+	if [[ -f "$stamp" && "$(cat "$stamp")" == "$mod" ]] && [[ -d "$bin/crds/$name" ]]; then
+		return 0
+	fi
+	dir=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -n "$dir" && -d "$dir/$sub" ]] || { echo "CRDs of $mod: $sub not found (go mod download failed?)" >&2; exit 1; }
+	rm -rf "$bin/crds/$name" && mkdir -p "$bin/crds/$name"
+	cp "$dir/$sub"/*.yaml "$bin/crds/$name/" && chmod u+w "$bin/crds/$name"/*.yaml
+	echo "$mod" >"$stamp"
+}
+crd karpenter sigs.k8s.io/karpenter@v1.14.1 pkg/apis/crds
+crd prometheus-operator github.com/prometheus-operator/prometheus-operator@v0.85.0 example/prometheus-operator-crd
+crd cert-manager github.com/cert-manager/cert-manager@v1.21.2 deploy/crds
+
 # Debian packages: promtool (prometheus), hey (HTTP load), ip (iproute2),
 # unshare and nsenter (util-linux); for real nodes runc, the CNI plugins
 # (/usr/lib/cni), iptables and conntrack.
