@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
 )
 
@@ -49,7 +50,7 @@ type Agent struct {
 	recorder Recorder
 	taints   Taints
 	thresh   Thresholds
-	budget   Budget
+	budget   budget.Budget
 	informer cache.SharedIndexInformer
 	lock     *retaintLock
 	// writeRetry spaces the rounds after a failed write to the node, so a
@@ -102,7 +103,7 @@ func New(opts *Options, client Client, cs []checks.Check, checkMetrics *checks.M
 	if err != nil {
 		return nil, err
 	}
-	budget, err := ParseBudget(opts.MaxRetainted)
+	fleetBudget, err := budget.Parse(opts.MaxRetainted)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +123,7 @@ func New(opts *Options, client Client, cs []checks.Check, checkMetrics *checks.M
 		opts: opts, client: client, log: log, metrics: metrics, recorder: recorder,
 		taints:   Taints{Startup: startup, Unhealthy: unhealthy},
 		thresh:   Thresholds{Retaint: opts.RetaintThreshold, Recover: opts.RecoverThreshold},
-		budget:   budget,
+		budget:   fleetBudget,
 		informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{}),
 		wake:     make(chan struct{}, 1),
 		lock: &retaintLock{

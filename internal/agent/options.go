@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
@@ -275,7 +275,7 @@ func (o *Options) Validate() error {
 	if o.RecoverThreshold < 1 {
 		bad("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
 	}
-	if _, err := ParseBudget(o.MaxRetainted); err != nil {
+	if _, err := budget.Parse(o.MaxRetainted); err != nil {
 		bad("max-retainted", "%v", err)
 	}
 	for _, r := range o.checks {
@@ -328,35 +328,4 @@ func ParseTaint(s string) (corev1.Taint, error) {
 		return corev1.Taint{}, fmt.Errorf("%q: effect must be NoSchedule, PreferNoSchedule or NoExecute", s)
 	}
 	return t, nil
-}
-
-// Budget is the --max-retainted limit: an absolute count or a percentage of all nodes.
-type Budget struct {
-	count   int
-	percent float64
-}
-
-// ParseBudget parses "5" or "10%".
-func ParseBudget(s string) (Budget, error) {
-	if p, ok := strings.CutSuffix(s, "%"); ok {
-		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || v <= 0 || v > 100 {
-			return Budget{}, fmt.Errorf("%q: want a percentage in (0, 100]", s)
-		}
-		return Budget{percent: v}, nil
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 {
-		return Budget{}, fmt.Errorf("%q: want a count of at least 1 or a percentage such as 10%%", s)
-	}
-	return Budget{count: v}, nil
-}
-
-// Limit is how many nodes may be re-tainted at once in a cluster of total nodes (at least 1).
-func (b Budget) Limit(total int) int {
-	n := b.count
-	if b.percent > 0 {
-		n = int(float64(total) * b.percent / 100)
-	}
-	return max(n, 1)
 }
