@@ -200,6 +200,15 @@ func (c *Controller) trim(obj any) (any, error) {
 	return m, nil
 }
 
+// NodeCount is the number of Nodes in the informer cache.
+func (c *Controller) NodeCount() int {
+	all, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return 0
+	}
+	return len(all)
+}
+
 // HasSynced reports whether the informer has listed every Node once.
 func (c *Controller) HasSynced() bool { return c.synced() }
 

@@ -8,7 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+	"github.com/kube-node-ready/kube-node-ready/internal/remediate"
 )
 
 // Certificate modes.
@@ -107,6 +111,26 @@ type Options struct {
 	// PodName identifies this replica (Lease holder, Events about the
 	// configuration); empty means the host name.
 	PodName string
+	// Remediation is the policy for nodes unverified past UnverifiedDeadline:
+	// off, report or replace (see package remediate).
+	Remediation string
+	// UnverifiedDeadline is how long a node may carry the startup or unhealthy taint.
+	UnverifiedDeadline time.Duration
+	// MaxReplacing bounds nodes replaced and still present ("1", "10%").
+	MaxReplacing string
+	// RemediationDryRun reports what would be deleted.
+	RemediationDryRun bool
+	// RemediationInterval is the time between scans.
+	RemediationInterval time.Duration
+	// FleetBudget is the agents' --max-retainted; while it is used up nothing is replaced.
+	FleetBudget string
+	// RemediationNodeClaims deletes a node's Karpenter NodeClaim instead of the Node.
+	RemediationNodeClaims bool
+	// StartupTaint, UnhealthyTaint and VerifiedLabel are the agent's names.
+	StartupTaint, UnhealthyTaint, VerifiedLabel string
+	// ProtectAnnotation set to "true" keeps a node from being replaced.
+	ProtectAnnotation string
+
 	// KubeAPIQPS and KubeAPIBurst are the client-side rate limits of the
 	// API client (Events use a separate client with the same limits).
 	KubeAPIQPS   float64
@@ -138,19 +162,29 @@ func NewOptions() *Options {
 		ResyncPeriod:      10 * time.Minute,
 		ShutdownGrace:     10 * time.Second,
 
-		Cleanup:              true,
-		ConfigReloadInterval: 10 * time.Second,
-		CleanupWorkers:       16,
-		CleanupRetryBase:     5 * time.Second,
-		CleanupRetryMax:      5 * time.Minute,
-		SkipAnnotation:       "infra.894.io/skip-cleanup",
-		LeaderElect:          true,
-		LeaseName:            "kube-node-ready-webhook",
-		LeaseDuration:        15 * time.Second,
-		RenewDeadline:        10 * time.Second,
-		RetryPeriod:          2 * time.Second,
-		KubeAPIQPS:           50,
-		KubeAPIBurst:         100,
+		Cleanup:               true,
+		ConfigReloadInterval:  10 * time.Second,
+		CleanupWorkers:        16,
+		CleanupRetryBase:      5 * time.Second,
+		CleanupRetryMax:       5 * time.Minute,
+		SkipAnnotation:        "infra.894.io/skip-cleanup",
+		LeaderElect:           true,
+		LeaseName:             "kube-node-ready-webhook",
+		LeaseDuration:         15 * time.Second,
+		RenewDeadline:         10 * time.Second,
+		RetryPeriod:           2 * time.Second,
+		Remediation:           "off",
+		UnverifiedDeadline:    30 * time.Minute,
+		MaxReplacing:          "1",
+		RemediationInterval:   30 * time.Second,
+		FleetBudget:           "10%",
+		RemediationNodeClaims: true,
+		StartupTaint:          "node-ready/unverified",
+		UnhealthyTaint:        "node-ready/unhealthy",
+		VerifiedLabel:         "node-ready/verified",
+		ProtectAnnotation:     "infra.894.io/protect",
+		KubeAPIQPS:            50,
+		KubeAPIBurst:          100,
 	}
 }
 
@@ -197,6 +231,17 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it stops working")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between election attempts")
 	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this replica's name (Lease holder, Events); empty = host name")
+	fs.StringVar(&o.Remediation, "remediation", o.Remediation, "what happens to a node still carrying --startup-taint or --unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (delete its Karpenter NodeClaim, else the Node)")
+	fs.DurationVar(&o.UnverifiedDeadline, "unverified-deadline", o.UnverifiedDeadline, "how long a node may stay unverified (startup taint, from creation) or unhealthy (from the agent's condition turning False) before --remediation acts")
+	fs.StringVar(&o.MaxReplacing, "max-replacing", o.MaxReplacing, "most nodes replaced and still present at once: a count (\"1\") or a share of all nodes (\"5%\"), at least 1")
+	fs.BoolVar(&o.RemediationDryRun, "remediation-dry-run", o.RemediationDryRun, "with --remediation=replace, record what would be deleted (Event, log, metric) and delete nothing")
+	fs.DurationVar(&o.RemediationInterval, "remediation-interval", o.RemediationInterval, "time between remediation scans")
+	fs.StringVar(&o.FleetBudget, "fleet-budget", o.FleetBudget, "the agents' --max-retainted: while that many nodes are re-tainted (--verified-label=false), nothing is replaced")
+	fs.BoolVar(&o.RemediationNodeClaims, "remediation-nodeclaims", o.RemediationNodeClaims, "replace a node by deleting the Karpenter NodeClaim (karpenter.sh/v1) that owns it, when the API exists; else, or when absent or forbidden, delete the Node")
+	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "key of the agent's startup taint")
+	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "key of the agent's re-taint (--retaint-taint)")
+	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, "the agent's verified label")
+	fs.StringVar(&o.ProtectAnnotation, "protect-annotation", o.ProtectAnnotation, "node annotation that, set to \"true\", keeps remediation from replacing the node (the chart's deletion protection uses the same)")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate limit to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
 }
@@ -277,6 +322,27 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--skip-annotation must be set"))
 		}
 	}
+	if p, err := remediate.ParsePolicy(o.Remediation); err != nil {
+		errs = append(errs, fmt.Errorf("--remediation %w", err))
+	} else if p != remediate.PolicyOff {
+		if o.UnverifiedDeadline <= 0 {
+			errs = append(errs, fmt.Errorf("--unverified-deadline %s must be positive", o.UnverifiedDeadline))
+		}
+		if o.RemediationInterval <= 0 {
+			errs = append(errs, fmt.Errorf("--remediation-interval %s must be positive", o.RemediationInterval))
+		}
+		if _, err := budget.Parse(o.MaxReplacing); err != nil {
+			errs = append(errs, fmt.Errorf("--max-replacing %w", err))
+		}
+		if _, err := budget.Parse(o.FleetBudget); err != nil {
+			errs = append(errs, fmt.Errorf("--fleet-budget %w", err))
+		}
+		for flag, v := range map[string]string{"startup-taint": o.StartupTaint, "unhealthy-taint": o.UnhealthyTaint, "verified-label": o.VerifiedLabel} {
+			if msgs := validation.IsQualifiedName(v); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("--%s %q: %s", flag, v, strings.Join(msgs, "; ")))
+			}
+		}
+	}
 	if o.NeedsWatcher() && o.LeaderElect {
 		if o.LeaseName == "" || o.LeaseNamespace == "" && o.Namespace == "" {
 			errs = append(errs, errors.New("--leader-elect needs --leader-elect-lease-name and a namespace (--leader-elect-namespace or --namespace)"))
@@ -292,7 +358,9 @@ func (o *Options) Validate() error {
 }
 
 // NeedsWatcher reports whether the node watcher (informer, leader election) runs.
-func (o *Options) NeedsWatcher() bool { return o.Backfill || o.Cleanup }
+func (o *Options) NeedsWatcher() bool {
+	return o.Backfill || o.Cleanup || o.Remediation != string(remediate.PolicyOff)
+}
 
 // NeedsClient reports whether the options need an API server client.
 func (o *Options) NeedsClient() bool { return o.NeedsWatcher() || o.CertMode == CertModeSelfManaged }

@@ -79,6 +79,14 @@ func TestValidateRejects(t *testing.T) {
 		{"log level", nil, []string{"--log-level=loud"}, "--log-level"},
 		{"zero cleanup deadline", nil, []string{"--cleanup-deadline=0s"}, "--cleanup-deadline 0s must be positive"},
 		{"negative cleanup deadline", nil, []string{"--cleanup-deadline=-5m"}, "--cleanup-deadline -5m0s must be positive"},
+		{"unknown remediation policy", nil, []string{"--remediation=delete"}, `--remediation "delete" is not off, report or replace`},
+		{"zero unverified deadline", nil, []string{"--remediation=report", "--unverified-deadline=0s"}, "--unverified-deadline 0s must be positive"},
+		{"negative unverified deadline", nil, []string{"--remediation=replace", "--unverified-deadline=-1m"}, "--unverified-deadline -1m0s must be positive"},
+		{"bad max-replacing", nil, []string{"--remediation=replace", "--max-replacing=0"}, "--max-replacing"},
+		{"bad max-replacing share", nil, []string{"--remediation=replace", "--max-replacing=150%"}, "--max-replacing"},
+		{"bad fleet budget", nil, []string{"--remediation=replace", "--fleet-budget=many"}, "--fleet-budget"},
+		{"bad taint key", nil, []string{"--remediation=replace", "--startup-taint=not a key"}, "--startup-taint"},
+		{"remediation env twin", map[string]string{"KNR_WEBHOOK_REMEDIATION": "nuke"}, nil, "--remediation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -22,11 +23,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
 	"github.com/kube-node-ready/kube-node-ready/internal/leader"
+	"github.com/kube-node-ready/kube-node-ready/internal/remediate"
 )
 
 // ReasonConfigInvalid is recorded on the webhook's Pod when a changed
@@ -85,12 +88,25 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 	if err != nil {
 		return err
 	}
+	rem, err := newRemediation(opts, cfg, client, ctrl.NodeCount, recorder, reg, log)
+	if err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
 	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
 	lead := func(ctx context.Context) {
+		var both sync.WaitGroup
+		if rem != nil {
+			both.Go(func() {
+				if err := rem.Lead(ctx); err != nil && ctx.Err() == nil {
+					log.Error("remediation stopped", "error", err)
+				}
+			})
+		}
 		if err := ctrl.Lead(ctx); err != nil && ctx.Err() == nil {
 			log.Error("node watcher stopped", "error", err)
 		}
+		both.Wait()
 	}
 	wg.Go(func() {
 		if !opts.LeaderElect {
@@ -106,6 +122,42 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 		}
 	})
 	return nil
+}
+
+// newRemediation builds the remediation controller, or nil when --remediation=off.
+func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface, total func() int, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*remediate.Controller, error) {
+	policy, err := remediate.ParsePolicy(opts.Remediation)
+	if err != nil || policy == remediate.PolicyOff {
+		return nil, err
+	}
+	maxReplacing, err := budget.Parse(opts.MaxReplacing)
+	if err != nil {
+		return nil, fmt.Errorf("--max-replacing %w", err)
+	}
+	fleet, err := budget.Parse(opts.FleetBudget)
+	if err != nil {
+		return nil, fmt.Errorf("--fleet-budget %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("remediation: dynamic client: %w", err)
+	}
+	return remediate.New(client, dyn, remediate.Config{
+		Policy:              policy,
+		Deadline:            opts.UnverifiedDeadline,
+		MaxReplacing:        maxReplacing,
+		FleetBudget:         fleet,
+		DryRun:              opts.RemediationDryRun,
+		Interval:            opts.RemediationInterval,
+		StartupTaint:        opts.StartupTaint,
+		UnhealthyTaint:      opts.UnhealthyTaint,
+		VerifiedLabel:       opts.VerifiedLabel,
+		ReplacingAnnotation: remediate.ReplacingAnnotation,
+		ProtectAnnotation:   opts.ProtectAnnotation,
+		NodeClaims:          opts.RemediationNodeClaims,
+		TotalNodes:          total,
+		Recorder:            recorder,
+	}, reg, log.With("component", "remediation"))
 }
 
 // startConfig loads the cleanup configuration (an invalid file stops the

@@ -32,6 +32,14 @@ groups:
         annotations:
           summary: "A DaemonSet was not Ready on {{ "{{" }} $labels.node {{ "}}" }} within the gate's timeout"
           description: "The node was untainted without it; see the DaemonSetGateTimeout Event on the node for which DaemonSet."
+      - alert: NodeUnverifiedPastDeadline
+        expr: max by (namespace) (node_remediation_overdue_nodes) > 0
+        for: {{ .Values.monitoring.prometheusRule.overdueFor }}
+        labels:
+          severity: warning
+        annotations:
+          summary: "{{ "{{" }} $value {{ "}}" }} nodes are unverified past the remediation deadline"
+          description: "Nodes still carry the {{ .Values.agent.startupTaint.key }} or {{ .Values.agent.retaintTaint.key }} taint past webhook.remediation.unverifiedDeadline and are not being replaced (policy report, dry run, protected, or held by the fleet or replacement budget). The NodeUnverifiedPastDeadline Events on them say which and why."
       - alert: NodeCleanupPending
         expr: node_cleanup_oldest_pending_seconds > {{ .Values.monitoring.prometheusRule.cleanupPendingSeconds }}
         labels:
