@@ -6,6 +6,7 @@
 package chart_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
@@ -32,6 +33,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 	cleanupplugins "github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
+	"github.com/kube-node-ready/kube-node-ready/test/manifestgen"
 )
 
 const (
@@ -260,20 +262,32 @@ func TestInstallAndOwnNodePolicy(t *testing.T) {
 	}
 }
 
-// TestManifestsMatchChart fails when manifests/ drifts from the chart: run
-// `make manifests` after changing the chart.
+// TestManifestsMatchChart fails when manifests/ drifts from the chart: every
+// file `make manifests` writes (the kustomize base, components, overlays,
+// uninstall and kube-node-ready.yaml) is what it would write now, and no
+// other file sits among them. test/e2e/kustomize checks what they build.
 func TestManifestsMatchChart(t *testing.T) {
-	out, err := helm(t, "template", "kube-node-ready", chart, "--namespace", "kube-node-ready", "--kube-version", "1.36.0")
+	want, err := manifestgen.Generate(t.Context(), filepath.Join(cp.BinDir, "helm"), chart)
 	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	committed, err := os.ReadFile(filepath.Join(root, "manifests", "kube-node-ready.yaml"))
+	got, err := manifestgen.Read(filepath.Join(root, "manifests"))
 	if err != nil {
 		t.Fatalf("%v (run `make manifests`)", err)
 	}
-	_, body, _ := strings.Cut(string(committed), "\n") // the generated-by header
-	if body != out {
-		t.Fatal("manifests/kube-node-ready.yaml differs from the chart rendered with default values; run `make manifests`")
+	for name, w := range want {
+		g, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("manifests/%s is missing; run `make manifests`", name)
+		case !bytes.Equal(g, w):
+			t.Errorf("manifests/%s differs from the chart; run `make manifests`", name)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("manifests/%s is not generated from the chart; run `make manifests` (it removes it)", name)
+		}
 	}
 }
 
