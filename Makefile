@@ -21,9 +21,33 @@ help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build the agent and webhook binaries into bin/
+build: ## build the agent, webhook and kubectl plugin binaries into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kube-node-ready-agent ./agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kube-node-ready-webhook ./webhook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-node_ready ./kubectl-node_ready
+
+# The kubectl plugin's release: one archive per platform (the binary, and
+# LICENSE when there is one; reproducible: sorted, owner 0, commit time) and
+# the krew manifest rendered from plugins/krew/node-ready.yaml.tmpl with the
+# archives' sha256. KREW_URI is where the archives are published.
+DIST           := $(CURDIR)/dist
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+KREW_URI       ?= https://github.com/kube-node-ready/kube-node-ready/releases/download/$(VERSION)
+
+.PHONY: dist
+dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and the krew manifest dist/node-ready.yaml
+	mkdir -p $(DIST)
+	rm -rf $(DIST)/kubectl-node_ready_* $(DIST)/node-ready.yaml
+	for p in $(DIST_PLATFORMS); do \
+		d=$(DIST)/kubectl-node_ready_$${p%/*}_$${p#*/}; mkdir -p $$d; files=(kubectl-node_ready); \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/kubectl-node_ready ./kubectl-node_ready; \
+		if [[ -f LICENSE ]]; then cp LICENSE $$d/; files+=(LICENSE); fi; \
+		tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH) -C $$d -cf - "$${files[@]}" | gzip -n > $$d.tar.gz; \
+		rm -rf $$d; \
+	done
+	plugins/krew/render.sh '$(VERSION)' '$(KREW_URI)' $(DIST) > $(DIST)/node-ready.yaml.tmp
+	mv $(DIST)/node-ready.yaml.tmp $(DIST)/node-ready.yaml
+	@ls -l $(DIST)
 
 .PHONY: tools
 tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, helm and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, promtool, hey

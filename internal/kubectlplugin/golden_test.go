@@ -1,0 +1,124 @@
+package kubectlplugin
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// fleet is one node in each state the commands tell apart.
+func fleet() []corev1.Node {
+	failing := condition(agent.FailingCondition([]string{"dns", "network"}, since, modes))
+	return []corev1.Node{
+		testNode("ip-10-0-1-7", "true", nil, condition(agent.PassingCondition(modes))),
+		testNode("ip-10-0-1-8", "", []corev1.Taint{startupTaint}, failing),
+		testNode("ip-10-0-1-9", "false", []corev1.Taint{unhealthyTaint}, failing),
+		testNode("ip-10-0-2-1", "false", []corev1.Taint{unhealthyTaint}, condition(agent.RecoveringCondition(1, 2, modes))),
+		testNode("ip-10-0-2-2", "true", nil, condition(agent.BypassedCondition(BypassAnnotation)), annotate(BypassAnnotation, "true")),
+		testNode("ip-10-0-2-3", "true", nil, condition(agent.PassingCondition(modes)), deleting,
+			annotate(CleanupStatusAnnotation, `{"attempt":2,"plugins":{"volumeattachments":"done","local-volumes":"done","portworx":"failed: portworx: decommission node ip-10-0-2-3: HTTP 500","notify":"done","log":"skipped: after portworx failed"},"retryIn":"20s"}`)),
+		testNode("ip-10-0-2-4", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `{"attempt":1,"plugins":{"volumeattachments":"running","portworx":"pending"}}`),
+			annotate(SkipCleanupAnnotation, "true")),
+		testNode("ip-10-0-2-5", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `{"attempt":1,"plu`)),
+		testNode("ip-10-0-2-6", "true", nil, nil, deleting),
+		testNode("ip-10-0-2-7", "true", nil, nil, annotate(SkipCleanupAnnotation, "true")),
+	}
+}
+
+func TestGoldenStatus(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		wide bool
+	}{{"status.txt", false}, {"status-wide.txt", true}} {
+		var buf bytes.Buffer
+		if err := PrintStatus(&buf, Reports(fleet()), tt.wide, now); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, tt.name, buf.Bytes())
+	}
+}
+
+func TestGoldenCleanupStatus(t *testing.T) {
+	var buf bytes.Buffer
+	if err := PrintCleanup(&buf, InCleanup(Reports(fleet())), now); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "cleanup-status.txt", buf.Bytes())
+}
+
+func TestGoldenStatusJSON(t *testing.T) {
+	nodes := fleet()
+	var buf bytes.Buffer
+	if err := PrintList(&buf, Reports([]corev1.Node{nodes[2], nodes[5]}), OutputJSON); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status.json", buf.Bytes())
+}
+
+func TestGoldenWhy(t *testing.T) {
+	ev := func(reason, typ, note string, ago time.Duration, count int32) eventsv1.Event {
+		e := eventsv1.Event{Reason: reason, Type: typ, Note: note, ReportingController: "kube-node-ready-agent",
+			EventTime: metav1.NewMicroTime(now.Add(-ago))}
+		if count > 1 {
+			e.Series = &eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(now.Add(-ago / 2))}
+		}
+		return e
+	}
+	events := []eventsv1.Event{
+		ev("NodeRetainted", "Warning", "re-tainted after 3 failed rounds: dns, network", 57*time.Minute, 1),
+		ev("NodeVerified", "Normal", "verified in 14.2s", 25*time.Hour, 1),
+		{Reason: "NodeReady", Type: "Normal", Note: "Node ip-10-0-1-9 status is now: NodeReady", DeprecatedSource: corev1.EventSource{Component: "kubelet"},
+			DeprecatedLastTimestamp: metav1.NewTime(now.Add(-26 * time.Hour))},
+		ev("RetaintSuppressed", "Warning", "fleet budget: 1 of 1 nodes re-tainted", 50*time.Minute, 12),
+	}
+	nodes := fleet()
+	for _, tt := range []struct {
+		file string
+		node corev1.Node
+		why  func(*Why)
+	}{
+		{"why-retainted.txt", nodes[2], func(w *Why) { w.Events, w.EventsTotal = EventLines(events, 3) }},
+		{"why-no-agent.txt", testNode("ip-10-0-3-1", "", []corev1.Taint{startupTaint}, nil), func(w *Why) {}},
+		{"why-deleting-events-forbidden.txt", nodes[5], func(w *Why) {
+			w.EventsErr = `not allowed to list events.events.k8s.io: events.events.k8s.io is forbidden: User "jane" cannot list resource "events" in API group "events.k8s.io" in the namespace "default"`
+		}},
+	} {
+		why := Why{Report: Report(&tt.node), EventsScope: "all namespaces"}
+		tt.why(&why)
+		var buf bytes.Buffer
+		if err := PrintWhy(&buf, why, now); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, tt.file, buf.Bytes())
+	}
+}

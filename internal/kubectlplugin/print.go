@@ -1,0 +1,238 @@
+package kubectlplugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// Output formats of -o.
+const (
+	OutputTable = ""
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
+)
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
+
+// age is how long ago t was, as kubectl prints ages ("5m", "3d4h").
+func age(t, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+// list joins names, or "-" when there are none.
+func list(names []string) string {
+	if len(names) == 0 {
+		return "-"
+	}
+	return strings.Join(names, ",")
+}
+
+// PrintStatus writes one line per node: NAME VERIFIED TAINT FAILING AGE
+// CLEANUP, and with wide also the condition's REASON, BYPASS and FINALIZER.
+func PrintStatus(w io.Writer, reports []NodeReport, wide bool, now time.Time) error {
+	tw := newTable(w)
+	header := "NAME\tVERIFIED\tTAINT\tFAILING\tAGE\tCLEANUP"
+	if wide {
+		header += "\tREASON\tBYPASS\tFINALIZER"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range reports {
+		taint := "none"
+		if len(r.Taints) > 0 {
+			taint = strings.Join(r.Taints, ",")
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Verified, taint, list(r.Failing), age(r.CreationTimestamp.Time, now), r.Cleanup.Summary)
+		if wide {
+			reason := "-"
+			if r.Condition != nil {
+				reason = r.Condition.Reason
+			}
+			line += fmt.Sprintf("\t%s\t%t\t%t", reason, r.Bypass, r.Finalizer)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+// PrintCleanup writes the nodes whose cleanup is pending, one line per
+// plugin: NAME DELETING ATTEMPT RETRY-IN PLUGIN STATE.
+func PrintCleanup(w io.Writer, reports []NodeReport, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tDELETING\tATTEMPT\tRETRY-IN\tPLUGIN\tSTATE")
+	for _, r := range reports {
+		c := r.Cleanup
+		deleting := "-"
+		if c.DeletionTimestamp != nil {
+			deleting = age(c.DeletionTimestamp.Time, now)
+		}
+		row := func(attempt, retry, plugin, state string) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, deleting, attempt, retry, plugin, state)
+		}
+		switch {
+		case c.StatusError != "":
+			row("-", "-", "-", "unreadable: "+CleanupStatusAnnotation+": "+c.StatusError)
+		case c.Status == nil:
+			row("-", "-", "-", "not started: no "+CleanupStatusAnnotation+" yet (is the webhook running?)")
+		default:
+			retry := c.Status.RetryIn
+			if retry == "" {
+				retry = "-"
+			}
+			for _, p := range c.Status.PluginNames() {
+				row(fmt.Sprint(c.Status.Attempt), retry, p, c.Status.Plugins[p])
+			}
+			if len(c.Status.Plugins) == 0 {
+				row(fmt.Sprint(c.Status.Attempt), retry, "-", "no plugins enabled")
+			}
+		}
+		if c.SkipRequested {
+			row("-", "-", "-", "skip requested: "+SkipCleanupAnnotation+"=true, the webhook removes the finalizer without cleanup")
+		}
+	}
+	return tw.Flush()
+}
+
+// PrintList writes reports as a List in JSON or YAML.
+func PrintList(w io.Writer, reports []NodeReport, format string) error {
+	if reports == nil {
+		reports = []NodeReport{}
+	}
+	data, err := json.MarshalIndent(List{APIVersion: ListAPIVersion, Kind: ListKind, Items: reports}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == OutputYAML {
+		if data, err = yaml.JSONToYAML(data); err != nil {
+			return err
+		}
+	} else {
+		data = append(data, '\n')
+	}
+	_, err = w.Write(data)
+	return err
+}
+
+// Why is everything `why` shows about one node.
+type Why struct {
+	// Report is the node as status reads it.
+	Report NodeReport
+	// Events are the newest Events about the node, oldest first.
+	Events []EventLine
+	// EventsTotal is how many Events there were before the limit.
+	EventsTotal int
+	// EventsScope says where the Events were looked for.
+	EventsScope string
+	// EventsErr says why no Events could be read; empty when they could.
+	EventsErr string
+}
+
+// stamp is a time and how long ago it was.
+func stamp(t, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age(t, now))
+}
+
+// PrintWhy writes the node's verification state, the agent's condition,
+// what it says about the agent's last reported round, and recent Events.
+func PrintWhy(w io.Writer, why Why, now time.Time) error {
+	r := why.Report
+	tw := newTable(w)
+	taint, keys := "none", "neither "+StartupTaintKey+" nor "+UnhealthyTaintKey
+	if len(r.Taints) > 0 {
+		var names []string
+		for _, t := range r.Taints {
+			names = append(names, taintKey(t))
+		}
+		taint, keys = strings.Join(r.Taints, ","), strings.Join(names, ", ")
+	}
+	fmt.Fprintf(tw, "Node:\t%s\n", r.Name)
+	fmt.Fprintf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, VerifiedLabel)
+	fmt.Fprintf(tw, "Taint:\t%s\t(%s)\n", taint, keys)
+	fmt.Fprintf(tw, "Bypass:\t%t\t(annotation %s)\n", r.Bypass, BypassAnnotation)
+	fmt.Fprintf(tw, "Cleanup:\t%s\n", r.Cleanup.Summary)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nCondition %s:\n", ConditionType)
+	if c := r.Condition; c == nil {
+		fmt.Fprintf(w, "  not set: no kube-node-ready agent has reported on this node\n")
+	} else {
+		tw = newTable(w)
+		fmt.Fprintf(tw, "  Status:\t%s\n", c.Status)
+		fmt.Fprintf(tw, "  Reason:\t%s\n", c.Reason)
+		fmt.Fprintf(tw, "  Message:\t%s\n", c.Message)
+		fmt.Fprintf(tw, "  Last transition:\t%s\n", stamp(c.LastTransitionTime.Time, now))
+		fmt.Fprintf(tw, "  Last written:\t%s\n", stamp(c.LastHeartbeatTime.Time, now))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		printRound(w, c, now)
+	}
+
+	fmt.Fprintf(w, "\nEvents (events.k8s.io/v1 about Node %s, %s, newest last", r.Name, why.EventsScope)
+	switch {
+	case why.EventsErr != "":
+		fmt.Fprintf(w, "):\n  cannot list them: %s\n", why.EventsErr)
+		return nil
+	case why.EventsTotal == 0:
+		fmt.Fprintf(w, "):\n  none\n")
+		return nil
+	case len(why.Events) < why.EventsTotal:
+		fmt.Fprintf(w, "; the last %d of %d):\n", len(why.Events), why.EventsTotal)
+	default:
+		fmt.Fprintf(w, "):\n")
+	}
+	tw = newTable(w)
+	fmt.Fprintln(tw, "  LAST SEEN\tTYPE\tREASON\tFROM\tCOUNT\tNOTE")
+	for _, e := range why.Events {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", age(e.LastSeen, now), e.Type, e.Reason, e.From, e.Count, e.Note)
+	}
+	return tw.Flush()
+}
+
+// printRound says what the condition tells about the agent's last round,
+// and what it cannot tell.
+func printRound(w io.Writer, c *Condition, now time.Time) {
+	round := RoundOf(c.Reason, c.Message)
+	fmt.Fprintf(w, "\nAgent's last reported round (read from the condition above: the agent rewrites it only when\n"+
+		"the outcome changes, so this is the latest change, not necessarily the latest round):\n")
+	tw := newTable(w)
+	outcome := round.Outcome
+	switch round.Outcome {
+	case "passed":
+		outcome = "passed: every check passed"
+	case "failed":
+		outcome = "failed: " + list(round.Failing)
+		if !round.Since.IsZero() {
+			outcome += ", failing since " + stamp(round.Since, now)
+		}
+	case "recovering":
+		outcome = "passing again after a re-taint: " + strings.TrimPrefix(round.Detail, "checks pass again: ")
+	case "bootstrapped":
+		outcome = "verified; bootstrap-only agent, no rounds run on this node any more"
+	case "bypassed":
+		outcome = "no checks: bypassed (" + round.Detail + ")"
+	default:
+		outcome += ": " + round.Detail
+	}
+	fmt.Fprintf(tw, "  Outcome:\t%s\n", outcome)
+	if round.Continuous != "" {
+		fmt.Fprintf(tw, "  Continuous checks:\t%s\n", round.Continuous)
+		fmt.Fprintf(tw, "  Bootstrap checks:\t%s\n", round.Bootstrap)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,129 @@
+package kubectlplugin
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ListAPIVersion and ListKind head the -o json|yaml output. Fields are only
+// ever added to it, so scripts can rely on the ones there.
+const (
+	ListAPIVersion = "kubectl-node-ready/v1"
+	ListKind       = "NodeReadyList"
+)
+
+// List is the -o json|yaml output of status and cleanup status.
+type List struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Items      []NodeReport `json:"items"`
+}
+
+// NodeReport is what kube-node-ready says about one node.
+type NodeReport struct {
+	// Name is the node's name.
+	Name string `json:"name"`
+	// CreationTimestamp is when the node was created (AGE).
+	CreationTimestamp metav1.Time `json:"creationTimestamp"`
+	// Verified is the verified label: true, false, or unknown when absent
+	// or neither.
+	Verified string `json:"verified"`
+	// Taints are ours on the node: unverified, unhealthy.
+	Taints []string `json:"taints"`
+	// Failing are the failing checks the agent's condition names.
+	Failing []string `json:"failing"`
+	// Condition is the agent's KubeNodeReady condition, null when absent.
+	Condition *Condition `json:"condition"`
+	// Bypass is whether the skip-verification annotation is true.
+	Bypass bool `json:"bypass"`
+	// Finalizer is whether the node carries the cleanup finalizer.
+	Finalizer bool `json:"finalizer"`
+	// Cleanup is where the node's cleanup stands.
+	Cleanup Cleanup `json:"cleanup"`
+}
+
+// Condition is the agent's condition as reported.
+type Condition struct {
+	Status             string      `json:"status"`
+	Reason             string      `json:"reason"`
+	Message            string      `json:"message"`
+	LastHeartbeatTime  metav1.Time `json:"lastHeartbeatTime"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
+}
+
+// Report reads what kube-node-ready left on node.
+func Report(node *corev1.Node) NodeReport {
+	r := NodeReport{
+		Name:              node.Name,
+		CreationTimestamp: node.CreationTimestamp,
+		Verified:          "unknown",
+		Taints:            OurTaints(node),
+		Failing:           []string{},
+		Bypass:            node.Annotations[BypassAnnotation] == "true",
+		Finalizer:         slices.Contains(node.Finalizers, Finalizer),
+		Cleanup:           CleanupOf(node),
+	}
+	if v := node.Labels[VerifiedLabel]; v == "true" || v == "false" {
+		r.Verified = v
+	}
+	if c := ConditionOf(node); c != nil {
+		r.Condition = &Condition{
+			Status: string(c.Status), Reason: c.Reason, Message: c.Message,
+			LastHeartbeatTime: c.LastHeartbeatTime, LastTransitionTime: c.LastTransitionTime,
+		}
+		if round := RoundOf(c.Reason, c.Message); round.Failing != nil {
+			r.Failing = round.Failing
+		}
+	}
+	return r
+}
+
+// ourTaints are the agent's taint keys and the names status gives them.
+var ourTaints = []struct{ key, name string }{{StartupTaintKey, "unverified"}, {UnhealthyTaintKey, "unhealthy"}}
+
+// taintKey is the key of the taint status calls name.
+func taintKey(name string) string {
+	for _, t := range ourTaints {
+		if t.name == name {
+			return t.key
+		}
+	}
+	return name
+}
+
+// OurTaints names the agent's taints on node (any value or effect):
+// "unverified" for the startup taint, "unhealthy" for the re-taint.
+func OurTaints(node *corev1.Node) []string {
+	out := []string{}
+	for _, t := range ourTaints {
+		if slices.ContainsFunc(node.Spec.Taints, func(nt corev1.Taint) bool { return nt.Key == t.key }) {
+			out = append(out, t.name)
+		}
+	}
+	return out
+}
+
+// Reports reads every node, sorted by name.
+func Reports(nodes []corev1.Node) []NodeReport {
+	out := make([]NodeReport, 0, len(nodes))
+	for i := range nodes {
+		out = append(out, Report(&nodes[i]))
+	}
+	slices.SortFunc(out, func(a, b NodeReport) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// InCleanup keeps the reports of nodes being deleted that still carry the
+// finalizer: the ones whose cleanup is pending.
+func InCleanup(reports []NodeReport) []NodeReport {
+	out := []NodeReport{}
+	for _, r := range reports {
+		if r.Cleanup.State == CleanupDeleting && r.Finalizer {
+			out = append(out, r)
+		}
+	}
+	return out
+}
