@@ -29,7 +29,8 @@ for platform in linux_amd64 linux_arm64 darwin_amd64 darwin_arm64; do
 	sum=$(sha256sum "$archive")
 	subst+=(-e "s|{{SHA256_${platform^^}}}|${sum%% *}|g")
 done
-out=$(sed "${subst[@]}" "$(dirname "$0")/node-ready.yaml.tmpl")
+# The template's own comment lines (about placeholders) stay out of the manifest.
+out=$(sed "${subst[@]}" -e '/^#/d' "$(dirname "$0")/node-ready.yaml.tmpl")
 if grep -n '{{' <<<"$out" >&2; then
 	echo "$0: placeholders left unfilled (above)" >&2
 	exit 1
