@@ -32,8 +32,8 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	fs.Lookup(clientcmd.FlagNamespace).Usage = "Namespace to look for the node's Events in (why; default: all namespaces)"
 }
 
-// Connect builds the API client. It also returns the namespace that the
-// flags or the kubeconfig context name, and whether --namespace set it.
+// Connect builds the API client. It also returns the namespace that
+// --namespace or the kubeconfig context names, and whether --namespace set it.
 func (c *Connection) Connect() (api API, namespace string, explicit bool, err error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.Kubeconfig
