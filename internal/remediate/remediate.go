@@ -396,7 +396,7 @@ func blockedText(reason string, p Plan) string {
 	case "fleet_budget":
 		return fmt.Sprintf("%d nodes are re-tainted, the agents' fleet budget of %d is used up: a cluster-wide fault is not this node's", p.Retainted, p.FleetLimit)
 	default:
-		return fmt.Sprintf("%d nodes are already being replaced (--max-replacing allows %d)", p.Replacing, p.ReplaceLimit)
+		return fmt.Sprintf("%d nodes are being replaced (--max-replacing allows %d)", p.Replacing+len(p.Replace), p.ReplaceLimit)
 	}
 }
 
@@ -502,8 +502,6 @@ type claimRef struct {
 	uid  types.UID
 }
 
-// errNoNodeClaimAPI: the API is absent or forbidden; replace the Node.
-var errNoNodeClaimAPI = errors.New("NodeClaim API unavailable")
 
 // nodeClaim finds the Karpenter NodeClaim that owns n: its owner reference,
 // else the one whose status names the node or its provider ID. nil, nil

@@ -36,8 +36,9 @@ var rbacKinds = map[string]bool{"ServiceAccount": true, "ClusterRole": true, "Cl
 // every plugin that needs permissions enabled) and applies its
 // ServiceAccounts, Roles, ClusterRoles and bindings, and nothing else, so
 // tests that run the binaries as processes grant them exactly what the chart
-// grants.
-func (cp *ControlPlane) ApplyChartRBAC(ctx context.Context, namespace string) error {
+// grants. set are extra chart values (--set) that change the permissions,
+// such as "webhook.remediation.policy=replace".
+func (cp *ControlPlane) ApplyChartRBAC(ctx context.Context, namespace string, set ...string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
@@ -46,8 +47,12 @@ func (cp *ControlPlane) ApplyChartRBAC(ctx context.Context, namespace string) er
 	if err := os.WriteFile(values, []byte(chartRBACValues), 0o644); err != nil {
 		return err
 	}
-	rendered, err := cp.Helm(ctx, "template", ChartRelease, filepath.Join(root, "charts", "kube-node-ready"),
-		"--namespace", namespace, "--kube-version", "1.36.0", "--values", values)
+	args := []string{"template", ChartRelease, filepath.Join(root, "charts", "kube-node-ready"),
+		"--namespace", namespace, "--values", values}
+	for _, v := range set {
+		args = append(args, "--set", v)
+	}
+	rendered, err := cp.Helm(ctx, args...)
 	if err != nil {
 		return err
 	}
