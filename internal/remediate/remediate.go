@@ -502,7 +502,6 @@ type claimRef struct {
 	uid  types.UID
 }
 
-
 // nodeClaim finds the Karpenter NodeClaim that owns n: its owner reference,
 // else the one whose status names the node or its provider ID. nil, nil
 // means none (or no usable NodeClaim API, logged once): delete the Node.
