@@ -18,7 +18,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_cleanup_operations_total",
-			Help: "Cleanup plugin runs by plugin and result (success, failure, timeout, panic, skipped, dry_run).",
+			Help: "Cleanup plugin runs by plugin and result (success, failure, timeout, panic, skipped, dry_run, unhealthy).",
 		}, []string{"plugin", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "node_cleanup_duration_seconds",
@@ -41,7 +41,7 @@ func (m *Metrics) observe(plugin, result string, d time.Duration) {
 		return
 	}
 	m.operations.WithLabelValues(plugin, result).Inc()
-	if result != ResultSkipped {
+	if result != ResultSkipped && result != ResultUnhealthy {
 		m.duration.WithLabelValues(plugin).Observe(d.Seconds())
 	}
 }

@@ -23,6 +23,9 @@ const (
 	ResultPanic   = "panic"   // Cleanup panicked
 	ResultSkipped = "skipped" // ShouldRun said no, or a critical plugin it runs after failed
 	ResultDryRun  = "dry_run" // Cleanup ran in dry-run mode and returned nil
+	// ResultUnhealthy: not run because the plugin's health probe failed just
+	// before; a failure like any other (a critical one holds the node).
+	ResultUnhealthy = "unhealthy"
 )
 
 // Stage is one enabled plugin with its settings.
@@ -50,7 +53,7 @@ type PluginResult struct {
 
 // Failed reports whether the stage ended in an error of any kind.
 func (r PluginResult) Failed() bool {
-	return r.Result == ResultFailure || r.Result == ResultTimeout || r.Result == ResultPanic
+	return r.Result == ResultFailure || r.Result == ResultTimeout || r.Result == ResultPanic || r.Result == ResultUnhealthy
 }
 
 // Result is one attempt's outcome.
@@ -148,12 +151,15 @@ func (p *Pipeline) After() map[string][]string {
 // critical predecessor failed is skipped. Run returns when every stage has
 // finished or ctx ends (stages that ignore ctx are abandoned, not waited for).
 func (p *Pipeline) Run(ctx context.Context, node *corev1.Node, attempt int) Result {
-	return p.RunObserved(ctx, node, attempt, nil)
+	return p.RunObserved(ctx, node, attempt, nil, nil)
 }
 
 // RunObserved is Run that also tells observe about each stage as it ends,
-// from the goroutine that called it.
-func (p *Pipeline) RunObserved(ctx context.Context, node *corev1.Node, attempt int, observe func(PluginResult)) Result {
+// from the goroutine that called it. The plugins in unhealthy (their health
+// probe failed) are not called: each ends as ResultUnhealthy with its error
+// at once, instead of spending its timeout and retries on a system that does
+// not answer.
+func (p *Pipeline) RunObserved(ctx context.Context, node *corev1.Node, attempt int, unhealthy map[string]error, observe func(PluginResult)) Result {
 	ctx = WithRunInfo(ctx, RunInfo{DryRun: p.dryRun, Attempt: attempt})
 	type done struct {
 		idx int
@@ -187,7 +193,10 @@ func (p *Pipeline) RunObserved(ctx context.Context, node *corev1.Node, attempt i
 				}
 			}
 			var res PluginResult
-			if blocked != "" {
+			if err, bad := unhealthy[s.Plugin.Name()]; bad && blocked == "" {
+				res = PluginResult{Name: s.Plugin.Name(), Critical: s.Critical, Result: ResultUnhealthy, Err: err}
+				p.metrics.observe(res.Name, res.Result, 0)
+			} else if blocked != "" {
 				res = PluginResult{Name: s.Plugin.Name(), Critical: s.Critical, Result: ResultSkipped,
 					Err: fmt.Errorf("not run: %s, which it runs after, failed", blocked)}
 				if ctx.Err() == nil {

@@ -17,6 +17,10 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
+// healthMaxAge is how old a plugin health verdict may be when a cleanup
+// attempt starts.
+const healthMaxAge = 10 * time.Second
+
 // syncCleanup runs the pipeline for a Node being deleted and removes our
 // finalizer when no critical plugin failed. An error requeues the Node with
 // backoff; the bypass annotation short-cuts everything.
@@ -57,7 +61,13 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	if showStatus {
 		c.writeStatus(ctx, name, m.UID, status, 0)
 	}
-	res := pipeline.RunObserved(runCtx, node, attempt, func(r cleanup.PluginResult) {
+	// A probe at most healthMaxAge old: at a mass scale-in the receivers are
+	// probed a few times, not once per node.
+	unhealthy := c.cfg.Health.Unhealthy(runCtx, pipeline, healthMaxAge)
+	for name, err := range unhealthy {
+		log.Warn("cleanup plugin unhealthy; not running it in this attempt", "plugin", name, "error", err.Error())
+	}
+	res := pipeline.RunObserved(runCtx, node, attempt, unhealthy, func(r cleanup.PluginResult) {
 		status.finish(r)
 		if showStatus && status.unfinished() > 0 {
 			c.writeStatus(ctx, name, m.UID, status, 0)

@@ -73,6 +73,9 @@ type Config struct {
 	Deadline time.Duration
 	// Pipeline returns the pipeline for the next attempt (hot-reloaded config).
 	Pipeline func() *cleanup.Pipeline
+	// Health, when set, is asked before each attempt which plugins' health
+	// probes fail; those are not run in that attempt (they fail at once).
+	Health *cleanup.Health
 	// Recorder records Events on Nodes; nil records none.
 	Recorder events.EventRecorder
 	// BackfillAllowed, when set, is asked before each back-fill patch; false

@@ -97,6 +97,9 @@ type Options struct {
 	// hold a deleted Node (from its deletionTimestamp); past it the finalizer
 	// is removed anyway with a Warning Event. Off unless given.
 	CleanupDeadline flagenv.OptionalDuration
+	// PluginHealthInterval is how often plugins with a health probe are
+	// probed (they are also probed before a cleanup starts); 0 turns probing off.
+	PluginHealthInterval time.Duration
 	// DryRun makes every plugin report instead of act (finalizers are still removed).
 	DryRun bool
 	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
@@ -222,6 +225,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CleanupRetryBase, "cleanup-retry-base", o.CleanupRetryBase, "first delay before retrying a failed node cleanup; doubles per failure")
 	fs.DurationVar(&o.CleanupRetryMax, "cleanup-retry-max", o.CleanupRetryMax, "longest delay between retries of a failed node cleanup")
 	fs.Var(&o.CleanupDeadline, "cleanup-deadline", "longest time failing critical plugins may hold a deleted node, from its deletion; then the finalizer is removed anyway with a Warning Event (off unless given)")
+	fs.DurationVar(&o.PluginHealthInterval, "plugin-health-interval", o.PluginHealthInterval, "how often cleanup plugins that offer a health probe (portworx, notify, hook) are probed; they are also probed before a cleanup starts, and one whose probe fails is not run in that attempt; 0 turns probing off")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "plugins report what they would do and change nothing; finalizers are still removed")
 	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to back-fill and clean up")
@@ -314,6 +318,9 @@ func (o *Options) Validate() error {
 		}
 		if o.CleanupRetryBase <= 0 || o.CleanupRetryMax < o.CleanupRetryBase {
 			errs = append(errs, fmt.Errorf("--cleanup-retry-base (%s) must be positive and --cleanup-retry-max (%s) not below it", o.CleanupRetryBase, o.CleanupRetryMax))
+		}
+		if o.PluginHealthInterval < 0 {
+			errs = append(errs, fmt.Errorf("--plugin-health-interval %s must not be negative (0 turns probing off)", o.PluginHealthInterval))
 		}
 		if o.ConfigFile != "" && o.ConfigReloadInterval <= 0 {
 			errs = append(errs, errors.New("--config-reload-interval must be positive"))

@@ -79,6 +79,13 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 			return err
 		}
 		wcfg.Pipeline = loader.Pipeline
+		if opts.PluginHealthInterval > 0 {
+			health, err := startHealth(ctx, wg, opts, loader, recorder, reg, log)
+			if err != nil {
+				return err
+			}
+			wcfg.Health = health
+		}
 	}
 	if opts.WebhookConfigName != "" {
 		wcfg.BackfillAllowed = webhookConfigPresent(client, opts.WebhookConfigName, log)
@@ -194,6 +201,43 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client k
 	log.Info("cleanup configuration loaded", "path", opts.ConfigFile, "plugins", p.Names(), "dry_run", p.DryRun())
 	wg.Go(func() { loader.Watch(ctx, opts.ConfigReloadInterval) })
 	return loader, nil
+}
+
+// Event reasons of plugin health, recorded on the webhook's Pod.
+const (
+	ReasonPluginUnhealthy = "CleanupPluginUnhealthy"
+	ReasonPluginHealthy   = "CleanupPluginHealthy"
+)
+
+// startHealth probes the plugins that offer a health probe every
+// --plugin-health-interval, on every replica (each exports its own
+// metric); a change is logged and recorded as an Event on the Pod.
+func startHealth(ctx context.Context, wg *sync.WaitGroup, opts Options, loader *cleanup.Loader, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*cleanup.Health, error) {
+	health, err := cleanup.NewHealth(reg)
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("component", "plugin-health")
+	health.OnChange = func(plugin string, err error) {
+		var ref *corev1.ObjectReference
+		if opts.PodName != "" {
+			ref = &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: opts.Namespace, Name: opts.PodName}
+		}
+		if err != nil {
+			log.Warn("cleanup plugin unhealthy", "plugin", plugin, "error", err.Error())
+			if ref != nil {
+				recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonPluginUnhealthy, "HealthProbe", "%s",
+					eventnote.Shorten(fmt.Sprintf("cleanup plugin %s: %s; it is not run until its probe passes", plugin, err)))
+			}
+			return
+		}
+		log.Info("cleanup plugin healthy again", "plugin", plugin)
+		if ref != nil {
+			recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonPluginHealthy, "HealthProbe", "cleanup plugin %s: health probe passes again", plugin)
+		}
+	}
+	wg.Go(func() { health.Watch(ctx, opts.PluginHealthInterval, loader.Pipeline) })
+	return health, nil
 }
 
 // webhookConfigPresent answers "is the MutatingWebhookConfiguration still

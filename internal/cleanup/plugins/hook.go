@@ -26,15 +26,16 @@ const HookName = "hook"
 // the Node object is gone. Critical or not is the pipeline's setting: a
 // critical hook holds the node until the receiver accepts the document.
 type hook struct {
-	url      string
-	authName string
-	authFile string
-	cluster  string
-	accept   []int
-	retries  uint64
-	client   kubernetes.Interface
-	http     *http.Client
-	log      *slog.Logger
+	url       string
+	healthURL string
+	authName  string
+	authFile  string
+	cluster   string
+	accept    []int
+	retries   uint64
+	client    kubernetes.Interface
+	http      *http.Client
+	log       *slog.Logger
 }
 
 type hookSettings struct {
@@ -51,6 +52,9 @@ type hookSettings struct {
 	AcceptStatus []int `json:"acceptStatus"`
 	// Retries after the first POST, with exponential backoff.
 	Retries *int `json:"retries"`
+	// HealthURL, when set, is probed with GET (with the auth header) and
+	// must answer 2xx; without it the probe only checks that url answers at all.
+	HealthURL string `json:"healthURL"`
 }
 
 // HookDocument is the JSON body the hook plugin sends.
@@ -106,11 +110,30 @@ func newHook(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error
 	if err != nil {
 		return nil, err
 	}
-	return &hook{url: s.URL, authName: s.AuthHeader, authFile: s.AuthHeaderFile, cluster: s.Cluster,
+	if err := checkHealthURL(HookName, s.HealthURL); err != nil {
+		return nil, err
+	}
+	return &hook{url: s.URL, healthURL: s.HealthURL, authName: s.AuthHeader, authFile: s.AuthHeaderFile, cluster: s.Cluster,
 		accept: s.AcceptStatus, retries: retries, client: deps.Client, http: deps.HTTP, log: deps.Log}, nil
 }
 
 func (p *hook) Name() string { return HookName }
+
+// Health probes the receiver: healthURL (2xx) if set, else url (any answer).
+func (p *hook) Health(ctx context.Context) error {
+	header := http.Header{}
+	if p.authFile != "" {
+		auth, err := readSecret(HookName, "authHeaderFile", p.authFile)
+		if err != nil {
+			return err
+		}
+		header.Set(p.authName, auth)
+	}
+	if p.healthURL != "" {
+		return probeHTTP(ctx, p.http, p.healthURL, redactedURL(p.healthURL), header, true)
+	}
+	return probeHTTP(ctx, p.http, p.url, redactedURL(p.url), header, false)
+}
 
 func (p *hook) ShouldRun(*corev1.Node) bool { return true }
 

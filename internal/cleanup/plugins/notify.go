@@ -34,13 +34,14 @@ const (
 // 1, 2, 4, 8, … so a stuck node does not flood the channel. Each POST is
 // retried with exponential backoff.
 type notify struct {
-	urlFile string
-	format  string
-	events  []string
-	cluster string
-	retries uint64
-	http    *http.Client
-	log     *slog.Logger
+	urlFile   string
+	healthURL string
+	format    string
+	events    []string
+	cluster   string
+	retries   uint64
+	http      *http.Client
+	log       *slog.Logger
 
 	mu sync.Mutex
 	// started holds the nodes whose start message was delivered, and when,
@@ -64,6 +65,9 @@ type notifySettings struct {
 	Cluster string `json:"cluster"`
 	// Retries after the first POST.
 	Retries *int `json:"retries"`
+	// HealthURL, when set, is probed with GET and must answer 2xx; without
+	// it the probe only checks that the webhook URL answers at all.
+	HealthURL string `json:"healthURL"`
 }
 
 func newNotify(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error) {
@@ -89,10 +93,25 @@ func newNotify(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	return &notify{urlFile: s.URLFile, format: s.Format, events: s.Events, cluster: s.Cluster, retries: retries, http: deps.HTTP, log: deps.Log}, nil
+	if err := checkHealthURL(NotifyName, s.HealthURL); err != nil {
+		return nil, err
+	}
+	return &notify{urlFile: s.URLFile, healthURL: s.HealthURL, format: s.Format, events: s.Events, cluster: s.Cluster, retries: retries, http: deps.HTTP, log: deps.Log}, nil
 }
 
 func (p *notify) Name() string { return NotifyName }
+
+// Health probes the receiver: healthURL if set, else the webhook URL itself.
+func (p *notify) Health(ctx context.Context) error {
+	if p.healthURL != "" {
+		return probeHTTP(ctx, p.http, p.healthURL, "notify healthURL", nil, true)
+	}
+	target, err := readSecret(NotifyName, "urlFile", p.urlFile)
+	if err != nil {
+		return err
+	}
+	return probeHTTP(ctx, p.http, target, "the notification webhook", nil, false)
+}
 
 func (p *notify) ShouldRun(*corev1.Node) bool { return true }
 

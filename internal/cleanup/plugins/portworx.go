@@ -60,6 +60,18 @@ func newPortworx(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, e
 
 func (p *portworx) Name() string { return PortworxName }
 
+// Health asks the API for the cluster's nodes, as a cleanup would first.
+func (p *portworx) Health(ctx context.Context) error {
+	status, body, err := p.do(ctx, http.MethodGet, "/v1/cluster/enumerate")
+	if err != nil {
+		return err
+	}
+	if status/100 != 2 {
+		return fmt.Errorf("portworx: GET /v1/cluster/enumerate: HTTP %d %s", status, snippet(body))
+	}
+	return nil
+}
+
 func (p *portworx) ShouldRun(*corev1.Node) bool { return true }
 
 func (p *portworx) Cleanup(ctx context.Context, node *corev1.Node) error {

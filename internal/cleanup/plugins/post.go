@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -75,4 +76,42 @@ func postJSON(ctx context.Context, client *http.Client, p jsonPost, body []byte)
 		}
 		return fmt.Errorf("%s: HTTP %d", p.name, resp.StatusCode)
 	}, b)
+}
+
+// probeHTTP is the health probe of a receiver: a GET of target. With strict
+// (a health URL the operator named) only a 2xx answer is healthy; otherwise
+// any HTTP answer shows the receiver reachable (a webhook URL need not answer
+// GET well), and only a failure to get one (DNS, connection, TLS) is not.
+// Errors never contain the URL.
+func probeHTTP(ctx context.Context, client *http.Client, target, name string, header http.Header, strict bool) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return fmt.Errorf("bad URL for %s: %v", name, redactURL(err))
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("User-Agent", "kube-node-ready-webhook")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s unreachable: %v", name, redactURL(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if strict && resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s answered HTTP %d", name, resp.StatusCode)
+	}
+	return nil
+}
+
+// checkHealthURL validates a plugin's optional healthURL setting.
+func checkHealthURL(plugin, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s.healthURL: %q is not an http(s) URL with a host", plugin, redactedURL(raw))
+	}
+	return nil
 }

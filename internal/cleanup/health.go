@@ -1,0 +1,196 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// HealthChecker is implemented by plugins that can tell whether the system
+// they act on answers (Portworx's API, a notification or hook receiver)
+// without changing anything. Health must be cheap and side-effect free.
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
+// healthTimeout bounds one probe (a stage's own timeout, if shorter).
+const healthTimeout = 10 * time.Second
+
+// Health probes the plugins of the running pipeline that offer a probe:
+// periodically (Watch) and before a cleanup starts (Unhealthy). Its verdict
+// is a metric, a log line and an Event on each change; it never touches the
+// webhook's readiness, since admission does not depend on any plugin.
+type Health struct {
+	// OnChange, if set, hears each plugin's change of state (err nil:
+	// healthy again); the first probe of a healthy plugin is no change.
+	OnChange func(plugin string, err error)
+
+	mu      sync.Mutex
+	state   map[string]error // last verdict per plugin
+	probed  time.Time        // when the last full probe finished
+	probing chan struct{}    // closed when the probe in flight ends
+
+	healthy *prometheus.GaugeVec
+	probes  *prometheus.CounterVec
+}
+
+// NewHealth registers node_cleanup_plugin_healthy{plugin} and
+// node_cleanup_plugin_health_probes_total{plugin,result} on reg (nil: unregistered).
+func NewHealth(reg prometheus.Registerer) (*Health, error) {
+	h := &Health{
+		state: map[string]error{},
+		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "node_cleanup_plugin_healthy",
+			Help: "1 when the last health probe of a cleanup plugin that offers one passed, 0 when it failed.",
+		}, []string{"plugin"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_cleanup_plugin_health_probes_total",
+			Help: "Health probes of cleanup plugins by plugin and result (success, failure).",
+		}, []string{"plugin", "result"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{h.healthy, h.probes} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return h, nil
+}
+
+// Watch probes the pipeline current() returns every interval until ctx ends.
+func (h *Health) Watch(ctx context.Context, interval time.Duration, current func() *Pipeline) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		h.Probe(ctx, current())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Unhealthy returns the plugins of p whose probe fails, probing first unless
+// a probe finished within maxAge (so a mass scale-in probes each receiver a
+// few times, not once per node). Concurrent callers share one probe.
+func (h *Health) Unhealthy(ctx context.Context, p *Pipeline, maxAge time.Duration) map[string]error {
+	if h == nil || p == nil || !p.hasHealth() {
+		return nil
+	}
+	h.mu.Lock()
+	fresh := time.Since(h.probed) < maxAge
+	wait := h.probing
+	h.mu.Unlock()
+	if !fresh {
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+			}
+		} else {
+			h.Probe(ctx, p)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]error{}
+	for _, s := range p.stages {
+		if err := h.state[s.Plugin.Name()]; err != nil {
+			out[s.Plugin.Name()] = err
+		}
+	}
+	return out
+}
+
+// Probe runs every probe of p once, in parallel.
+func (h *Health) Probe(ctx context.Context, p *Pipeline) {
+	if h == nil || p == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.probing != nil {
+		wait := h.probing
+		h.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		return
+	}
+	done := make(chan struct{})
+	h.probing = done
+	h.mu.Unlock()
+
+	type verdict struct {
+		name string
+		err  error
+	}
+	results := make(chan verdict, len(p.stages))
+	n := 0
+	for _, s := range p.stages {
+		hc, ok := s.Plugin.(HealthChecker)
+		if !ok {
+			continue
+		}
+		n++
+		go func() {
+			timeout := healthTimeout
+			if s.Timeout > 0 && s.Timeout < timeout {
+				timeout = s.Timeout
+			}
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			_, err := guard(func() (bool, error) { return false, hc.Health(pctx) })
+			if err != nil {
+				err = fmt.Errorf("health probe failed: %s", describe(err))
+			}
+			results <- verdict{s.Plugin.Name(), err}
+		}()
+	}
+	var changes []verdict
+	for range n {
+		v := <-results
+		if ctx.Err() != nil {
+			continue // stopping: no verdict
+		}
+		result, gauge := "success", 1.0
+		if v.err != nil {
+			result, gauge = "failure", 0
+		}
+		h.probes.WithLabelValues(v.name, result).Inc()
+		h.healthy.WithLabelValues(v.name).Set(gauge)
+		h.mu.Lock()
+		prev, seen := h.state[v.name]
+		h.state[v.name] = v.err
+		h.mu.Unlock()
+		if (prev == nil) != (v.err == nil) || (v.err != nil && !seen) {
+			changes = append(changes, v)
+		}
+	}
+	h.mu.Lock()
+	h.probing = nil
+	if ctx.Err() == nil {
+		h.probed = time.Now()
+	}
+	h.mu.Unlock()
+	close(done)
+	if h.OnChange != nil {
+		for _, c := range changes {
+			h.OnChange(c.name, c.err)
+		}
+	}
+}
+
+func (p *Pipeline) hasHealth() bool {
+	for _, s := range p.stages {
+		if _, ok := s.Plugin.(HealthChecker); ok {
+			return true
+		}
+	}
+	return false
+}

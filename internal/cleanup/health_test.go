@@ -1,0 +1,120 @@
+package cleanup
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// probed is a fake plugin with a scripted health probe.
+type probed struct {
+	fake
+	mu     sync.Mutex
+	err    error
+	probes atomic.Int32
+}
+
+func (p *probed) Health(context.Context) error {
+	p.probes.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *probed) set(err error) { p.mu.Lock(); p.err = err; p.mu.Unlock() }
+
+func TestHealthVerdictsMetricsAndChanges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := NewHealth(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	h.OnChange = func(plugin string, err error) {
+		if err != nil {
+			changes = append(changes, plugin+" down: "+err.Error())
+		} else {
+			changes = append(changes, plugin+" up")
+		}
+	}
+	px := &probed{fake: fake{name: "portworx"}}
+	quiet := &fake{name: "log"} // no probe
+	p := NewPipeline([]Stage{stage(px, true), stage(quiet, false)}, false, nil, slog.New(slog.DiscardHandler))
+
+	h.Probe(context.Background(), p)
+	if got := testutil.ToFloat64(h.healthy.WithLabelValues("portworx")); got != 1 {
+		t.Errorf("healthy{portworx} = %v, want 1", got)
+	}
+	px.set(errors.New("HTTP 503"))
+	h.Probe(context.Background(), p)
+	h.Probe(context.Background(), p) // still down: no second change
+	px.set(nil)
+	h.Probe(context.Background(), p)
+	want := []string{"portworx down: health probe failed: HTTP 503", "portworx up"}
+	if strings.Join(changes, "|") != strings.Join(want, "|") {
+		t.Errorf("changes %q, want %q", changes, want)
+	}
+	if got := testutil.ToFloat64(h.probes.WithLabelValues("portworx", "failure")); got != 2 {
+		t.Errorf("probes{failure} = %v, want 2", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "node_cleanup_plugin_healthy"); err != nil || n != 1 {
+		t.Errorf("node_cleanup_plugin_healthy series = %d (%v), want 1: only plugins with a probe", n, err)
+	}
+}
+
+// Before a cleanup: a verdict younger than maxAge is reused, an older one
+// probed again; many concurrent cleanups share one probe.
+func TestUnhealthyReusesFreshVerdicts(t *testing.T) {
+	h, _ := NewHealth(nil)
+	px := &probed{fake: fake{name: "portworx"}, err: errors.New("down")}
+	p := NewPipeline([]Stage{stage(px, true)}, false, nil, slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if u := h.Unhealthy(context.Background(), p, time.Minute); u["portworx"] == nil {
+				t.Error("portworx not reported unhealthy")
+			}
+		})
+	}
+	wg.Wait()
+	if n := px.probes.Load(); n != 1 {
+		t.Errorf("%d probes for 50 cleanups within maxAge, want 1", n)
+	}
+	px.set(nil)
+	if u := h.Unhealthy(context.Background(), p, 0); len(u) != 0 {
+		t.Errorf("after recovery and a stale verdict: %v", u)
+	}
+	var nilHealth *Health
+	if u := nilHealth.Unhealthy(context.Background(), p, time.Minute); u != nil {
+		t.Errorf("probing off reports %v", u)
+	}
+}
+
+// An unhealthy plugin is not called: it fails at once (a critical one fails
+// the attempt, and what runs after it is skipped); the others run.
+func TestPipelineDoesNotRunUnhealthyPlugins(t *testing.T) {
+	var called atomic.Int32
+	px := &fake{name: "portworx", run: func(context.Context) error { called.Add(1); return nil }}
+	after := &fake{name: "notify"}
+	other := &fake{name: "volumeattachments"}
+	p := NewPipeline([]Stage{stage(px, true), stage(after, false, "portworx"), stage(other, true)}, false, nil, slog.New(slog.DiscardHandler))
+	r := p.RunObserved(context.Background(), testNode, 1, map[string]error{"portworx": errors.New("health probe failed: HTTP 503")}, nil)
+	if called.Load() != 0 {
+		t.Error("the unhealthy plugin was called")
+	}
+	got := results(r)
+	if got["portworx"] != ResultUnhealthy || got["notify"] != ResultSkipped || got["volumeattachments"] != ResultSuccess {
+		t.Errorf("results %v", got)
+	}
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "portworx: health probe failed: HTTP 503") {
+		t.Errorf("attempt error %v, want the critical plugin's probe failure", r.Err)
+	}
+}

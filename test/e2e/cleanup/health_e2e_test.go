@@ -1,0 +1,153 @@
+//go:build e2e
+
+package cleanup
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+const (
+	ipHealth     = "10.213.0.26"
+	healthyAddr  = "10.213.0.36:8080"
+	healthPeriod = 500 * time.Millisecond
+)
+
+// cmdbWithHealth is a hook receiver with a /healthz that answers 503 while
+// it is down; it counts the documents POSTed to it.
+type cmdbWithHealth struct {
+	mu     sync.Mutex
+	down   bool
+	posts  int
+	probes int
+}
+
+func (c *cmdbWithHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.URL.Path == "/healthz" {
+		c.probes++
+		if c.down {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		return
+	}
+	c.posts++
+	if c.down {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (c *cmdbWithHealth) state() (posts, probes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.posts, c.probes
+}
+
+func (c *cmdbWithHealth) setDown(down bool) { c.mu.Lock(); c.down = down; c.mu.Unlock() }
+
+// TestPluginHealth: the hook plugin's health probe (its healthURL) runs
+// every --plugin-health-interval and before a cleanup starts. While it
+// fails: the metric says 0, one Warning Event on the webhook's Pod, the
+// readiness is untouched, and a deleted node's cleanup does not call the
+// plugin at all (its status says why) but keeps the node. Once it passes:
+// a Normal Event, and the node is cleaned up and goes.
+func TestPluginHealth(t *testing.T) {
+	cp := harness.StartT(t, harness.Options{NoDNS: true})
+	rcv := &cmdbWithHealth{down: true}
+	serve(t, healthyAddr, rcv)
+	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
+  hook:
+    critical: true
+    url: http://%[1]s/api/nodes
+    healthURL: http://%[1]s/healthz
+    retries: 0
+`, healthyAddr))
+	const pod = "webhook-health"
+	w := cp.StartWebhook(t, pod, ipHealth,
+		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name="+pod,
+		"--webhook-config-name=", "--extra-sans="+ipHealth, "--config="+config,
+		"--plugin-health-interval="+healthPeriod.String(),
+		"--cleanup-retry-base=300ms", "--cleanup-retry-max=1s", "--log-level=debug")
+	w.WaitReady(t, 30*time.Second)
+	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
+	e.leader(t)
+
+	waitFor(t, 20*time.Second, "node_cleanup_plugin_healthy{plugin=hook} 0", func() bool {
+		v, err := w.TryMetric("node_cleanup_plugin_healthy", `plugin="hook"`)
+		return err == nil && v == 0
+	})
+	podEvents := func(reason string) []string {
+		list, err := cp.Client.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var notes []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Kind == "Pod" && ev.Regarding.Name == pod && ev.Reason == reason {
+				notes = append(notes, ev.Note)
+			}
+		}
+		return notes
+	}
+	waitFor(t, 20*time.Second, "a CleanupPluginUnhealthy Event on the webhook's Pod", func() bool {
+		return slices.ContainsFunc(podEvents("CleanupPluginUnhealthy"), func(n string) bool {
+			return strings.Contains(n, "cleanup plugin hook: health probe failed: ") && strings.Contains(n, "answered HTTP 503")
+		})
+	})
+	// Readiness is not the plugins' business.
+	resp, err := http.Get(w.URL("/readyz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz = %d while a plugin is unhealthy, want 200", resp.StatusCode)
+	}
+
+	const name = "health-1"
+	e.createNode(t, name)
+	statuses := watchStatus(t, cp, name)
+	cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
+	waitFor(t, 20*time.Second, "a status saying the hook is not run while unhealthy", func() bool {
+		return slices.ContainsFunc(statuses(), func(s string) bool { return strings.Contains(s, `"hook":"failed: health probe failed: `) })
+	})
+	time.Sleep(3 * time.Second) // several attempts and probes
+	if posts, _ := rcv.state(); posts != 0 {
+		t.Errorf("%d documents POSTed while the hook's probe failed, want 0", posts)
+	}
+	if got, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{}); err != nil || !slices.Contains(got.Finalizers, fin) {
+		t.Fatalf("node %s while the critical hook is unhealthy: %v, want it kept", name, err)
+	}
+	if n := len(podEvents("CleanupPluginUnhealthy")); n != 1 {
+		t.Errorf("%d CleanupPluginUnhealthy Events, want 1 (one per change, not per probe)", n)
+	}
+	_, probes := rcv.state()
+	if probes < 4 {
+		t.Errorf("%d probes in about 5 s at a %s interval", probes, healthPeriod)
+	}
+
+	rcv.setDown(false)
+	e.waitGone(t, name, 30*time.Second)
+	waitFor(t, 20*time.Second, "a CleanupPluginHealthy Event", func() bool { return len(podEvents("CleanupPluginHealthy")) == 1 })
+	if v := w.Metric(t, "node_cleanup_plugin_healthy", `plugin="hook"`); v != 1 {
+		t.Errorf("node_cleanup_plugin_healthy{hook} = %v after recovery, want 1", v)
+	}
+	if posts, _ := rcv.state(); posts != 1 {
+		t.Errorf("%d documents POSTed after recovery, want 1", posts)
+	}
+	if v := w.Metric(t, "node_cleanup_operations_total", `plugin="hook"`, `result="unhealthy"`); v < 1 {
+		t.Errorf("node_cleanup_operations_total{hook,unhealthy} = %v, want the attempts that did not run it", v)
+	}
+}
