@@ -42,6 +42,7 @@ groups:
           description: "Nodes still carry the {{ .Values.agent.startupTaint.key }} or {{ .Values.agent.retaintTaint.key }} taint past webhook.remediation.unverifiedDeadline and are not being replaced (policy report, dry run, protected, or held by the fleet or replacement budget). The NodeUnverifiedPastDeadline Events on them say which and why."
       - alert: NodeCleanupPending
         expr: node_cleanup_oldest_pending_seconds > {{ .Values.monitoring.prometheusRule.cleanupPendingSeconds }}
+        for: {{ .Values.monitoring.prometheusRule.cleanupPendingFor }}
         labels:
           severity: warning
         annotations:
