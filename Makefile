@@ -75,7 +75,7 @@ lint: tools ## go vet, staticcheck (pinned in test/tools) and gofmt
 # Each fuzz target runs for FUZZTIME on top of its seed corpus
 # (testdata/fuzz/<target>/); a crasher is written there and fails the run.
 FUZZTIME ?= 10s
-FUZZ_TARGETS := ./internal/admission:FuzzReview ./internal/checks:FuzzParseResolvConf ./internal/checks:FuzzAnswer
+FUZZ_TARGETS := ./internal/admission:FuzzReview ./internal/checks:FuzzParseResolvConf ./internal/checks:FuzzAnswer ./internal/kubectlplugin:FuzzParseCleanupStatus
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (10s)
