@@ -52,27 +52,16 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		c.event(node, corev1.EventTypeNormal, ReasonCleanupStarted, "Cleanup", "cleanup started: plugins %s%s", strings.Join(pipeline.Names(), ", "), dryRunNote(pipeline))
 	}
 	start := time.Now()
-	// The status annotation shows progress where there is some to show: a
-	// retry, or a pipeline of several plugins (between plugins). A one-plugin
-	// first attempt that succeeds writes nothing: the node is gone right after.
 	after := pipeline.After()
-	status := newStatus(after, attempt)
-	showStatus := attempt > 1 || len(after) > 1
-	if showStatus {
-		c.writeStatus(ctx, name, m.UID, status, 0)
-	}
+	status := c.newStatusWriter(ctx, name, m.UID, newStatus(after, attempt))
+	defer status.stop()
 	// A probe at most healthMaxAge old: at a mass scale-in the receivers are
 	// probed a few times, not once per node.
 	unhealthy := c.cfg.Health.Unhealthy(runCtx, pipeline, healthMaxAge)
 	for name, err := range unhealthy {
 		log.Warn("cleanup plugin unhealthy; not running it in this attempt", "plugin", name, "error", err.Error())
 	}
-	res := pipeline.RunObserved(runCtx, node, attempt, unhealthy, func(r cleanup.PluginResult) {
-		status.finish(r)
-		if showStatus && status.unfinished() > 0 {
-			c.writeStatus(ctx, name, m.UID, status, 0)
-		}
-	})
+	res := pipeline.RunObserved(runCtx, node, attempt, unhealthy, status.finish)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping or no longer leading: the next leader resumes
 	}
@@ -91,7 +80,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "retry_in_seconds", retry.Seconds())
 		c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s: %s", attempt, retry, res.Err)
 		c.nodes.WithLabelValues("failed").Inc()
-		c.writeStatus(ctx, name, m.UID, status, retry)
+		status.failed(retry)
 		pipeline.Finished(ctx, node, attempt, res.Err)
 		if left := c.deadlineLeft(m); c.cfg.Deadline > 0 && left < retry {
 			return &deadlineDue{err: res.Err, in: left}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,12 @@ import (
 // plugin's state (pending, running, done, skipped, failed: reason), so
 // `kubectl describe node` shows where its cleanup stands.
 const StatusAnnotation = "infra.894.io/cleanup-status"
+
+// statusDelay is how long a first cleanup attempt runs before its status is
+// shown: a cleanup that finishes sooner (the common case, and every node of
+// a mass scale-in whose plugins answer) writes nothing, since the node is
+// gone right after; a slow or failing one is where people look.
+var statusDelay = 2 * time.Second
 
 // maxReason bounds one plugin's failure reason in the annotation.
 const maxReason = 200
@@ -87,6 +94,67 @@ func (s *cleanupStatus) unfinished() int {
 		}
 	}
 	return n
+}
+
+// statusWriter shows one attempt's status on the node: at once for a retry
+// (the node is already held), after statusDelay for a first attempt still
+// running, then at every step; always when the attempt fails.
+type statusWriter struct {
+	c    *Controller
+	ctx  context.Context
+	name string
+	uid  types.UID
+
+	mu      sync.Mutex
+	s       *cleanupStatus
+	on      bool
+	stopped bool
+	timer   *time.Timer
+}
+
+func (c *Controller) newStatusWriter(ctx context.Context, name string, uid types.UID, s *cleanupStatus) *statusWriter {
+	w := &statusWriter{c: c, ctx: ctx, name: name, uid: uid, s: s}
+	if s.Attempt > 1 {
+		w.on = true
+		c.writeStatus(ctx, name, uid, s, 0)
+		return w
+	}
+	w.timer = time.AfterFunc(statusDelay, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.stopped && w.s.unfinished() > 0 {
+			w.on = true
+			w.c.writeStatus(w.ctx, w.name, w.uid, w.s, 0)
+		}
+	})
+	return w
+}
+
+// finish records a plugin's outcome, shown if the status is on and plugins are left.
+func (w *statusWriter) finish(r cleanup.PluginResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.s.finish(r)
+	if w.on && !w.stopped && w.s.unfinished() > 0 {
+		w.c.writeStatus(w.ctx, w.name, w.uid, w.s, 0)
+	}
+}
+
+// failed shows the failed attempt and when the next one comes.
+func (w *statusWriter) failed(retry time.Duration) {
+	w.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.c.writeStatus(w.ctx, w.name, w.uid, w.s, retry)
+}
+
+func (w *statusWriter) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // writeStatus puts the status on the node (only the node of this UID). A

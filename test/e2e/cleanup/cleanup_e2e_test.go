@@ -232,11 +232,19 @@ func TestCleanup(t *testing.T) {
 			!strings.HasPrefix(st.Plugins["portworx"], "failed: ") || !strings.Contains(st.Plugins["portworx"], "HTTP 500") || st.RetryIn == "" {
 			t.Errorf("cleanup status after failed attempts = %+v", st)
 		}
+		// A first attempt that ends within 2 s shows only its end; a retry
+		// shows its progress from the start.
 		seq := statuses()
+		if len(seq) == 0 || !strings.Contains(seq[0], `"attempt":1,`) || !strings.Contains(seq[0], `"portworx":"failed: `) {
+			t.Errorf("status sequence %q: want the fast first attempt's failure first, with no progress writes before it", seq)
+		}
 		running := slices.IndexFunc(seq, func(s string) bool { return strings.Contains(s, `"portworx":"running"`) })
-		failed := slices.IndexFunc(seq, func(s string) bool { return strings.Contains(s, `"portworx":"failed: `) })
-		if running < 0 || failed < running {
-			t.Errorf("status sequence %q: want portworx running before it failed", seq)
+		failed := -1
+		if running >= 0 {
+			failed = slices.IndexFunc(seq[running:], func(s string) bool { return strings.Contains(s, `"portworx":"failed: `) })
+		}
+		if running < 0 || failed < 0 {
+			t.Errorf("status sequence %q: want a retry showing portworx running, then failed", seq)
 		}
 		// Repeated failures are one Event series (events.k8s.io aggregates
 		// Events that differ only in their note).

@@ -151,3 +151,56 @@ func TestPluginHealth(t *testing.T) {
 		t.Errorf("node_cleanup_operations_total{hook,unhealthy} = %v, want the attempts that did not run it", v)
 	}
 }
+
+// TestSlowFirstAttemptShowsStatus: a first attempt still running after 2 s
+// shows its progress on the node (the receiver takes 4 s), and one that
+// ends sooner writes nothing (the count of status writes).
+func TestSlowFirstAttemptShowsStatus(t *testing.T) {
+	cp := harness.StartT(t, harness.Options{NoDNS: true})
+	var mu sync.Mutex
+	delay := 4 * time.Second
+	serve(t, healthyAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		d := delay
+		mu.Unlock()
+		time.Sleep(d)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
+  hook:
+    critical: true
+    url: http://%s/api/nodes
+    timeout: 30s
+  log: {}
+`, healthyAddr))
+	w := cp.StartWebhook(t, "webhook-slow", ipHealth,
+		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name=webhook-slow",
+		"--webhook-config-name=", "--extra-sans="+ipHealth, "--config="+config, "--plugin-health-interval=0s")
+	w.WaitReady(t, 30*time.Second)
+	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
+	e.leader(t)
+
+	const slow = "slow-1"
+	e.createNode(t, slow)
+	statuses := watchStatus(t, cp, slow)
+	cp.KubectlT(t, "", "delete", "node", slow, "--wait=false")
+	e.waitGone(t, slow, 30*time.Second)
+	seq := statuses()
+	if !slices.ContainsFunc(seq, func(s string) bool {
+		return strings.Contains(s, `"attempt":1,`) && strings.Contains(s, `"hook":"running"`) && strings.Contains(s, `"log":"done"`)
+	}) {
+		t.Errorf("status of a slow first attempt: %q, want the hook shown running after the log plugin finished", seq)
+	}
+	writes := w.Metric(t, "node_cleanup_status_writes_total")
+
+	mu.Lock()
+	delay = 0
+	mu.Unlock()
+	const fast = "fast-1"
+	e.createNode(t, fast)
+	cp.KubectlT(t, "", "delete", "node", fast, "--wait=false")
+	e.waitGone(t, fast, 30*time.Second)
+	if got := w.Metric(t, "node_cleanup_status_writes_total"); got != writes {
+		t.Errorf("a first attempt done within 2 s wrote the status %v times, want 0", got-writes)
+	}
+}
