@@ -115,6 +115,35 @@ crd karpenter sigs.k8s.io/karpenter@v1.14.1 pkg/apis/crds
 crd prometheus-operator github.com/prometheus-operator/prometheus-operator@v0.85.0 example/prometheus-operator-crd
 crd cert-manager github.com/cert-manager/cert-manager@v1.21.2 deploy/crds
 
+# cert-manager's controller and CA injector, for `make test-extended` only
+# (`test/tools/build.sh extended`): from empty caches they take about 3 minutes
+# to build. test/tools/cert-manager pins cert-manager's library module (its
+# binaries' own modules are not published; see tools.go there) and holds the
+# two main packages; the stamp covers their sources through the ldflags. Their
+# images are one-layer images like CoreDNS's, under a name of the project's
+# own, since the programs are not cert-manager's release binaries.
+if [[ " $* " == *" extended "* ]]; then
+	cm="$tools/cert-manager"
+	cmv=$(cd "$cm" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
+	[[ "$(cat "$bin/.stamp-crds-cert-manager")" == "github.com/cert-manager/cert-manager@$cmv" ]] ||
+		{ echo "test/tools/cert-manager pins cert-manager $cmv, but its CRDs come from $(cat "$bin/.stamp-crds-cert-manager"): pin one version" >&2; exit 1; }
+	cmsrc=$(cat "$cm/go.mod" "$cm/go.sum" "$cm"/*.go "$cm"/*/*.go | sha256sum | cut -c1-12)
+	cmpkg=github.com/cert-manager/cert-manager/pkg/util
+	LDFLAGS="-s -w -X $cmpkg.AppVersion=$cmv -X $cmpkg.AppGitCommit=knr-$cmsrc" build cert-manager "$cm" github.com/cert-manager/cert-manager \
+		cert-manager-controller=github.com/kube-node-ready/kube-node-ready/test/tools/cert-manager/controller \
+		cert-manager-cainjector=github.com/kube-node-ready/kube-node-ready/test/tools/cert-manager/cainjector
+	cm_stamp="$(cat "$bin/.stamp-cert-manager") $(cat "$bin/.stamp-images")"
+	if [[ ! -f "$bin/images/cert-manager-controller.tar" || ! -f "$bin/images/cert-manager-cainjector.tar" ||
+		"$(cat "$bin/.stamp-cert-manager-images" 2>/dev/null)" != "$cm_stamp" ]]; then
+		echo ">> building the cert-manager test images"
+		for c in controller cainjector; do
+			"$bin/knr-image" --ref "kube-node-ready.test/cert-manager-$c:$cmv" --binary "linux/$(go env GOARCH)=$bin/cert-manager-$c" \
+				--out "$bin/images/cert-manager-$c.tar"
+		done
+		echo "$cm_stamp" >"$bin/.stamp-cert-manager-images"
+	fi
+fi
+
 # Debian packages: promtool (prometheus), hey (HTTP load), ip (iproute2),
 # unshare and nsenter (util-linux); for real nodes runc, the CNI plugins
 # (/usr/lib/cni), iptables and conntrack.
