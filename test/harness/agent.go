@@ -48,7 +48,7 @@ func (cp *ControlPlane) StartAgent(tb testing.TB, node Node, args ...string) *Da
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return cp.startDaemon(tb, "agent-"+node.Name, node.IP, AgentBinary, append(cp.AgentArgs(node, kubeconfig), args...))
+	return cp.startDaemon(tb, "agent-"+node.Name, node.IP, BuiltBinary(tb, AgentBinary), append(cp.AgentArgs(node, kubeconfig), args...))
 }
 
 // PublishAgentPeers (re)writes the agents' headless Service EndpointSlice

@@ -49,11 +49,11 @@ type Daemon struct {
 	IP string
 }
 
-// startDaemon runs the built binary as name; it is stopped when the test
+// startDaemon runs binary as name; it is stopped when the test
 // ends, its log tail printed if the test failed.
 func (cp *ControlPlane) startDaemon(tb testing.TB, name, ip, binary string, args []string) *Daemon {
 	tb.Helper()
-	p, err := StartProcess(cp.Dir, name, BuiltBinary(tb, binary), args, nil)
+	p, err := StartProcess(cp.Dir, name, binary, args, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

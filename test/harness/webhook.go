@@ -35,7 +35,18 @@ func (cp *ControlPlane) StartWebhook(tb testing.TB, name, ip string, args ...str
 		fmt.Sprintf("--listen-address=%s:%d", ip, WebhookPort),
 		fmt.Sprintf("--metrics-bind-address=%s:%d", ip, MetricsPort),
 	}, args...)
-	return cp.startDaemon(tb, name, ip, WebhookBinary, all)
+	return cp.startDaemon(tb, name, ip, BuiltBinary(tb, WebhookBinary), all)
+}
+
+// StartWebhookBinary is StartWebhook with another build of the webhook (an
+// older one, for side-by-side benchmarks).
+func (cp *ControlPlane) StartWebhookBinary(tb testing.TB, binary, name, ip string, args ...string) *Daemon {
+	tb.Helper()
+	all := append([]string{
+		fmt.Sprintf("--listen-address=%s:%d", ip, WebhookPort),
+		fmt.Sprintf("--metrics-bind-address=%s:%d", ip, MetricsPort),
+	}, args...)
+	return cp.startDaemon(tb, name, ip, binary, all)
 }
 
 // WebhookConfig is the MutatingWebhookConfiguration the chart installs, for

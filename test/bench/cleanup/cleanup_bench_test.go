@@ -10,6 +10,7 @@ package cleanup
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -66,10 +67,22 @@ func (p *slowPortworx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// baseline is another webhook build (an older one) whose mass deletion runs
+// side by side with this one's, alternating rounds on one control plane.
+var baseline = flag.String("cleanup.baseline", "", "another kube-node-ready-webhook binary to run side by side in the 500-node deletion, alternating rounds")
+
 func BenchmarkCleanup(b *testing.B) {
 	for range b.N {
 		benchCleanup(b)
 	}
+}
+
+// variant is one webhook build under test.
+type variant struct {
+	name, bin string
+	times     []time.Duration
+	// statusWrites per cleaned-up node, per round.
+	statusWrites []float64
 }
 
 func benchCleanup(b *testing.B) {
@@ -84,9 +97,10 @@ func benchCleanup(b *testing.B) {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	// Only the 200 ms plugin; the log plugin (on by default) off.
+	// Two plugins, so the cleanup status annotation has progress to show:
+	// the 200 ms portworx decommission and the log plugin.
 	config := filepath.Join(cp.Dir, "cleanup.yaml")
-	if err := os.WriteFile(config, []byte("plugins:\n  log:\n    enabled: false\n  portworx:\n    endpoint: http://"+pxAddr+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte("plugins:\n  log: {}\n  portworx:\n    endpoint: http://"+pxAddr+"\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	fast := rest.CopyConfig(cp.Config)
@@ -97,10 +111,14 @@ func benchCleanup(b *testing.B) {
 	}
 	args := []string{"--kubeconfig=" + cp.Kubeconfig, "--namespace=kube-system", "--webhook-config-name=", "--config=" + config}
 
-	hook := cp.StartWebhook(b, "webhook", webhookIP, args...)
-	hook.WaitReady(b, 30*time.Second)
-	var times []time.Duration
-	for round := range rounds {
+	variants := []*variant{{name: "this build", bin: harness.BuiltBinary(b, harness.WebhookBinary)}}
+	if *baseline != "" {
+		variants = append(variants, &variant{name: *baseline, bin: *baseline})
+	}
+	for round := range rounds * len(variants) {
+		v := variants[round%len(variants)]
+		hook := cp.StartWebhookBinary(b, v.bin, fmt.Sprintf("webhook-%d", round), webhookIP, args...)
+		hook.WaitReady(b, 30*time.Second)
 		createNodes(b, client, "burst-", burstNodes, false)
 		waitMetric(b, hook, "node_cleanup_nodes_with_finalizer", burstNodes, 60*time.Second)
 		waitMetric(b, hook, "node_cleanup_leader", 1, 60*time.Second)
@@ -119,11 +137,30 @@ func benchCleanup(b *testing.B) {
 		if got := px.deletes.Load() - before; got != burstNodes {
 			b.Fatalf("round %d: %d decommissions for %d nodes", round, got, burstNodes)
 		}
-		times = append(times, d)
-		b.Logf("round %d: %d nodes gone in %s", round, burstNodes, d.Round(time.Millisecond))
+		writes, err := hook.TryMetric("node_cleanup_status_writes_total")
+		if err != nil {
+			writes = 0 // a build from before the status annotation
+		}
+		v.times = append(v.times, d)
+		v.statusWrites = append(v.statusWrites, writes/burstNodes)
+		b.Logf("round %d (%s): %d nodes gone in %s, %.2f status writes per node", round, v.name, burstNodes, d.Round(time.Millisecond), writes/burstNodes)
+		if err := hook.Stop(10 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+		// The Lease of the stopped replica is released; the next one leads at once.
 	}
-	if err := hook.Stop(10 * time.Second); err != nil {
-		b.Fatal(err)
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n| %d nodes deleted at once (DeleteCollection), portworx (%s) + log | round 1 | round 2 | round 3 | median | status writes per node |\n| --- | --- | --- | --- | --- | --- |\n", burstNodes, pluginTime)
+	for _, v := range variants {
+		sorted := slices.Clone(v.times)
+		slices.Sort(sorted)
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | **%s** | %.2f |\n", v.name, v.times[0].Round(10*time.Millisecond), v.times[1].Round(10*time.Millisecond),
+			v.times[2].Round(10*time.Millisecond), sorted[len(sorted)/2].Round(10*time.Millisecond), slices.Max(v.statusWrites))
+	}
+	if len(variants) == 2 {
+		m := func(v *variant) float64 { s := slices.Clone(v.times); slices.Sort(s); return s[len(s)/2].Seconds() }
+		fmt.Fprintf(&sb, "\nRatio of medians, this build to %s: **%.3f**.\n", variants[1].name, m(variants[0])/m(variants[1]))
 	}
 
 	// Memory: a fresh replica lists 5 000 realistic nodes.
@@ -140,13 +177,8 @@ func benchCleanup(b *testing.B) {
 	hwm := mem.StatusKiBT(b, "VmHWM")
 	sizes := nodeSizes(b, client)
 
-	byRound := slices.Clone(times)
-	slices.Sort(times)
 	slices.Sort(rss)
 	mib := func(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| %d nodes deleted at once (DeleteCollection), one %s plugin | round 1 | round 2 | round 3 | median |\n| --- | --- | --- | --- | --- |\n", burstNodes, pluginTime)
-	fmt.Fprintf(&sb, "| time until all are gone | %s | %s | %s | **%s** |\n", byRound[0].Round(10*time.Millisecond), byRound[1].Round(10*time.Millisecond), byRound[2].Round(10*time.Millisecond), times[len(times)/2].Round(10*time.Millisecond))
 	fmt.Fprintf(&sb, "\n| watcher with %d nodes cached | VmRSS median of 10 samples | VmRSS max | VmHWM |\n| --- | --- | --- | --- |\n", cacheNodes)
 	fmt.Fprintf(&sb, "| webhook process (leader, informer synced) | **%s** | %s | %s |\n", mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), mib(hwm))
 	fmt.Fprintf(&sb, "\nA cached-node's full object is %s as JSON (%d labels, %d annotations, %d images, %d conditions).\n", sizes.json, sizes.labels, sizes.annotations, sizes.images, sizes.conditions)

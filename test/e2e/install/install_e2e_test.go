@@ -206,6 +206,7 @@ func TestChartOnRealNodes(t *testing.T) {
 		{"upgrade", func(t *testing.T) { testUpgrade(t, vals) }},
 		{"daemonset-gate", testDaemonSetGate},
 		{"delete-node", testDeleteNode},
+		{"replace-never-verifying", testReplaceNeverVerifying},
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {
