@@ -76,6 +76,16 @@ TAGS=no_btrfs,no_devmapper,no_zfs build containerd "$tools/containerd" github.co
 	containerd=github.com/containerd/containerd/v2/cmd/containerd \
 	containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
 	ctr=github.com/containerd/containerd/v2/cmd/ctr
+# Prometheus and promtool for the monitoring tests, with Kubernetes service
+# discovery, which Debian's prometheus package is built without (its promtool
+# still runs the chart's rule tests); every other discovery is left out.
+# Module versions v0.MNN.P are Prometheus M.NN.P.
+pv=$(cd "$tools/prometheus" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+pv=${pv#v0.}
+pv="$((${pv%%.*} / 100)).$((${pv%%.*} % 100)).${pv#*.}"
+LDFLAGS="-s -w -X github.com/prometheus/common/version.Version=$pv -X github.com/prometheus/common/version.Branch=knr-tools" \
+	TAGS=remove_all_sd,enable_kubernetes_sd build prometheus "$tools/prometheus" github.com/prometheus/prometheus \
+	prometheus=github.com/prometheus/prometheus/cmd/prometheus promtool=github.com/prometheus/prometheus/cmd/promtool
 # The image builder and the pause program are the project's own code in a
 # module of its own, so go-containerregistry never enters the agent's or the
 # webhook's dependencies; their stamp is the hash of their sources. The test
