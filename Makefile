@@ -11,7 +11,10 @@ LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/i
 BIN     := $(CURDIR)/bin
 GO      ?= go
 # Packages whose tests need the real control plane carry the e2e build tag.
-E2E_PKGS ?= ./test/harness/... ./test/e2e/...
+# EXTENDED_PKGS need tools only make test-extended builds (cert-manager), so
+# make e2e leaves them out.
+EXTENDED_PKGS ?= ./test/e2e/certmanager/...
+E2E_PKGS ?= ./test/harness/... $(filter-out $(EXTENDED_PKGS),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
 E2E_TIMEOUT ?= 20m
 
 export KNR_BIN_DIR := $(BIN)
@@ -55,6 +58,11 @@ tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreD
 
 .PHONY: test
 test: tools build images lint unit fuzz e2e ## everything CI runs: lint, unit tests (-race), bounded fuzzing, then e2e against the real control plane
+
+.PHONY: test-extended
+test-extended: build images ## cert-manager's controller and CA injector from their pinned module (3 min more from empty caches), then the chart in cert-manager mode against them on a real node; CI runs it after make test
+	./test/tools/build.sh extended
+	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(EXTENDED_PKGS)
 
 .PHONY: unit
 unit: ## unit tests with the race detector
