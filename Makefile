@@ -53,7 +53,7 @@ dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and 
 	@ls -l $(DIST)
 
 .PHONY: tools
-tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, helm and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, promtool, hey
+tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
 	./test/tools/build.sh
 
 .PHONY: test

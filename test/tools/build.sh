@@ -76,9 +76,9 @@ TAGS=no_btrfs,no_devmapper,no_zfs build containerd "$tools/containerd" github.co
 	containerd=github.com/containerd/containerd/v2/cmd/containerd \
 	containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
 	ctr=github.com/containerd/containerd/v2/cmd/ctr
-# Prometheus and promtool for the monitoring tests, with Kubernetes service
-# discovery, which Debian's prometheus package is built without (its promtool
-# still runs the chart's rule tests); every other discovery is left out.
+# Prometheus and promtool for the monitoring tests and the chart's rule tests,
+# with Kubernetes service discovery (which Debian's prometheus package is built
+# without); every other discovery is left out.
 # Module versions v0.MNN.P are Prometheus M.NN.P.
 pv=$(cd "$tools/prometheus" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
 pv=${pv#v0.}
@@ -154,11 +154,10 @@ if [[ " $* " == *" extended "* ]]; then
 	fi
 fi
 
-# Debian packages: promtool (prometheus), hey (HTTP load), ip (iproute2),
+# Debian packages: hey (HTTP load), ip (iproute2),
 # unshare and nsenter (util-linux); for real nodes runc, the CNI plugins
 # (/usr/lib/cni), iptables and conntrack.
 need=()
-command -v promtool >/dev/null || need+=(prometheus)
 command -v hey >/dev/null || need+=(hey)
 command -v ip >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)

@@ -49,7 +49,7 @@ func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
 		t.Errorf("/readyz = %d %s", code, body)
 	}
 	_, metrics := httpGet(t, a.URL("/metrics"))
-	promtool := exec.Command("promtool", "check", "metrics")
+	promtool := exec.Command(filepath.Join(cp.BinDir, "promtool"), "check", "metrics")
 	promtool.Stdin = strings.NewReader(metrics)
 	if out, err := promtool.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)

@@ -127,7 +127,7 @@ func TestAlertRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "alerts_test.yaml"}} {
-		cmd := exec.CommandContext(t.Context(), "promtool", args...)
+		cmd := exec.CommandContext(t.Context(), filepath.Join(cp.BinDir, "promtool"), args...)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %v: %v\n%s", args, err, out)
