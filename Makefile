@@ -11,10 +11,11 @@ LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/i
 BIN     := $(CURDIR)/bin
 GO      ?= go
 # Packages whose tests need the real control plane carry the e2e build tag.
-# EXTENDED_PKGS need tools only make test-extended builds (cert-manager), so
-# make e2e leaves them out.
-EXTENDED_PKGS ?= ./test/e2e/certmanager/...
-E2E_PKGS ?= ./test/harness/... $(filter-out $(EXTENDED_PKGS),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
+# REALNODE_PKGS start real nodes (kubelet, containerd, kube-proxy): they run
+# one package at a time, beside the others, whose control plane lives in the
+# network namespace of their own test binary.
+REALNODE_PKGS ?= ./test/harness/... ./test/e2e/install/... ./test/e2e/monitoring/... ./test/e2e/certmanager/...
+E2E_PKGS ?= $(filter-out $(REALNODE_PKGS),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
 E2E_TIMEOUT ?= 20m
 
 export KNR_BIN_DIR := $(BIN)
@@ -53,30 +54,30 @@ dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and 
 	@ls -l $(DIST)
 
 .PHONY: tools
-tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
+tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, cert-manager (controller, CA injector), helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
 	./test/tools/build.sh
 
 .PHONY: test
 test: tools build images lint unit fuzz e2e ## everything CI runs: lint, unit tests (-race), bounded fuzzing, then e2e against the real control plane
-
-.PHONY: test-extended
-test-extended: build images ## cert-manager's controller and CA injector from their pinned module (3 min more from empty caches), then the chart in cert-manager mode against them on a real node; CI runs it after make test
-	./test/tools/build.sh extended
-	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(EXTENDED_PKGS)
 
 .PHONY: unit
 unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy)
-	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
+e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy); the real-node packages run beside the others, their output printed when they end
+	@mkdir -p $(BIN)/logs
+	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(REALNODE_PKGS) >$(BIN)/logs/e2e-realnode.log 2>&1 & real=$$!; \
+	rest=0; $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS) || rest=$$?; \
+	realrc=0; wait $$real || realrc=$$?; \
+	echo "== real-node packages ($(REALNODE_PKGS)), run beside the others:"; cat $(BIN)/logs/e2e-realnode.log; \
+	exit $$(( rest || realrc ))
 
+# The e2e tag only adds files (none is built only without it), so one pass
+# with it covers every package.
 .PHONY: lint
 lint: tools ## go vet, staticcheck (pinned in test/tools) and gofmt
-	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
-	$(BIN)/staticcheck ./...
 	$(BIN)/staticcheck -tags e2e ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

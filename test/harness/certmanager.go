@@ -14,7 +14,7 @@ import (
 )
 
 // cert-manager on real nodes: its controller and CA injector, built by
-// `test/tools/build.sh extended` (make test-extended) from cert-manager's
+// `make tools` (test/tools/build.sh) from cert-manager's
 // pinned module into bin/images/cert-manager-{controller,cainjector}.tar,
 // run as Deployments with leader election, under RBAC written for the
 // controllers that build compiles in.
@@ -42,7 +42,7 @@ func CertManagerImages() ([]string, error) {
 	for _, c := range []string{"controller", "cainjector"} {
 		p := filepath.Join(bin, "images", "cert-manager-"+c+".tar")
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("cert-manager image %s missing: run `make test-extended` (or test/tools/build.sh extended): %w", p, err)
+			return nil, fmt.Errorf("cert-manager image %s missing: run `make tools`: %w", p, err)
 		}
 		out = append(out, p)
 	}
@@ -63,7 +63,7 @@ func (c *Cluster) DeployCertManager(ctx context.Context) error {
 	for _, comp := range []string{"controller", "cainjector"} {
 		ref, err := ImageRef(filepath.Join(c.BinDir, "images", "cert-manager-"+comp+".tar"))
 		if err != nil {
-			return fmt.Errorf("%w (run `make test-extended` or test/tools/build.sh extended)", err)
+			return fmt.Errorf("%w (run `make tools`)", err)
 		}
 		refs[comp] = ref
 	}

@@ -125,14 +125,14 @@ crd karpenter sigs.k8s.io/karpenter@v1.14.1 pkg/apis/crds
 crd prometheus-operator github.com/prometheus-operator/prometheus-operator@v0.85.0 example/prometheus-operator-crd
 crd cert-manager github.com/cert-manager/cert-manager@v1.21.2 deploy/crds
 
-# cert-manager's controller and CA injector, for `make test-extended` only
-# (`test/tools/build.sh extended`): from empty caches they take about 3 minutes
-# to build. test/tools/cert-manager pins cert-manager's library module (its
+# cert-manager's controller and CA injector, for the cert-manager test (about
+# 3 minutes from empty caches, less after the Kubernetes binaries, whose
+# packages they share). test/tools/cert-manager pins cert-manager's library module (its
 # binaries' own modules are not published; see tools.go there) and holds the
 # two main packages; the stamp covers their sources through the ldflags. Their
 # images are one-layer images like CoreDNS's, under a name of the project's
 # own, since the programs are not cert-manager's release binaries.
-if [[ " $* " == *" extended "* ]]; then
+{
 	cm="$tools/cert-manager"
 	cmv=$(cd "$cm" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
 	[[ "$(cat "$bin/.stamp-crds-cert-manager")" == "github.com/cert-manager/cert-manager@$cmv" ]] ||
@@ -152,7 +152,7 @@ if [[ " $* " == *" extended "* ]]; then
 		done
 		echo "$cm_stamp" >"$bin/.stamp-cert-manager-images"
 	fi
-fi
+}
 
 # Debian packages: hey (HTTP load), ip (iproute2),
 # unshare and nsenter (util-linux); for real nodes runc, the CNI plugins

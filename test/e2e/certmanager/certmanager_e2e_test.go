@@ -3,7 +3,7 @@
 // Package certmanager_test installs the chart with
 // webhook.certificates.mode=cert-manager onto a real node that runs
 // cert-manager's controller and CA injector (built from cert-manager's pinned
-// module by `make test-extended`), and checks the whole path: cert-manager
+// module by `make tools`), and checks the whole path: cert-manager
 // issues the webhook's Certificate, its CA injector writes the Secret's CA
 // into the MutatingWebhookConfiguration, the webhook serves that certificate,
 // and the API server's admission calls reach it over TLS — also after
