@@ -3,6 +3,7 @@ package cleanup
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,8 @@ type Health struct {
 	// healthy again); the first probe of a healthy plugin is no change.
 	OnChange func(plugin string, err error)
 
+	timeout time.Duration // bound of one probe (healthTimeout)
+
 	mu      sync.Mutex
 	state   map[string]error // last verdict per plugin
 	probed  time.Time        // when the last full probe finished
@@ -41,7 +44,8 @@ type Health struct {
 // node_cleanup_plugin_health_probes_total{plugin,result} on reg (nil: unregistered).
 func NewHealth(reg prometheus.Registerer) (*Health, error) {
 	h := &Health{
-		state: map[string]error{},
+		timeout: healthTimeout,
+		state:   map[string]error{},
 		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_cleanup_plugin_healthy",
 			Help: "1 when the last health probe of a cleanup plugin that offers one passed, 0 when it failed.",
@@ -131,19 +135,23 @@ func (h *Health) Probe(ctx context.Context, p *Pipeline) {
 		err  error
 	}
 	results := make(chan verdict, len(p.stages))
-	n := 0
+	// A probe shared by many cleanups must not end with the one whose
+	// attempt happened to start it: only the process stopping ends it early.
+	probeCtx := context.WithoutCancel(ctx)
+	bound := h.timeout
+	var pending []string
 	for _, s := range p.stages {
 		hc, ok := s.Plugin.(HealthChecker)
 		if !ok {
 			continue
 		}
-		n++
+		pending = append(pending, s.Plugin.Name())
 		go func() {
-			timeout := healthTimeout
+			timeout := bound
 			if s.Timeout > 0 && s.Timeout < timeout {
 				timeout = s.Timeout
 			}
-			pctx, cancel := context.WithTimeout(ctx, timeout)
+			pctx, cancel := context.WithTimeout(probeCtx, timeout)
 			defer cancel()
 			_, err := guard(func() (bool, error) { return false, hc.Health(pctx) })
 			if err != nil {
@@ -152,12 +160,27 @@ func (h *Health) Probe(ctx context.Context, p *Pipeline) {
 			results <- verdict{s.Plugin.Name(), err}
 		}()
 	}
-	var changes []verdict
-	for range n {
-		v := <-results
-		if ctx.Err() != nil {
-			continue // stopping: no verdict
+	// A probe that ignores its context is not waited for past its timeout
+	// (and a little): it counts as failed, as a hung Cleanup does.
+	deadline := time.NewTimer(bound + 2*time.Second)
+	defer deadline.Stop()
+	var collected []verdict
+collect:
+	for len(collected) < len(pending) {
+		select {
+		case v := <-results:
+			collected = append(collected, v)
+		case <-deadline.C:
+			for _, name := range pending {
+				if !slices.ContainsFunc(collected, func(v verdict) bool { return v.name == name }) {
+					collected = append(collected, verdict{name, fmt.Errorf("health probe failed: no answer within %s", bound)})
+				}
+			}
+			break collect
 		}
+	}
+	var changes []verdict
+	for _, v := range collected {
 		result, gauge := "success", 1.0
 		if v.err != nil {
 			result, gauge = "failure", 0

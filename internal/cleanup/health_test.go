@@ -118,3 +118,24 @@ func TestPipelineDoesNotRunUnhealthyPlugins(t *testing.T) {
 		t.Errorf("attempt error %v, want the critical plugin's probe failure", r.Err)
 	}
 }
+
+// hung ignores its context.
+type hung struct{ fake }
+
+func (*hung) Health(context.Context) error { select {} }
+
+// A probe that never returns fails after the probe timeout instead of
+// blocking every cleanup that waits for the verdict.
+func TestHungProbeFailsInsteadOfBlocking(t *testing.T) {
+	h, _ := NewHealth(nil)
+	h.timeout = 200 * time.Millisecond
+	p := NewPipeline([]Stage{stage(&hung{fake: fake{name: "stuck"}}, true)}, false, nil, slog.New(slog.DiscardHandler))
+	start := time.Now()
+	u := h.Unhealthy(context.Background(), p, time.Minute)
+	if u["stuck"] == nil || !strings.Contains(u["stuck"].Error(), "no answer within") {
+		t.Errorf("verdict %v, want no answer", u)
+	}
+	if d := time.Since(start); d > h.timeout+4*time.Second {
+		t.Errorf("waited %s", d)
+	}
+}

@@ -52,15 +52,16 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		c.event(node, corev1.EventTypeNormal, ReasonCleanupStarted, "Cleanup", "cleanup started: plugins %s%s", strings.Join(pipeline.Names(), ", "), dryRunNote(pipeline))
 	}
 	start := time.Now()
-	after := pipeline.After()
-	status := c.newStatusWriter(ctx, name, m.UID, newStatus(after, attempt))
-	defer status.stop()
 	// A probe at most healthMaxAge old: at a mass scale-in the receivers are
 	// probed a few times, not once per node.
 	unhealthy := c.cfg.Health.Unhealthy(runCtx, pipeline, healthMaxAge)
 	for name, err := range unhealthy {
 		log.Warn("cleanup plugin unhealthy; not running it in this attempt", "plugin", name, "error", err.Error())
 	}
+	// Created after the probe, so no plugin is shown running while it is
+	// only being probed.
+	status := c.newStatusWriter(ctx, name, m.UID, newStatus(pipeline.After(), attempt))
+	defer status.stop()
 	res := pipeline.RunObserved(runCtx, node, attempt, unhealthy, status.finish)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping or no longer leading: the next leader resumes

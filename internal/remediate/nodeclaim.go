@@ -16,11 +16,21 @@ import (
 type claimRef struct {
 	name string
 	uid  types.UID
+	// deleting: Karpenter is deleting it already; nothing to delete.
+	deleting bool
 }
 
-// nodeClaim finds the Karpenter NodeClaim that owns n: its owner reference,
-// else the one whose status names the node or its provider ID. nil, nil
-// means none (or no usable NodeClaim API, logged once): delete the Node.
+// claimCache holds one scan's NodeClaims, listed at most once.
+type claimCache struct {
+	listed bool
+	items  []unstructured.Unstructured
+	err    error
+}
+
+// nodeClaim finds the Karpenter NodeClaim that owns n: the one its owner
+// reference names (with that UID), else the one whose status names the same
+// provider ID (when both have one) or the node's name. nil, nil means none
+// (or no usable NodeClaim API, logged once): delete the Node.
 func (c *Controller) nodeClaim(ctx context.Context, n *corev1.Node) (*claimRef, error) {
 	if !c.cfg.NodeClaims {
 		return nil, nil
@@ -32,29 +42,59 @@ func (c *Controller) nodeClaim(ctx context.Context, n *corev1.Node) (*claimRef, 
 		}
 		obj, err := res.Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {
+		case err == nil && (ref.UID == "" || obj.GetUID() == ref.UID):
+			return refOf(obj), nil
 		case err == nil:
-			return &claimRef{name: obj.GetName(), uid: obj.GetUID()}, nil
+			continue // a NodeClaim of the same name that is not the owner
 		case c.unavailable(err):
 			return nil, nil
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("get NodeClaim %s: %w", ref.Name, err)
 		}
 	}
-	list, err := res.List(ctx, metav1.ListOptions{})
+	items, err := c.claims(ctx)
 	if err != nil {
 		if c.unavailable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("list NodeClaims: %w", err)
 	}
-	for _, item := range list.Items {
-		nodeName, _, _ := unstructured.NestedString(item.Object, "status", "nodeName")
-		providerID, _, _ := unstructured.NestedString(item.Object, "status", "providerID")
-		if nodeName == n.Name || providerID != "" && providerID == n.Spec.ProviderID {
-			return &claimRef{name: item.GetName(), uid: item.GetUID()}, nil
+	for i := range items {
+		nodeName, _, _ := unstructured.NestedString(items[i].Object, "status", "nodeName")
+		providerID, _, _ := unstructured.NestedString(items[i].Object, "status", "providerID")
+		// Names are reused (ip-10-0-1-7 after ip-10-0-1-7): when both sides
+		// have a provider ID, it decides.
+		if providerID != "" && n.Spec.ProviderID != "" {
+			if providerID == n.Spec.ProviderID {
+				return refOf(&items[i]), nil
+			}
+			continue
+		}
+		if nodeName == n.Name {
+			return refOf(&items[i]), nil
 		}
 	}
 	return nil, nil
+}
+
+func refOf(obj *unstructured.Unstructured) *claimRef {
+	return &claimRef{name: obj.GetName(), uid: obj.GetUID(), deleting: obj.GetDeletionTimestamp() != nil}
+}
+
+// claims lists the NodeClaims once per scan (from the watch cache).
+func (c *Controller) claims(ctx context.Context) ([]unstructured.Unstructured, error) {
+	cc := c.claimList
+	if cc == nil {
+		cc = &claimCache{}
+	}
+	if !cc.listed {
+		list, err := c.dyn.Resource(NodeClaims).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		cc.listed, cc.err = true, err
+		if err == nil {
+			cc.items = list.Items
+		}
+	}
+	return cc.items, cc.err
 }
 
 // unavailable reports whether err means there is no NodeClaim API to use
@@ -70,7 +110,8 @@ func (c *Controller) unavailable(err error) bool {
 	default:
 		return false
 	}
-	if _, logged := c.claimsOnce.LoadOrStore(kind, struct{}{}); !logged {
+	if !c.claimsLog[kind] {
+		c.claimsLog[kind] = true
 		c.log.Warn("the Karpenter NodeClaim API is "+kind+"; replacing nodes by deleting the Node instead",
 			"resource", NodeClaims.String(), "error", err)
 	}

@@ -7,7 +7,8 @@
 // the ways an automatic deleter of nodes must be:
 //
 //   - at most Config.MaxReplacing nodes go away at once, counted across the
-//     nodes it replaced that still exist;
+//     unverified nodes still present that it marked as replacing or that are
+//     being deleted (by it or anyone else);
 //   - it does nothing while the agents' fleet budget is used up (as many
 //     nodes re-tainted as --max-retainted allows): then the fault is most
 //     likely the cluster's, not the nodes';
@@ -26,7 +27,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,7 +95,8 @@ type Config struct {
 	Policy Policy
 	// Deadline is how long a node may carry one of Taints.
 	Deadline time.Duration
-	// MaxReplacing bounds the replaced nodes still present.
+	// MaxReplacing bounds the unverified nodes still present that are marked
+	// as replacing or being deleted.
 	MaxReplacing budget.Budget
 	// FleetBudget is the agents' --max-retainted: while as many nodes carry
 	// VerifiedLabel=false as it allows, nothing is replaced.
@@ -133,7 +134,9 @@ type Controller struct {
 	noted       map[types.UID]string    // last Event reason recorded per node, so a state is told once
 	taintedSeen map[types.UID]time.Time // first sight of an unhealthy taint without a dating condition
 	tripped     bool
-	claimsOnce  sync.Map // reason → struct{}: NodeClaim API trouble logged once
+	claimsLog   map[string]bool         // NodeClaim API trouble ("absent", "forbidden") logged once
+	retried     map[types.UID]time.Time // last retry of a stalled replacement
+	claimList   *claimCache             // this scan's NodeClaims, listed once when needed
 
 	overdue   prometheus.Gauge
 	replacing prometheus.Gauge
@@ -146,13 +149,14 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, cfg Config, reg pro
 	c := &Controller{
 		client: client, dyn: dyn, cfg: cfg, log: log, now: time.Now,
 		noted: map[types.UID]string{}, taintedSeen: map[types.UID]time.Time{},
+		claimsLog: map[string]bool{}, retried: map[types.UID]time.Time{},
 		overdue: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_remediation_overdue_nodes",
 			Help: "Nodes carrying the startup or unhealthy taint past --unverified-deadline that are not being replaced.",
 		}),
 		replacing: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_remediation_replacing_nodes",
-			Help: "Nodes replaced by remediation that still exist (counted against --max-replacing).",
+			Help: "Unverified nodes still present that remediation marked as replacing or that are being deleted (counted against --max-replacing).",
 		}),
 		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_remediation_blocked_nodes",
@@ -197,6 +201,13 @@ func (c *Controller) Lead(ctx context.Context) error {
 		}
 		return errors.New("remediate: node cache never synced")
 	}
+	// A former leader's gauges would keep the alert firing: zero them when
+	// leadership ends.
+	defer func() {
+		c.overdue.Set(0)
+		c.replacing.Set(0)
+		c.blocked.Reset()
+	}()
 	c.log.Info("remediation running", "policy", c.cfg.Policy, "unverified_deadline", c.cfg.Deadline,
 		"dry_run", c.cfg.DryRun, "nodeclaims", c.cfg.NodeClaims, "selector", sel)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -235,6 +246,9 @@ type Plan struct {
 	// others are not (node name → fleet_budget, max_replacing, protected).
 	Replace []Overdue
 	Blocked map[string]string
+	// Stalled are nodes marked as replacing long ago that are still not
+	// being deleted: their delete is tried again.
+	Stalled []*corev1.Node
 }
 
 // Overdue is a node past the deadline.
@@ -242,10 +256,21 @@ type Overdue struct {
 	Node  *corev1.Node
 	Taint string
 	Since time.Time
+
+	retainted bool // the agents re-tainted it (VerifiedLabel=false)
 }
 
-// FleetTripped says whether the agents' fleet budget is used up.
-func (p Plan) FleetTripped() bool { return p.Retainted >= p.FleetLimit }
+// fleetTrippedFor says whether the agents' fleet budget is used up by nodes
+// other than the candidate: its own re-taint does not count against it, or
+// in a small cluster (a budget of 1) the one re-tainted node could never be
+// replaced.
+func (p Plan) fleetTrippedFor(o Overdue) bool {
+	others := p.Retainted
+	if o.retainted {
+		others--
+	}
+	return others >= p.FleetLimit
+}
 
 // plan decides, from the cached unverified nodes, which are overdue and
 // which of those may be replaced now.
@@ -261,15 +286,18 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 		if n.Labels[c.cfg.VerifiedLabel] == "false" {
 			p.Retainted++
 		}
-		if n.DeletionTimestamp != nil || n.Annotations[c.cfg.ReplacingAnnotation] != "" {
+		if mark := n.Annotations[c.cfg.ReplacingAnnotation]; n.DeletionTimestamp != nil || mark != "" {
 			p.Replacing++
+			if n.DeletionTimestamp == nil && c.stalled(n, mark, now) {
+				p.Stalled = append(p.Stalled, n)
+			}
 			continue
 		}
 		taint, since, ok := c.unverifiedSince(n, now)
 		if !ok || now.Sub(since) < c.cfg.Deadline {
 			continue
 		}
-		p.Overdue = append(p.Overdue, Overdue{Node: n, Taint: taint, Since: since})
+		p.Overdue = append(p.Overdue, Overdue{Node: n, Taint: taint, Since: since, retainted: n.Labels[c.cfg.VerifiedLabel] == "false"})
 	}
 	for uid := range c.taintedSeen {
 		if !live[uid] {
@@ -279,6 +307,11 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 	for uid := range c.noted {
 		if !live[uid] {
 			delete(c.noted, uid)
+		}
+	}
+	for uid := range c.retried {
+		if !live[uid] {
+			delete(c.retried, uid)
 		}
 	}
 	sort.Slice(p.Overdue, func(i, j int) bool {
@@ -295,7 +328,7 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 		switch {
 		case c.cfg.ProtectAnnotation != "" && o.Node.Annotations[c.cfg.ProtectAnnotation] == "true":
 			p.Blocked[o.Node.Name] = "protected"
-		case p.FleetTripped():
+		case p.fleetTrippedFor(o):
 			p.Blocked[o.Node.Name] = "fleet_budget"
 		case c.cfg.DryRun:
 			p.Replace = append(p.Replace, o) // reported, never deleted: no budget used
@@ -310,24 +343,29 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 }
 
 // unverifiedSince returns which of the agent's taints n carries and since
-// when: the startup taint from the node's creation, the unhealthy taint
-// from the agent's condition turning False (or, without one, from when this
-// replica first saw it).
+// when: a node that never verified from its creation; a re-tainted one
+// (VerifiedLabel=false, whichever taint the agents re-taint with) or one
+// with the unhealthy taint from the agent's condition turning False, or,
+// without one, from when this replica first saw it.
 func (c *Controller) unverifiedSince(n *corev1.Node, now time.Time) (string, time.Time, bool) {
 	has := func(key string) bool {
 		return key != "" && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
 	}
-	if has(c.cfg.StartupTaint) {
-		delete(c.taintedSeen, n.UID)
-		return c.cfg.StartupTaint, n.CreationTimestamp.Time, true
+	taint := c.cfg.StartupTaint
+	if !has(taint) {
+		taint = c.cfg.UnhealthyTaint
 	}
-	if !has(c.cfg.UnhealthyTaint) {
+	if !has(taint) {
 		delete(c.taintedSeen, n.UID)
 		return "", time.Time{}, false
 	}
+	if taint == c.cfg.StartupTaint && n.Labels[c.cfg.VerifiedLabel] != "false" {
+		delete(c.taintedSeen, n.UID)
+		return taint, n.CreationTimestamp.Time, true
+	}
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == ConditionType && cond.Status == corev1.ConditionFalse && !cond.LastTransitionTime.IsZero() {
-			return c.cfg.UnhealthyTaint, cond.LastTransitionTime.Time, true
+			return taint, cond.LastTransitionTime.Time, true
 		}
 	}
 	seen, ok := c.taintedSeen[n.UID]
@@ -335,7 +373,20 @@ func (c *Controller) unverifiedSince(n *corev1.Node, now time.Time) (string, tim
 		seen = now
 		c.taintedSeen[n.UID] = now
 	}
-	return c.cfg.UnhealthyTaint, seen, true
+	return taint, seen, true
+}
+
+// stalled reports whether a node marked as replacing at mark (RFC 3339) is
+// due for another delete: marked more than stallAfter ago (the delete after
+// the mark failed, or this replica stopped in between) and not retried since.
+func (c *Controller) stalled(n *corev1.Node, mark string, now time.Time) bool {
+	after := max(2*c.cfg.Interval, 30*time.Second)
+	at, err := time.Parse(time.RFC3339, mark)
+	if err != nil || now.Sub(at) < after {
+		return false
+	}
+	last, ok := c.retried[n.UID]
+	return !ok || now.Sub(last) >= after
 }
 
 // scan plans and acts once.
@@ -346,6 +397,8 @@ func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
 	}
 	now := c.now()
 	p := c.plan(nodes, total, now)
+	c.claimList = &claimCache{}
+	defer func() { c.claimList = nil }()
 
 	blocked := map[string]int{}
 	for _, reason := range p.Blocked {
@@ -356,7 +409,13 @@ func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
 	}
 	c.replacing.Set(float64(p.Replacing))
 
-	if tripped := c.cfg.Policy == PolicyReplace && p.FleetTripped() && len(p.Overdue) > 0; tripped != c.tripped {
+	for _, n := range p.Stalled {
+		if c.cfg.Policy == PolicyReplace && !c.cfg.DryRun {
+			c.retried[n.UID] = now
+			c.retry(ctx, n)
+		}
+	}
+	if tripped := blocked["fleet_budget"] > 0; tripped != c.tripped {
 		c.tripped = tripped
 		if tripped {
 			c.log.Warn("not replacing overdue nodes: the agents' fleet budget is used up, so the fault is most likely the cluster's",
@@ -405,6 +464,9 @@ func blockedText(reason string, p Plan) string {
 func (c *Controller) replace(ctx context.Context, o Overdue, age time.Duration) bool {
 	n := o.Node
 	log := c.log.With("node", n.Name, "uid", string(n.UID), "taint", o.Taint, "unverified_for", age.String())
+	if c.cfg.DryRun && c.noted[n.UID] == "dry-run" {
+		return false // told already
+	}
 	claim, err := c.nodeClaim(ctx, n)
 	if err != nil {
 		log.Warn("cannot look up the node's NodeClaim; trying again next scan", "error", err)
@@ -414,6 +476,9 @@ func (c *Controller) replace(ctx context.Context, o Overdue, age time.Duration) 
 	target := "Node " + n.Name
 	if claim != nil {
 		target = "NodeClaim " + claim.name
+		if claim.deleting {
+			target += " (already being deleted)"
+		}
 	}
 	if c.cfg.DryRun {
 		if c.note(n, "dry-run", corev1.EventTypeWarning, ReasonUnverified,
@@ -429,16 +494,15 @@ func (c *Controller) replace(ctx context.Context, o Overdue, age time.Duration) 
 		c.actions.WithLabelValues(action, "error").Inc()
 		return false
 	}
-	if claim != nil {
-		err = c.dyn.Resource(NodeClaims).Delete(ctx, claim.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &claim.uid}})
-	} else {
-		err = c.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	err = c.delete(ctx, n, claim)
+	if err != nil {
 		log.Error("replacing the node failed; trying again next scan", "delete", target, "error", err)
 		c.actions.WithLabelValues(action, "error").Inc()
 		c.note(n, "failed", corev1.EventTypeWarning, ReasonReplaceFailed, "deleting %s failed: %v", target, err)
-		if err := c.unmark(ctx, n); err != nil {
+		// Even when stopping: a mark without a delete would hold the budget.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := c.unmark(uctx, n); err != nil {
 			log.Warn("cannot unmark the node; it keeps counting against --max-replacing until it is gone or the annotation removed",
 				"annotation", c.cfg.ReplacingAnnotation, "error", err)
 		}
@@ -451,6 +515,45 @@ func (c *Controller) replace(ctx context.Context, o Overdue, age time.Duration) 
 	return true
 }
 
+// delete deletes claim (unless Karpenter is deleting it already) or, with
+// none, the Node, each guarded by its UID; gone already is success.
+func (c *Controller) delete(ctx context.Context, n *corev1.Node, claim *claimRef) error {
+	var err error
+	switch {
+	case claim != nil && claim.deleting:
+		return nil
+	case claim != nil:
+		err = c.dyn.Resource(NodeClaims).Delete(ctx, claim.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &claim.uid}})
+	default:
+		err = c.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// retry deletes again for a node marked as replacing long ago that is still
+// not being deleted: its NodeClaim if one is left, else the Node.
+func (c *Controller) retry(ctx context.Context, n *corev1.Node) {
+	claim, err := c.nodeClaim(ctx, n)
+	if err == nil {
+		err = c.delete(ctx, n, claim)
+	}
+	target := "Node " + n.Name
+	if claim != nil {
+		target = "NodeClaim " + claim.name
+	}
+	if err != nil {
+		c.log.Warn("a node marked as replacing is still not going away, and deleting again failed", "node", n.Name, "delete", target, "error", err)
+		c.actions.WithLabelValues(actionFor(claim == nil), "error").Inc()
+		return
+	}
+	c.log.Warn("a node marked as replacing was still not going away; deleted again", "node", n.Name, "delete", target,
+		"annotation", c.cfg.ReplacingAnnotation+"="+n.Annotations[c.cfg.ReplacingAnnotation])
+	c.actions.WithLabelValues(actionFor(claim == nil), "success").Inc()
+}
+
 func actionFor(node bool) string {
 	if node {
 		return "delete_node"
@@ -458,22 +561,26 @@ func actionFor(node bool) string {
 	return "delete_nodeclaim"
 }
 
+// mark sets the replacing annotation, guarded by the resourceVersion the
+// decision was made on: a node that changed since (say, just verified) gets
+// a conflict and is judged again next scan.
 func (c *Controller) mark(ctx context.Context, n *corev1.Node) error {
-	return c.annotate(ctx, n, c.now().UTC().Format(time.RFC3339))
+	return c.annotate(ctx, n, fmt.Sprintf("%q", c.now().UTC().Format(time.RFC3339)), n.ResourceVersion)
 }
 
 func (c *Controller) unmark(ctx context.Context, n *corev1.Node) error {
-	return c.annotate(ctx, n, "")
+	return c.annotate(ctx, n, "null", "")
 }
 
-// annotate sets (or with "" removes) the replacing annotation with a JSON
-// merge patch that touches nothing else, guarded by the node's UID.
-func (c *Controller) annotate(ctx context.Context, n *corev1.Node, value string) error {
-	v := "null"
-	if value != "" {
-		v = fmt.Sprintf("%q", value)
+// annotate sets the replacing annotation to value (JSON; null removes it)
+// with a merge patch that touches nothing else, guarded by the node's UID
+// and, when given, its resourceVersion.
+func (c *Controller) annotate(ctx context.Context, n *corev1.Node, value, resourceVersion string) error {
+	rv := ""
+	if resourceVersion != "" {
+		rv = fmt.Sprintf(`"resourceVersion":%q,`, resourceVersion)
 	}
-	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"annotations":{%q:%s}}}`, n.UID, c.cfg.ReplacingAnnotation, v)
+	patch := fmt.Sprintf(`{"metadata":{%s"uid":%q,"annotations":{%q:%s}}}`, rv, n.UID, c.cfg.ReplacingAnnotation, value)
 	_, err := c.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }

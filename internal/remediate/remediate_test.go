@@ -268,3 +268,54 @@ func TestParsePolicy(t *testing.T) {
 		}
 	}
 }
+
+// Agents that re-taint with the startup taint (retaintTaint = startupTaint):
+// a re-tainted node is dated by its condition, not by its creation.
+func TestRetaintWithTheStartupTaintIsDatedByTheCondition(t *testing.T) {
+	c := testController(t, PolicyReplace, "1", "50%", false)
+	recent := node("recent", 10*24*time.Hour, taint(startup), label("node-ready/verified", "false"), failingSince(5*time.Minute))
+	long := node("long", 10*24*time.Hour, taint(startup), label("node-ready/verified", "false"), failingSince(time.Hour))
+	p := c.plan([]*corev1.Node{recent, long}, 10, t0)
+	if got := names(p.Overdue); !slices.Equal(got, []string{"long"}) {
+		t.Errorf("overdue %v, want [long]: a node re-tainted 5 minutes ago is not 10 days overdue", got)
+	}
+}
+
+// In a small cluster the fleet budget is 1: the one re-tainted node does not
+// hold back its own replacement, but does hold back another's.
+func TestOwnRetaintDoesNotHoldItself(t *testing.T) {
+	c := testController(t, PolicyReplace, "2", "10%", false)
+	sick := node("sick", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(time.Hour))
+	if p := c.plan([]*corev1.Node{sick}, 5, t0); !slices.Equal(names(p.Replace), []string{"sick"}) {
+		t.Errorf("replace %v, blocked %v: want the only re-tainted node replaced", names(p.Replace), p.Blocked)
+	}
+	fresh := node("fresh", time.Hour, taint(startup))
+	p := c.plan([]*corev1.Node{sick, fresh}, 5, t0)
+	if p.Blocked["fresh"] != "fleet_budget" || !slices.Contains(names(p.Replace), "sick") {
+		t.Errorf("replace %v, blocked %v: want fresh held by the fleet budget, sick replaced", names(p.Replace), p.Blocked)
+	}
+}
+
+// A node marked as replacing but never deleted (the delete failed, or the
+// leader stopped in between) is tried again once the mark is old, not
+// before, and not again right after.
+func TestStalledReplacementIsRetried(t *testing.T) {
+	c := testController(t, PolicyReplace, "1", "10%", false)
+	c.cfg.Interval = 30 * time.Second
+	c.retried = map[types.UID]time.Time{}
+	old := node("old", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-2*time.Minute).Format(time.RFC3339)))
+	recent := node("recent", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-10*time.Second).Format(time.RFC3339)))
+	going := node("going", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-time.Hour).Format(time.RFC3339)), deleting())
+	p := c.plan([]*corev1.Node{old, recent, going}, 10, t0)
+	var stalled []string
+	for _, n := range p.Stalled {
+		stalled = append(stalled, n.Name)
+	}
+	if !slices.Equal(stalled, []string{"old"}) || p.Replacing != 3 {
+		t.Errorf("stalled %v, replacing %d: want [old] and all three counted", stalled, p.Replacing)
+	}
+	c.retried[old.UID] = t0
+	if p := c.plan([]*corev1.Node{old}, 10, t0.Add(10*time.Second)); len(p.Stalled) != 0 {
+		t.Error("retried again 10 s after the last retry")
+	}
+}

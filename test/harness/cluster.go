@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,11 +219,17 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if err != nil {
 		return nil, err
 	}
-	opts.Options.cluster = pki
-	cp, err := Start(ctx, opts.Options)
+	unlock, err := lockRealNodes(ctx, opts.Logf)
 	if err != nil {
 		return nil, err
 	}
+	opts.Options.cluster = pki
+	cp, err := Start(ctx, opts.Options)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	cp.addOnStop(unlock) // first added, so run last
 	cp.ownDir = ownDir
 	c := &Cluster{ControlPlane: cp, opts: opts, pki: pki}
 	defer func() {
@@ -260,6 +267,36 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	}
 	cp.logf("cluster with %d real nodes up in %s (dir %s)", opts.Nodes, time.Since(start).Round(time.Millisecond), cp.Dir)
 	return c, nil
+}
+
+// realNodeLock is held, host-wide, by the process whose cluster of real
+// nodes is up: make e2e runs the real-node packages one at a time beside the
+// others, and this keeps two clusters of kubelets from sharing the host's
+// cores and cgroups even if a package is started outside that list.
+const realNodeLock = "/run/knr-real-nodes.lock"
+
+// lockRealNodes waits until no other process has real nodes up, then takes
+// the lock; the returned function releases it.
+func lockRealNodes(ctx context.Context, logf func(string, ...any)) (func(), error) {
+	f, err := os.OpenFile(realNodeLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("real-node lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if logf != nil {
+			logf("waiting for another process's real nodes to stop (%s)", realNodeLock)
+		}
+		for err != nil {
+			select {
+			case <-ctx.Done():
+				f.Close()
+				return nil, fmt.Errorf("real-node lock %s held by another process: %w", realNodeLock, ctx.Err())
+			case <-time.After(time.Second):
+			}
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		}
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 // StartClusterT is StartCluster for a test: it fails the test if the cluster

@@ -115,7 +115,7 @@ crd() {
 	if [[ -f "$stamp" && "$(cat "$stamp")" == "$mod" ]] && [[ -d "$bin/crds/$name" ]]; then
 		return 0
 	fi
-	dir=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	dir=$(cd / && GOFLAGS=-mod=mod go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	[[ -n "$dir" && -d "$dir/$sub" ]] || { echo "CRDs of $mod: $sub not found (go mod download failed?)" >&2; exit 1; }
 	rm -rf "$bin/crds/$name" && mkdir -p "$bin/crds/$name"
 	cp "$dir/$sub"/*.yaml "$bin/crds/$name/" && chmod u+w "$bin/crds/$name"/*.yaml

@@ -128,3 +128,18 @@ func TestHealthURLMustParse(t *testing.T) {
 func rawNew(f func(cleanup.Deps, json.RawMessage) (cleanup.Plugin, error)) func(cleanup.Deps, []byte) (cleanup.Plugin, error) {
 	return func(d cleanup.Deps, b []byte) (cleanup.Plugin, error) { return f(d, b) }
 }
+
+// The auth header never goes to a healthURL on another host.
+func TestHookHealthKeepsTheAuthHeaderOnItsHost(t *testing.T) {
+	other := &status{code: 200}
+	ts := httptest.NewServer(other)
+	defer ts.Close()
+	p, err := newHook(cleanup.Deps{HTTP: &http.Client{}, Log: quiet},
+		[]byte(`{"url":"http://cmdb.invalid/x","authHeader":"X-Api-Key","authHeaderFile":"`+secretFile(t, "k-1")+`","healthURL":"`+ts.URL+`/healthz"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.(cleanup.HealthChecker).Health(context.Background()); err != nil || other.auth != "" {
+		t.Errorf("Health() = %v, auth header %q sent to another host, want none", err, other.auth)
+	}
+}

@@ -119,10 +119,11 @@ func newHook(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error
 
 func (p *hook) Name() string { return HookName }
 
-// Health probes the receiver: healthURL (2xx) if set, else url (any answer).
+// Health probes the receiver: healthURL (2xx) if set, else url (any
+// answer). The auth header goes only to url's host, never to another.
 func (p *hook) Health(ctx context.Context) error {
 	header := http.Header{}
-	if p.authFile != "" {
+	if p.authFile != "" && (p.healthURL == "" || sameHost(p.healthURL, p.url)) {
 		auth, err := readSecret(HookName, "authHeaderFile", p.authFile)
 		if err != nil {
 			return err
@@ -206,6 +207,13 @@ func (p *hook) accepted(code int) bool {
 
 // redactedURL keeps the scheme, host and path of a URL for messages: a
 // query may carry a token.
+// sameHost reports whether two URLs name the same scheme, host and port.
+func sameHost(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	return errA == nil && errB == nil && ua.Scheme == ub.Scheme && ua.Host == ub.Host
+}
+
 func redactedURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {

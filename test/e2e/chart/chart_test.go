@@ -148,6 +148,10 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"webhook.cleanup.plugins.ceph.enabled=true", "ceph"},
 		{"webhook.clientCA=pem", "certificates/mode"},
 		{"webhook.replicas=0", "replicas"},
+		{"webhook.remediation.policy=delete", "policy"},
+		{"webhook.remediation.unverifiedDeadline=0s", "unverifiedDeadline"},
+		{"webhook.remediation.maxReplacing=150%", "maxReplacing"},
+		{"webhook.cleanup.healthInterval=soon", "healthInterval"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := helm(t, "template", release, chart, "-n", namespace, "--kube-version", "1.36.0", "--set", tc.set)

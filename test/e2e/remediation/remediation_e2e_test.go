@@ -347,24 +347,25 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// While the agents' fleet budget is used up nothing is replaced, neither a
-// new node nor the re-tainted ones; once a re-tainted node recovers,
-// replacement resumes, one at a time.
+// While the agents' fleet budget is used up by other nodes nothing is
+// replaced, neither a new node nor the re-tainted ones; once a re-tainted
+// node recovers, replacement resumes, one at a time.
 func TestFleetBudgetHoldsReplacement(t *testing.T) {
 	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--fleet-budget=2")
-	e.retainted(t, "retainted-1")
-	e.retainted(t, "retainted-2")
+	for _, n := range []string{"retainted-1", "retainted-2", "retainted-3"} {
+		e.retainted(t, n)
+	}
 	e.node(t, "new", harness.NodeOptions{})
 	e.waitEvent(t, "new", remediate.ReasonUnverified, "fleet budget of 2 is used up")
 	e.waitEvent(t, "retainted-2", remediate.ReasonUnverified, "fleet budget of 2 is used up")
 	scans()
-	for _, n := range []string{"new", "retainted-1", "retainted-2"} {
+	for _, n := range []string{"new", "retainted-1", "retainted-2", "retainted-3"} {
 		if !e.exists(t, n) {
 			t.Fatalf("%s replaced while the fleet budget was used up", n)
 		}
 	}
-	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="fleet_budget"`); got != 3 {
-		t.Errorf("blocked{fleet_budget} = %v, want 3", got)
+	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="fleet_budget"`); got != 4 {
+		t.Errorf("blocked{fleet_budget} = %v, want 4", got)
 	}
 	if got := e.w.Metric(t, "node_remediation_actions_total", `action="delete_node"`); got != 0 {
 		t.Errorf("delete_node actions = %v while held, want 0", got)
@@ -377,14 +378,16 @@ func TestFleetBudgetHoldsReplacement(t *testing.T) {
 	if _, err := e.cp.Client.CoreV1().Nodes().Patch(t.Context(), "retainted-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"retainted-2", "new"} {
-		waitFor(t, 30*time.Second, n+" replaced after the fleet recovered", func() bool { return !e.exists(t, n) })
+	// Each re-tainted node now sees one other (its own re-taint does not
+	// count against it): replaced one by one; then the new node.
+	for _, n := range []string{"retainted-2", "retainted-3", "new"} {
+		waitFor(t, 60*time.Second, n+" replaced after the fleet recovered", func() bool { return !e.exists(t, n) })
 	}
 	if !e.exists(t, "retainted-1") {
 		t.Error("the recovered node was replaced")
 	}
-	if n := strings.Count(e.log(t), "fleet budget no longer used up"); n != 1 {
-		t.Errorf("fleet recovery logged %d times, want once", n)
+	if n := strings.Count(e.log(t), "fleet budget no longer used up"); n < 1 {
+		t.Errorf("fleet recovery logged %d times, want it logged", n)
 	}
 }
 
