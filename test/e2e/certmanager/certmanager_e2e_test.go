@@ -31,7 +31,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -178,7 +177,7 @@ func testCAInjected(t *testing.T, is *issue) {
 	if got, want := m.Annotations["cert-manager.io/inject-ca-from"], namespace+"/"+webhook; got != want {
 		t.Errorf("inject-ca-from annotation %q, want %q", got, want)
 	}
-	eventually(t, time.Minute, "caBundle injected", func() (bool, string) {
+	harness.Eventually(t, time.Minute, "caBundle injected", func() (bool, string) {
 		b := caBundle(t)
 		return string(b) == string(is.caPEM), fmt.Sprintf("caBundle %d bytes, ca.crt %d bytes, equal: false", len(b), len(is.caPEM))
 	})
@@ -218,7 +217,7 @@ func testAdmission(t *testing.T, node string) {
 	if !slices.Contains(created.Finalizers, finalizer) {
 		t.Fatalf("node %s created with finalizers %v: the admission webhook was not called or failed (webhook logs:\n%s)", node, created.Finalizers, webhookLogs(t))
 	}
-	eventually(t, 30*time.Second, "webhook counted the admission", func() (bool, string) {
+	harness.Eventually(t, 30*time.Second, "webhook counted the admission", func() (bool, string) {
 		after := admissions(t)
 		return after > before, fmt.Sprintf("node_cleanup_webhook_requests_total{operation=CREATE,result=patched}: %v before, %v after", before, after)
 	})
@@ -246,7 +245,7 @@ func testRenewal(t *testing.T, old *issue) {
 	kubectl(t, "patch", "certificate", webhook, "-n", namespace, "--subresource=status", "--type=json", "-p", renew)
 
 	var is *issue
-	eventually(t, 2*time.Minute, "certificate re-issued", func() (bool, string) {
+	harness.Eventually(t, 2*time.Minute, "certificate re-issued", func() (bool, string) {
 		is = readIssue(t)
 		return is.revision > old.revision && !is.cert.Equal(old.cert), fmt.Sprintf("revision %d, serial %s (was %d, %s)", is.revision, is.cert.SerialNumber, old.revision, old.cert.SerialNumber)
 	})
@@ -258,7 +257,7 @@ func testRenewal(t *testing.T, old *issue) {
 		t.Fatalf("the self-signed Issuer's renewal kept ca.crt; this test expects a new CA")
 	}
 	kubectl(t, "wait", "-n", namespace, "--for=condition=Ready", "certificate/"+webhook, "--timeout=60s")
-	eventually(t, time.Minute, "new CA injected beside the old one", func() (bool, string) {
+	harness.Eventually(t, time.Minute, "new CA injected beside the old one", func() (bool, string) {
 		b := caBundle(t)
 		return bundleHas(b, is.caPEM) && bundleHas(b, old.caPEM), fmt.Sprintf("caBundle holds the new CA: %v, the old CA: %v", bundleHas(b, is.caPEM), bundleHas(b, old.caPEM))
 	})
@@ -274,7 +273,7 @@ func testRenewal(t *testing.T, old *issue) {
 	t.Logf("rollover, caBundle with both CAs: %s", strings.Join(serving, ", "))
 	testAdmission(t, "cm-node-2")
 
-	eventually(t, 3*time.Minute, "every webhook pod serving the renewed certificate", func() (bool, string) {
+	harness.Eventually(t, 3*time.Minute, "every webhook pod serving the renewed certificate", func() (bool, string) {
 		var stale []string
 		for name, p := range pods {
 			leaf, err := served(p.Status.PodIP, is.caPEM)
@@ -498,19 +497,4 @@ func kubectlIn(t *testing.T, stdin string, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// eventually polls cond every 500 ms until it holds or timeout passes, then
-// fails with what cond last said.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %s: %s", what, timeout, last)
-	}
 }

@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -102,21 +101,6 @@ func kubectl(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// eventually polls cond every 200 ms until it holds or timeout passes, then
-// fails with what cond last said.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %s: %s", what, timeout, last)
-	}
 }
 
 func tainted(n *corev1.Node) bool {
@@ -223,7 +207,7 @@ func testInstall(t *testing.T, vals string) {
 	start := time.Now()
 	helm(t, "install", release, chart, "--namespace", namespace, "--create-namespace", "--values", vals, "--wait", "--timeout", "3m")
 	t.Logf("helm install --wait took %s", time.Since(start).Round(time.Millisecond))
-	eventually(t, 2*time.Minute, "real nodes verified", func() (bool, string) { return verified(t, realNodeNames()...) })
+	harness.Eventually(t, 2*time.Minute, "real nodes verified", func() (bool, string) { return verified(t, realNodeNames()...) })
 	t.Logf("every real node verified %s after helm install started", time.Since(start).Round(time.Millisecond))
 
 	pods := agentPods(t)
@@ -298,7 +282,7 @@ func testJoin(t *testing.T) {
 func testPodToPod(t *testing.T) {
 	ctx := t.Context()
 	victim := c.Nodes[len(c.Nodes)-1]
-	eventually(t, time.Minute, "every agent a ready peer", func() (bool, string) {
+	harness.Eventually(t, time.Minute, "every agent a ready peer", func() (bool, string) {
 		slices, err := c.Client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + release})
 		if err != nil {
 			return false, err.Error()
@@ -352,7 +336,7 @@ func testPodToPod(t *testing.T) {
 			t.Errorf("network check on %s after the pod network is back: %v\n%s", n.Name, err, out)
 		}
 	}
-	eventually(t, time.Minute, "all nodes verified after the pod network is back", func() (bool, string) { return verified(t, realNodeNames()...) })
+	harness.Eventually(t, time.Minute, "all nodes verified after the pod network is back", func() (bool, string) { return verified(t, realNodeNames()...) })
 }
 
 // testDNSOutageAndBypass: CoreDNS scaled to zero re-taints real nodes, no
@@ -366,7 +350,7 @@ func testDNSOutageAndBypass(t *testing.T) {
 		_, _ = c.Kubectl(context.Background(), nil, "scale", "-n", "kube-system", "deployment/coredns", "--replicas=2")
 	})
 	var retainted []string
-	eventually(t, 90*time.Second, "one node re-tainted", func() (bool, string) {
+	harness.Eventually(t, 90*time.Second, "one node re-tainted", func() (bool, string) {
 		retainted = nil
 		for _, name := range realNodeNames() {
 			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -414,7 +398,7 @@ func testDNSOutageAndBypass(t *testing.T) {
 	// The documented bypass: untaint at once, never re-taint.
 	bypassed := retainted[0]
 	kubectl(t, "annotate", "node", bypassed, skipAnnot+"=true")
-	eventually(t, 30*time.Second, "bypassed node untainted while DNS is down", func() (bool, string) {
+	harness.Eventually(t, 30*time.Second, "bypassed node untainted while DNS is down", func() (bool, string) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, bypassed, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -433,7 +417,7 @@ func testDNSOutageAndBypass(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, "annotate", "node", bypassed, skipAnnot+"-")
-	eventually(t, 90*time.Second, "nodes verified after CoreDNS is back", func() (bool, string) { return verified(t, realNodeNames()...) })
+	harness.Eventually(t, 90*time.Second, "nodes verified after CoreDNS is back", func() (bool, string) { return verified(t, realNodeNames()...) })
 }
 
 // testOwnNodePolicy: the ValidatingAdmissionPolicy holds against the agent
@@ -489,7 +473,7 @@ func testDeleteNode(t *testing.T) {
 		t.Logf("stop %s: %v", victim.Name, err)
 	}
 	kubectl(t, "delete", "node", victim.Name, "--wait=false")
-	eventually(t, time.Minute, "deleted node gone", func() (bool, string) {
+	harness.Eventually(t, time.Minute, "deleted node gone", func() (bool, string) {
 		_, err := c.Client.CoreV1().Nodes().Get(ctx, victim.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get %s: %v", victim.Name, err)
 	})
@@ -500,7 +484,7 @@ func testDeleteNode(t *testing.T) {
 	// Until PodGC removes the agent pod bound to the deleted node (after a
 	// 40 s quarantine), the endpointslice controller refuses to update the
 	// agents' Service ("Node not found"), so peers stay stale: wait it out.
-	eventually(t, 2*time.Minute, "agent pod of the deleted node garbage-collected", func() (bool, string) {
+	harness.Eventually(t, 2*time.Minute, "agent pod of the deleted node garbage-collected", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + victim.Name})
 		if err != nil {
 			return false, err.Error()
@@ -550,7 +534,7 @@ func testUninstall(t *testing.T) {
 	ctx := t.Context()
 	// A node that died with a CoreDNS pod leaves stale DNS endpoints for a
 	// while, which can re-taint a peer: start from every node verified.
-	eventually(t, 2*time.Minute, "every live real node verified", func() (bool, string) { return verified(t, liveNodeNames(t)...) })
+	harness.Eventually(t, 2*time.Minute, "every live real node verified", func() (bool, string) { return verified(t, liveNodeNames(t)...) })
 	// Only the project's taints: the node lifecycle controller changes the
 	// simulated node's own not-ready taint meanwhile.
 	ours := func(n corev1.Node) string {

@@ -65,14 +65,14 @@ func testReplaceNeverVerifying(t *testing.T) {
 		}
 	}()
 	// It runs its agent, which keeps failing dns, and stays tainted.
-	eventually(t, 2*time.Minute, "the agent on "+n.Name+" failing dns", func() (bool, string) {
+	harness.Eventually(t, 2*time.Minute, "the agent on "+n.Name+" failing dns", func() (bool, string) {
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		return strings.Contains(why(node), "dns"), "condition: " + why(node)
 	})
-	eventually(t, 2*time.Minute, n.Name+" deleted by remediation and cleaned up", func() (bool, string) {
+	harness.Eventually(t, 2*time.Minute, n.Name+" deleted by remediation and cleaned up", func() (bool, string) {
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""
@@ -111,7 +111,7 @@ func testReplaceNeverVerifying(t *testing.T) {
 		t.Errorf("%s back after its kubelet stopped: %v", n.Name, err)
 	}
 	// PodGC frees the agent pod bound to the deleted node (see testDeleteNode).
-	eventually(t, 2*time.Minute, "agent pod of the replaced node garbage-collected", func() (bool, string) {
+	harness.Eventually(t, 2*time.Minute, "agent pod of the replaced node garbage-collected", func() (bool, string) {
 		pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
 		if err != nil {
 			return false, err.Error()

@@ -28,7 +28,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -175,21 +174,6 @@ func (e *env) kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// eventually polls cond every 250 ms until it holds or timeout passes, then
-// fails with what cond last said.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not within %s: %s", what, timeout, last)
-	}
-}
-
 // install: with the Prometheus Operator's CRDs, helm install with the
 // ServiceMonitors, the PrometheusRule and the dashboard ConfigMap is
 // accepted; every object reads back with everything the chart rendered (a
@@ -206,7 +190,7 @@ func (e *env) install(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("helm install --wait took %s", time.Since(start).Round(time.Millisecond))
-	eventually(t, 2*time.Minute, "real nodes verified", func() (bool, string) { return e.verified(t) })
+	harness.Eventually(t, 2*time.Minute, "real nodes verified", func() (bool, string) { return e.verified(t) })
 
 	manifest, err := e.c.Helm(ctx, "get", "manifest", release, "--namespace", namespace)
 	if err != nil {
@@ -439,7 +423,7 @@ func (e *env) startPrometheus(t *testing.T) {
 	for _, n := range e.c.Nodes {
 		realNodes[n.Name] = true
 	}
-	eventually(t, 90*time.Second, "prometheus scrapes every agent and webhook replica", func() (bool, string) {
+	harness.Eventually(t, 90*time.Second, "prometheus scrapes every agent and webhook replica", func() (bool, string) {
 		targets, err := e.prom.Targets(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -486,7 +470,7 @@ func (e *env) startPrometheus(t *testing.T) {
 			alerts = append(alerts, r.Alert)
 		}
 	}
-	eventually(t, 30*time.Second, "every alerting rule of the chart loaded and evaluated", func() (bool, string) {
+	harness.Eventually(t, 30*time.Second, "every alerting rule of the chart loaded and evaluated", func() (bool, string) {
 		rules, err := e.prom.Rules(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -552,7 +536,7 @@ func (e *env) testCleanupPending(t *testing.T) {
 	if _, err := e.c.CreateNode(ctx, name, harness.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "finalizer on the new node", func() (bool, string) {
+	harness.Eventually(t, 30*time.Second, "finalizer on the new node", func() (bool, string) {
 		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -568,7 +552,7 @@ func (e *env) testCleanupPending(t *testing.T) {
 
 	var pendingAt, firingAt time.Time
 	var firing []harness.PromAlert
-	eventually(t, 90*time.Second, "NodeCleanupPending firing", func() (bool, string) {
+	harness.Eventually(t, 90*time.Second, "NodeCleanupPending firing", func() (bool, string) {
 		if pendingAt.IsZero() && len(e.alerts(t, "NodeCleanupPending", "pending")) > 0 {
 			pendingAt = time.Now()
 		}
@@ -608,11 +592,11 @@ func (e *env) testCleanupPending(t *testing.T) {
 	}
 
 	e.rcv.set(true)
-	eventually(t, 90*time.Second, "the held node gone once the receiver accepts", func() (bool, string) {
+	harness.Eventually(t, 90*time.Second, "the held node gone once the receiver accepts", func() (bool, string) {
 		_, err := e.c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get %s: %v", name, err)
 	})
-	eventually(t, 30*time.Second, "NodeCleanupPending resolved", func() (bool, string) {
+	harness.Eventually(t, 30*time.Second, "NodeCleanupPending resolved", func() (bool, string) {
 		left := append(e.alerts(t, "NodeCleanupPending", "firing"), e.alerts(t, "NodeCleanupPending", "pending")...)
 		return len(left) == 0, fmt.Sprintf("still %v", left)
 	})
@@ -639,7 +623,7 @@ func (e *env) testRetainted(t *testing.T) {
 	t.Cleanup(restore)
 
 	var retainted string
-	eventually(t, 2*time.Minute, "a real node re-tainted", func() (bool, string) {
+	harness.Eventually(t, 2*time.Minute, "a real node re-tainted", func() (bool, string) {
 		var now []string
 		for _, n := range e.nodes(t) {
 			if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == unhealthyKey }) {
@@ -651,7 +635,7 @@ func (e *env) testRetainted(t *testing.T) {
 		}
 		return len(now) == 1, fmt.Sprintf("re-tainted: %v", now)
 	})
-	eventually(t, 60*time.Second, "NodeRetainted firing for "+retainted, func() (bool, string) {
+	harness.Eventually(t, 60*time.Second, "NodeRetainted firing for "+retainted, func() (bool, string) {
 		firing := e.alerts(t, "NodeRetainted", "firing")
 		for _, a := range firing {
 			if a.Labels["node"] == retainted {
@@ -666,7 +650,7 @@ func (e *env) testRetainted(t *testing.T) {
 			others = append(others, n.Name)
 		}
 	}
-	eventually(t, 90*time.Second, fmt.Sprintf("NodeRetaintSuppressed firing for %v", others), func() (bool, string) {
+	harness.Eventually(t, 90*time.Second, fmt.Sprintf("NodeRetaintSuppressed firing for %v", others), func() (bool, string) {
 		firing := e.alerts(t, "NodeRetaintSuppressed", "firing")
 		for _, a := range firing {
 			if slices.Contains(others, a.Labels["node"]) && a.Labels["severity"] == "critical" {
@@ -685,7 +669,7 @@ func (e *env) testRetainted(t *testing.T) {
 	if err := e.c.WaitCoreDNS(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "real nodes verified after CoreDNS is back", func() (bool, string) { return e.verified(t) })
+	harness.Eventually(t, 2*time.Minute, "real nodes verified after CoreDNS is back", func() (bool, string) { return e.verified(t) })
 }
 
 func (e *env) podNames(t *testing.T, selector string) []string {
