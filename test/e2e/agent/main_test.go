@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -115,21 +114,10 @@ func hasTaint(n *corev1.Node, taint corev1.Taint) bool {
 	})
 }
 
-// waitNode waits until cond holds for the node.
-func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) {
+// waitNode waits until cond holds for the node (harness.WaitNode).
+func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
-	var last *corev1.Node
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = n
-		return cond(n), nil
-	})
-	if err != nil {
-		t.Fatalf("node %s: %s not reached within %s; taints=%v labels=%v", name, what, timeout, last.Spec.Taints, last.Labels)
-	}
+	return cp.WaitNode(t, name, timeout, what, cond)
 }
 
 func verified(n *corev1.Node) bool { return !tainted(n) && n.Labels["node-ready/verified"] == "true" }

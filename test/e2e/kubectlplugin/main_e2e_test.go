@@ -25,7 +25,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -185,26 +184,10 @@ func getNode(t *testing.T, name string) *corev1.Node {
 	return n
 }
 
-// waitNode waits until cond holds for the node.
+// waitNode waits until cond holds for the node (harness.WaitNode).
 func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
-	var last *corev1.Node
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = n
-		return cond(n), nil
-	})
-	if err != nil {
-		if last == nil {
-			t.Fatalf("node %s: %s not reached within %s: never read", name, what, timeout)
-		}
-		t.Fatalf("node %s: %s not reached within %s; last seen: taints %v labels %v annotations %v conditions %v", name, what, timeout,
-			last.Spec.Taints, last.Labels, last.Annotations, last.Status.Conditions)
-	}
-	return last
+	return cp.WaitNode(t, name, timeout, what, cond)
 }
 
 // condition is the agent's condition on n, or nil.
