@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -383,31 +382,6 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	return a.next(ctx, round, inInitial, initial)
 }
 
-// next is the delay after a round: the start-up backoff until the first
-// pass (or until its tries run out), then the jittered period.
-func (a *Agent) next(ctx context.Context, round checks.Round, inInitial *bool, initial backoff.BackOff) time.Duration {
-	switch {
-	case !*inInitial:
-		return a.jittered()
-	case round.Passed():
-		*inInitial = false
-		return a.jittered()
-	}
-	d := initial.NextBackOff()
-	if d == backoff.Stop {
-		*inInitial = false
-		a.metrics.initialExhausted.Inc()
-		if node := a.cachedNode(); node != nil {
-			a.event(node, corev1.EventTypeWarning, ReasonVerificationFailed, "Verify",
-				"checks still failing after %d start-up tries, node stays tainted and is retried every %s",
-				a.opts.InitialTries, a.opts.Period)
-		}
-		a.log.Warn("start-up retries exhausted; retrying every period", "period_seconds", a.opts.Period.Seconds(), "error", round.Summary())
-		return a.jittered()
-	}
-	return d
-}
-
 // controlPlaneFault returns why a failed round says nothing about the node,
 // or nil: a check that failed because the API server refused or could not
 // serve (5xx, 429), or an API server that is not ready. The agent could not
@@ -573,11 +547,6 @@ func (a *Agent) cachedNode() *corev1.Node {
 	}
 	a.written = nil
 	return n
-}
-
-func (a *Agent) jittered() time.Duration {
-	j := a.opts.Jitter * (2*rand.Float64() - 1)
-	return time.Duration(float64(a.opts.Period) * (1 + j))
 }
 
 // retaint re-applies the taint if the fleet budget allows: under the
@@ -769,14 +738,4 @@ func (a *Agent) event(node *corev1.Node, eventType, reason, action, note string,
 	}
 	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 	a.recorder.Eventf(ref, eventType, reason, action, note, args...)
-}
-
-func newInitialBackoff(first time.Duration, tries int) backoff.BackOff {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval: first, Multiplier: 2, RandomizationFactor: 0,
-		MaxInterval: first << 20, Stop: backoff.Stop, Clock: backoff.SystemClock,
-	}
-	r := backoff.WithMaxRetries(b, uint64(tries))
-	r.Reset()
-	return r
 }

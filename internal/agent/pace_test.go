@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestRestartKeepsTheTolerance: a freshly started agent (its start-up
+// backoff untouched) whose first round fails waits the start-up backoff only
+// while its node carries the startup taint. A verified node, a re-tainted one
+// and one that carries no taint of ours (the chart installed into a running
+// cluster) are judged on periodic rounds: a restart never shortens the
+// time to a re-taint.
+func TestRestartKeepsTheTolerance(t *testing.T) {
+	tests := []struct {
+		name        string
+		node        *corev1.Node
+		wantBackoff bool
+	}{
+		{name: "new node with the startup taint: start-up backoff",
+			node: testNode("n1", []corev1.Taint{startup}, nil, nil), wantBackoff: true},
+		{name: "verified node: period",
+			node: testNode("n1", nil, verifiedLabels, nil)},
+		{name: "node without any taint or label of ours: period",
+			node: testNode("n1", nil, nil, nil)},
+		{name: "re-tainted node: period",
+			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster(tt.node)
+			a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Options) {
+				o.Period = time.Minute
+				o.InitialBackoff = time.Second
+				o.RetaintThreshold = 3
+			})
+			// A fresh process: the start-up backoff has not been used.
+			inInitial := true
+			initial := newInitialBackoff(a.opts.InitialBackoff, a.opts.InitialTries)
+			var waits []time.Duration
+			for range a.opts.RetaintThreshold - 1 {
+				waits = append(waits, a.step(t.Context(), &inInitial, initial))
+			}
+			minPeriod := time.Duration(float64(a.opts.Period) * (1 - a.opts.Jitter))
+			for i, d := range waits {
+				if tt.wantBackoff && d >= minPeriod {
+					t.Errorf("wait after failed round %d = %s, want the start-up backoff", i+1, d)
+				}
+				if !tt.wantBackoff && d < minPeriod {
+					t.Errorf("wait after failed round %d = %s, want a period (at least %s): a restart must not shorten the tolerance", i+1, d, minPeriod)
+				}
+			}
+			if n := f.node("n1"); tt.node.Labels["node-ready/verified"] == "true" && HasTaint(n.Spec.Taints, unhealthy) {
+				t.Errorf("re-tainted after %d rounds", a.opts.RetaintThreshold-1)
+			}
+		})
+	}
+}
