@@ -25,7 +25,7 @@ type Network struct {
 	// PeerServices are the Services whose endpoints are peer candidates.
 	PeerServices []ServiceRef
 	// Endpoints lists peer candidates (normally an EndpointCache).
-	Endpoints EndpointLister
+	Endpoints PeerLister
 	// NodeName and PodIP identify this node's own endpoints, which are skipped.
 	NodeName string
 	PodIP    netip.Addr
@@ -37,6 +37,14 @@ type Network struct {
 	Log *slog.Logger
 
 	noPeers atomic.Bool
+}
+
+// PeerLister lists peer candidates, possibly from a cache, and reads them
+// anew on demand; EndpointCache implements it.
+type PeerLister interface {
+	EndpointLister
+	// Refresh reads svc's endpoints from the source, past any cache.
+	Refresh(ctx context.Context, svc ServiceRef) ([]Endpoint, error)
 }
 
 // Name implements Check.
@@ -52,10 +60,59 @@ func (n *Network) Run(ctx context.Context) error {
 	if n.Peers <= 0 {
 		return nil
 	}
+	return n.podToPod(ctx)
+}
+
+// podToPod dials the chosen peers. When too few answer it reads the peer
+// list again, once, and dials the peers the fresh list names: the list is
+// cached for minutes, and during the agents' own rolling update (or any
+// rollout of the DNS pods) the peers it names are replaced by pods at new
+// addresses. A peer that went away is not this node's fault; peers a
+// current list names that do not answer are.
+func (n *Network) podToPod(ctx context.Context) error {
+	peers, err := n.choose(ctx, n.Endpoints.Endpoints)
+	if err != nil || len(peers) == 0 {
+		return err
+	}
+	// A stale address may drop packets rather than refuse: keep half of
+	// the time for the peers of a fresh list.
+	first := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		first, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		defer cancel()
+	}
+	answered := map[netip.Addr]bool{}
+	failed := n.dial(first, peers, answered)
+	if n.enough(peers, answered) {
+		return nil
+	}
+	fresh, err := n.choose(ctx, n.Endpoints.Refresh)
+	if err != nil {
+		// The list cannot be read again: judge on the peers we have.
+		return n.failure(peers, answered, failed)
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	if n.Log != nil {
+		n.Log.Debug("too few peers answered; peer list read again", "check", "network", "failed", strings.Join(failed, "; "))
+	}
+	failed = n.dial(ctx, fresh, answered)
+	if n.enough(fresh, answered) {
+		return nil
+	}
+	return n.failure(fresh, answered, failed)
+}
+
+// choose lists the candidates of every peer Service with list and picks
+// this round's peers. No peers at all is nil: the first node of a cluster
+// has nobody to talk to, and that is not a broken network.
+func (n *Network) choose(ctx context.Context, list func(context.Context, ServiceRef) ([]Endpoint, error)) ([]Endpoint, error) {
 	var candidates []Endpoint
 	var listErrs []error
 	for _, svc := range n.PeerServices {
-		eps, err := n.Endpoints.Endpoints(ctx, svc)
+		eps, err := list(ctx, svc)
 		if err != nil {
 			listErrs = append(listErrs, err)
 			continue
@@ -65,39 +122,70 @@ func (n *Network) Run(ctx context.Context) error {
 	peers := SelectPeers(n.NodeName, n.PodIP, candidates, n.Peers)
 	if len(peers) == 0 {
 		if len(listErrs) > 0 {
-			return fmt.Errorf("network: no peers known: %w", errors.Join(listErrs...))
+			return nil, fmt.Errorf("network: no peers known: %w", errors.Join(listErrs...))
 		}
-		// The first node of a cluster has nobody to talk to; that is not a broken network.
 		if !n.noPeers.Swap(true) && n.Log != nil {
 			n.Log.Info("no ready peer endpoints on other nodes; pod-to-pod check passes without peers", "check", "network")
 		}
-		return nil
+		return nil, nil
 	}
 	n.noPeers.Store(false)
+	return peers, nil
+}
 
+// dial connects to every peer not yet in answered, concurrently, marks
+// those that answer, and returns the errors of those that did not.
+func (n *Network) dial(ctx context.Context, peers []Endpoint, answered map[netip.Addr]bool) []string {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
 		failed []string
 	)
 	for _, p := range peers {
+		if answered[p.Addr] {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			addr := net.JoinHostPort(p.Addr.String(), strconv.Itoa(int(p.TCPPort)))
-			if err := dialTCP(ctx, addr); err != nil {
-				mu.Lock()
+			err := dialTCP(ctx, addr)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
 				failed = append(failed, err.Error())
-				mu.Unlock()
+				return
 			}
+			answered[p.Addr] = true
 		}()
 	}
 	wg.Wait()
-	need := min(max(n.MinPeers, 1), len(peers))
-	if ok := len(peers) - len(failed); ok < need {
-		return fmt.Errorf("network: pod-to-pod: %d of %d peers answered, need %d: %s", ok, len(peers), need, strings.Join(failed, "; "))
+	return failed
+}
+
+// need is how many of peers must answer.
+func (n *Network) need(peers []Endpoint) int {
+	return min(max(n.MinPeers, 1), len(peers))
+}
+
+// enough reports whether enough of peers answered.
+func (n *Network) enough(peers []Endpoint, answered map[netip.Addr]bool) bool {
+	return countAnswered(peers, answered) >= n.need(peers)
+}
+
+func (n *Network) failure(peers []Endpoint, answered map[netip.Addr]bool, failed []string) error {
+	return fmt.Errorf("network: pod-to-pod: %d of %d peers answered, need %d: %s",
+		countAnswered(peers, answered), len(peers), n.need(peers), strings.Join(failed, "; "))
+}
+
+func countAnswered(peers []Endpoint, answered map[netip.Addr]bool) int {
+	ok := 0
+	for _, p := range peers {
+		if answered[p.Addr] {
+			ok++
+		}
 	}
-	return nil
+	return ok
 }
 
 func dialTCP(ctx context.Context, addr string) error {
