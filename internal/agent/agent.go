@@ -589,7 +589,9 @@ func RetaintAllowed(alreadyRetainted, limit int) bool {
 	return alreadyRetainted+1 <= limit
 }
 
-// fleet returns how many other nodes carry verified=false and how many nodes there are.
+// fleet returns how many other nodes carry verified=false and how many nodes
+// there are. A node with the bypass annotation does not count whatever its
+// label says: its agent may not have removed the label yet (or may not run).
 func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
 	sel := a.opts.VerifiedLabel + "=false"
 	// A consistent read (no resourceVersion): the previous Lease holder's taint must be seen.
@@ -597,8 +599,8 @@ func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("list nodes %s: %w", sel, err)
 	}
-	for _, n := range retainted.Items {
-		if n.Name != a.opts.NodeName {
+	for i := range retainted.Items {
+		if n := &retainted.Items[i]; n.Name != a.opts.NodeName && !a.bypassed(n) {
 			others++
 		}
 	}

@@ -53,6 +53,11 @@ type Desired struct {
 	Remove []corev1.Taint
 	// Label is the value of the verified label; empty leaves it as it is.
 	Label string
+	// Unlabel removes a verified label that says "false". A bypassed node
+	// is not re-tainted: left at "false" it would hold a slot of the fleet
+	// budget (and count against remediation's) for as long as the bypass
+	// lasts, suppressing every other re-taint in a small cluster.
+	Unlabel bool
 }
 
 // IsRetaint reports whether want re-taints the node: the one change that
@@ -68,8 +73,9 @@ func Decide(s State, th Thresholds, t Taints) Desired {
 	}
 	switch {
 	case s.Bypass:
-		// The operator vouches for the node: untaint, and never re-taint.
-		return Desired{Remove: clear}
+		// The operator vouches for the node: untaint, never re-taint, and
+		// free its slot of the fleet budget.
+		return Desired{Remove: clear, Unlabel: true}
 	case s.Passed && s.Retainted && s.Passes < th.Recover:
 		// A re-tainted node must pass several rounds before it is trusted again.
 		return Desired{}
@@ -146,6 +152,10 @@ func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error)
 				jsonpatch.Test("/spec/taints", node.Spec.Taints),
 				jsonpatch.Replace("/spec/taints", nonNil(taints)))
 		}
+	}
+	if want.Unlabel && node.Labels[labelKey] == "false" {
+		path := "/metadata/labels/" + jsonpatch.EscapePointer(labelKey)
+		ops = append(ops, jsonpatch.Test(path, "false"), jsonpatch.Remove(path))
 	}
 	if want.Label != "" && node.Labels[labelKey] != want.Label {
 		if len(node.Labels) == 0 { // an empty map is absent in JSON

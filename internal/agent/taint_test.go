@@ -39,8 +39,8 @@ func TestDecide(t *testing.T) {
 		{name: "re-tainted node untainted after the recover threshold", state: State{Passed: true, Passes: 2, Retainted: true},
 			want: Desired{Remove: both, Label: "true"}},
 		{name: "bypass untaints even while failing", state: State{Bypass: true, Failures: 9, StartupTainted: true},
-			want: Desired{Remove: both}},
-		{name: "bypass never re-taints", state: State{Bypass: true, Failures: 9}, want: Desired{Remove: both}},
+			want: Desired{Remove: both, Unlabel: true}},
+		{name: "bypass never re-taints", state: State{Bypass: true, Failures: 9}, want: Desired{Remove: both, Unlabel: true}},
 		{name: "startup taint as re-taint taint (old behaviour)", state: State{Failures: 3},
 			taints: Taints{Startup: startup, Unhealthy: startup}, want: Desired{Add: &startup, Label: "false"}},
 		{name: "old behaviour recovers by removing the startup taint", state: State{Passed: true, Passes: 2, Retainted: true},
@@ -164,6 +164,15 @@ func TestNodePatch(t *testing.T) {
 			name: "empty label leaves label alone",
 			node: node([]corev1.Taint{startup}, map[string]string{"node-ready/verified": "false"}), want: Desired{Remove: []corev1.Taint{startup}},
 			wantTaints: nil, wantLabels: map[string]string{"node-ready/verified": "false"},
+		},
+		{
+			name: "unlabel removes a false label and keeps the others",
+			node: node([]corev1.Taint{unhealthy}, map[string]string{"a": "b", "node-ready/verified": "false"}), want: Desired{Remove: []corev1.Taint{startup, unhealthy}, Unlabel: true},
+			wantTaints: nil, wantLabels: map[string]string{"a": "b"},
+		},
+		{
+			name: "unlabel keeps a true label",
+			node: node(nil, map[string]string{"node-ready/verified": "true"}), want: Desired{Remove: []corev1.Taint{startup, unhealthy}, Unlabel: true}, noPatch: true,
 		},
 	}
 	for _, tt := range tests {
