@@ -33,6 +33,8 @@ const (
 	ReasonVerificationFailed = "NodeVerificationFailed"
 	ReasonRetainted          = "NodeRetainted"
 	ReasonRetaintSuppressed  = "RetaintSuppressed"
+	// ReasonRetaintDeferred: a re-taint waits for the re-taint Lease.
+	ReasonRetaintDeferred = "RetaintDeferred"
 )
 
 // Agent verifies one node. Create it with New and call Run.
@@ -85,7 +87,10 @@ type Agent struct {
 	condErr      bool
 	everVerified bool
 	noNodeLogged bool
-	waitingFor   string
+	// blockedLogged is why a wanted re-taint was last blocked, so that is
+	// logged once per episode.
+	blockedLogged string
+	waitingFor    string
 	// exclusionsChecked is set once unmatched gate exclusions were reported.
 	exclusionsChecked bool
 }
@@ -127,7 +132,7 @@ func New(opts *Options, client Client, cs []checks.Check, checkMetrics *checks.M
 		wake:     make(chan struct{}, 1),
 		lock: &retaintLock{
 			client: client, namespace: opts.PodNamespace, name: "kube-node-ready-retaint",
-			holder: opts.NodeName, duration: 15 * time.Second,
+			holder: opts.NodeName, duration: 15 * time.Second, now: time.Now,
 		},
 		writeRetry: &backoff.ExponentialBackOff{
 			InitialInterval: opts.InitialBackoff, Multiplier: 2, RandomizationFactor: 0.2,
@@ -473,6 +478,7 @@ func (a *Agent) observe(round checks.Round) {
 	}
 	a.setReady(true, apiOK)
 	if round.Passed() {
+		a.blockedLogged = ""
 		if a.failures > 0 {
 			a.log.Info("checks pass again", "after_failures", a.failures)
 		}
@@ -547,81 +553,6 @@ func (a *Agent) cachedNode() *corev1.Node {
 	}
 	a.written = nil
 	return n
-}
-
-// retaint re-applies the taint if the fleet budget allows: under the
-// re-taint Lease it counts the nodes already re-tainted (one label-selector
-// read) and the nodes in the cluster. A refusal is logged, counted and
-// recorded as an Event; a Lease held by another agent defers to next round.
-func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) error {
-	got, err := a.lock.acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("take re-taint lease %s/%s: %w", a.lock.namespace, a.lock.name, err)
-	}
-	if !got {
-		a.log.Info("another agent is re-tainting; deciding again next round")
-		return nil
-	}
-	defer a.lock.release(context.WithoutCancel(ctx))
-	others, total, err := a.fleet(ctx)
-	if err != nil {
-		// Without the count the blast radius is unknown: err on the side of not tainting.
-		a.metrics.retaintSuppressed.Inc()
-		return fmt.Errorf("read the fleet budget, not re-tainting: %w", err)
-	}
-	limit := a.budget.Limit(total)
-	if RetaintAllowed(others, limit) {
-		return a.apply(ctx, want)
-	}
-	a.metrics.retaintSuppressed.Inc()
-	a.log.Warn("re-taint suppressed by the fleet budget", "retainted_nodes", others, "limit", limit, "nodes", total,
-		"consecutive_failures", a.failures)
-	// The note stays the same while the outage lasts, so repeats count into
-	// one Event series instead of one Event per round.
-	a.event(node, corev1.EventTypeWarning, ReasonRetaintSuppressed, "Retaint",
-		"checks keep failing, but the fleet budget is used up: %d nodes may be re-tainted at once (--max-retainted=%s)",
-		limit, a.opts.MaxRetainted)
-	return nil
-}
-
-// RetaintAllowed says whether one more re-tainted node stays within limit.
-func RetaintAllowed(alreadyRetainted, limit int) bool {
-	return alreadyRetainted+1 <= limit
-}
-
-// fleet returns how many other nodes carry verified=false and how many nodes
-// there are. A node with the bypass annotation does not count whatever its
-// label says: its agent may not have removed the label yet (or may not run).
-func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
-	sel := a.opts.VerifiedLabel + "=false"
-	// A consistent read (no resourceVersion): the previous Lease holder's taint must be seen.
-	retainted, err := a.client.ListNodes(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return 0, 0, fmt.Errorf("list nodes %s: %w", sel, err)
-	}
-	for i := range retainted.Items {
-		if n := &retainted.Items[i]; n.Name != a.opts.NodeName && !a.bypassed(n) {
-			others++
-		}
-	}
-	// Count without reading every node: one item plus the server's count of the rest.
-	opts := metav1.ListOptions{Limit: 1}
-	for {
-		page, err := a.client.ListNodes(ctx, opts)
-		if err != nil {
-			return 0, 0, fmt.Errorf("count nodes: %w", err)
-		}
-		total += len(page.Items)
-		if page.RemainingItemCount != nil {
-			total += int(*page.RemainingItemCount)
-			break
-		}
-		if page.Continue == "" {
-			break
-		}
-		opts = metav1.ListOptions{Limit: 500, Continue: page.Continue}
-	}
-	return others, total, nil
 }
 
 // apply patches the node toward want, re-reading it and retrying when a

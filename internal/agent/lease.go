@@ -14,55 +14,100 @@ import (
 // budget across agents: without it, every agent of a cluster whose DNS just
 // died counts zero re-tainted nodes at the same moment and all of them taint.
 // It is taken only on the rare re-taint path.
+//
+// No agent can block the others or take the lease from a live holder,
+// whatever it writes: the times and the duration in the Lease come from the
+// writer's clock and code and are not trusted. Like client-go's leader
+// election, an agent takes over another holder's record only after it has
+// seen that very record (its resourceVersion) unchanged for duration on its
+// own clock; and a holder acts on the lease only within the first part of
+// duration after it took it, so a taker cannot overlap with it.
 type retaintLock struct {
 	client          LeaseClient
 	namespace, name string
 	holder          string
-	duration        time.Duration
+	// duration is how long the holder may keep the lease; it is written
+	// into the Lease for people to read, never read from it.
+	duration time.Duration
+	// now is the clock (time.Now: its monotonic reading measures spans).
+	now func() time.Time
+
+	// observedRV is another holder's record as last seen, and observedAt
+	// when this agent first saw it.
+	observedRV string
+	observedAt time.Time
+	// acquiredAt is when this agent last took the lease (before the write).
+	acquiredAt time.Time
 }
 
-// acquire takes the lease if it is free, expired or ours. false means another
-// agent holds it; the caller tries again next round.
-func (l *retaintLock) acquire(ctx context.Context) (bool, error) {
-	now := metav1.NowMicro()
+// acquire takes the lease if it is free, ours, or another holder's record
+// has stayed the same for duration. Otherwise it returns false and the
+// holder; the caller tries again next round.
+func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
+	start := l.now()
 	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
-		l.fill(lease, now)
+		l.fill(lease, start)
 		_, err = l.client.CreateLease(ctx, lease)
 		if apierrors.IsAlreadyExists(err) {
-			return false, nil
+			return false, "", nil
 		}
-		return err == nil, err
+		if err != nil {
+			return false, "", err
+		}
+		l.acquiredAt = start
+		return true, "", nil
 	}
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
-	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "" && holder != l.holder && lease.Spec.RenewTime != nil {
-		expires := lease.Spec.RenewTime.Add(time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second)
-		if now.Time.Before(expires) {
-			return false, nil
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "" && holder != l.holder {
+		if lease.ResourceVersion != l.observedRV {
+			l.observedRV, l.observedAt = lease.ResourceVersion, start
+			return false, holder, nil
+		}
+		if start.Sub(l.observedAt) < l.duration {
+			return false, holder, nil
 		}
 	}
-	l.fill(lease, now)
+	l.fill(lease, start)
 	// The Update carries the resourceVersion we read: a concurrent taker makes it conflict.
 	_, err = l.client.UpdateLease(ctx, lease)
 	if apierrors.IsConflict(err) {
-		return false, nil
+		return false, "", nil
 	}
-	return err == nil, err
+	if err != nil {
+		return false, "", err
+	}
+	l.acquiredAt, l.observedRV = start, ""
+	return true, "", nil
 }
 
-func (l *retaintLock) fill(lease *coordinationv1.Lease, now metav1.MicroTime) {
+// deadline is the moment this holder's count-then-taint must be done by. A
+// taker first sees the record after it was written and then waits duration:
+// a third of it is left for the holder's last request to land.
+func (l *retaintLock) deadline() time.Time {
+	return l.acquiredAt.Add(l.duration * 2 / 3)
+}
+
+// held reports whether the holder may still act on the lease it took.
+func (l *retaintLock) held() bool {
+	return !l.acquiredAt.IsZero() && l.now().Before(l.deadline())
+}
+
+func (l *retaintLock) fill(lease *coordinationv1.Lease, now time.Time) {
+	t := metav1.NewMicroTime(now)
 	lease.Spec.HolderIdentity = ptr.To(l.holder)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(l.duration / time.Second))
-	lease.Spec.AcquireTime = &now
-	lease.Spec.RenewTime = &now
+	lease.Spec.AcquireTime = &t
+	lease.Spec.RenewTime = &t
 }
 
 // release hands the lease back if we still hold it; failure only delays the
-// next taker until the lease expires.
+// next taker by duration.
 func (l *retaintLock) release(ctx context.Context) {
+	l.acquiredAt = time.Time{}
 	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
 	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != l.holder {
 		return

@@ -13,6 +13,7 @@ type Metrics struct {
 	taintOps          *prometheus.CounterVec
 	timeToVerified    prometheus.Gauge
 	retaintSuppressed prometheus.Counter
+	retaintDeferred   *prometheus.CounterVec
 	initialExhausted  prometheus.Counter
 	continuous        *prometheus.GaugeVec
 	skippedRounds     prometheus.Counter
@@ -42,6 +43,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "node_ready_retaint_suppressed_total",
 			Help: "Re-taints refused because the fleet budget (--max-retainted) was used up.",
 		}),
+		retaintDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_ready_retaint_deferred_total",
+			Help: "Rounds whose re-taint waited for the re-taint Lease, by reason (lease_held: another agent holds it; lease_error: it cannot be read or written; lease_expired: the fleet count outlasted it).",
+		}, []string{"reason"}),
 		initialExhausted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "node_ready_initial_retries_exhausted_total",
 			Help: "Times the start-up backoff ran out with the node still failing; it is then retried every period.",
@@ -60,11 +65,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"check"}),
 	}
 	buildInfo := version.BuildInfo("node_ready_build_info", "Build of the running agent; always 1.")
-	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, buildInfo)
+	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, buildInfo)
 	for _, op := range []string{"add", "remove"} {
 		for _, res := range []string{"success", "conflict", "error"} {
 			m.taintOps.WithLabelValues(op, res)
 		}
+	}
+	for _, r := range deferReasons {
+		m.retaintDeferred.WithLabelValues(r)
 	}
 	return m
 }

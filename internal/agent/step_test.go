@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,7 @@ func TestStep(t *testing.T) {
 		passes    int
 		budget    string
 		notReady  bool
+		lease     *coordinationv1.Lease
 		hooks     []func(f *fakeCluster) error
 		wantTaint []string // taint keys after the step
 		wantLabel string
@@ -77,6 +79,10 @@ func TestStep(t *testing.T) {
 			others: []*corev1.Node{testNode("n2", []corev1.Taint{unhealthy}, retaintedLabel, nil)},
 			budget: "1", roundErr: errDNS, failures: 2,
 			wantLabel: "true", wantEvent: []string{ReasonRetaintSuppressed}, wantFail: 3},
+		{name: "re-taint Lease held by another agent: deferred with an Event, not tainted",
+			node: testNode("n1", nil, verifiedLabels, nil), lease: leaseAt("gone", time.Now().Add(time.Hour), 3600),
+			roundErr: errDNS, failures: 2,
+			wantLabel: "true", wantEvent: []string{ReasonRetaintDeferred}, wantFail: 3},
 		{name: "re-tainted node, first pass: kept until the recover threshold",
 			node:      testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil),
 			wantTaint: []string{unhealthy.Key}, wantLabel: "false"},
@@ -126,6 +132,7 @@ func TestStep(t *testing.T) {
 				f.readyErr = errors.New("readyz: 500")
 			}
 			f.patchHooks = tt.hooks
+			f.lease = tt.lease
 			a, rec := startTestAgent(t, f, stubCheck{err: tt.roundErr}, func(o *Options) {
 				if tt.budget != "" {
 					o.MaxRetainted = tt.budget

@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// fakeClock is a clock the test moves.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time       { return c.t }
+func (c *fakeClock) step(d time.Duration) { c.t = c.t.Add(d) }
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
+func leaseAt(holder string, renew time.Time, seconds int32) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-retaint", Namespace: "kube-node-ready", ResourceVersion: "7"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(seconds),
+			AcquireTime: &metav1.MicroTime{Time: renew}, RenewTime: &metav1.MicroTime{Time: renew},
+		},
+	}
+}
+
+// TestRetaintLockIsNeverBlockedOrStolenByOneAgent: whatever one agent wrote
+// into the re-taint Lease (a renew time from a clock far ahead, an absurd
+// or a zero duration) or however it went away, the others take the Lease
+// over after watching the same record for the lock's own duration on their
+// own clock; and an agent whose clock is far ahead cannot take a Lease
+// another agent holds right now.
+func TestRetaintLockIsNeverBlockedOrStolenByOneAgent(t *testing.T) {
+	real := time.Now()
+	const duration = 15 * time.Second
+	tests := []struct {
+		name string
+		// lease is what the other agent left.
+		lease *coordinationv1.Lease
+		// skew is how far this agent's clock is from the writer's.
+		skew time.Duration
+	}{
+		{name: "holder went away with its clock a year ahead", lease: leaseAt("gone", real.Add(365*24*time.Hour), 15)},
+		{name: "holder went away after writing an absurd duration", lease: leaseAt("gone", real, math.MaxInt32)},
+		{name: "holder writes a zero duration: not taken at once", lease: leaseAt("busy", real, 0)},
+		{name: "this agent's clock a year ahead: a live holder keeps the lease", lease: leaseAt("busy", real, 15), skew: 365 * 24 * time.Hour},
+		{name: "this agent's clock a year behind: a gone holder is still taken over", lease: leaseAt("gone", real, 15), skew: -365 * 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster()
+			f.lease = tt.lease
+			clock := newFakeClock(real.Add(tt.skew))
+			l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: duration, now: clock.now}
+			// Right after the other agent wrote it, the lease is its own.
+			got, holder, err := l.acquire(t.Context())
+			if err != nil || got || holder != ptr.Deref(tt.lease.Spec.HolderIdentity, "") {
+				t.Fatalf("first acquire = %v, %q, %v; want false, held by %s", got, holder, err, ptr.Deref(tt.lease.Spec.HolderIdentity, ""))
+			}
+			clock.step(duration - time.Second)
+			if got, _, err := l.acquire(t.Context()); err != nil || got {
+				t.Fatalf("acquire %s after first seeing the record = %v, %v; want false", duration-time.Second, got, err)
+			}
+			// The same record for the whole duration: the holder is gone.
+			clock.step(time.Second)
+			if got, _, err := l.acquire(t.Context()); err != nil || !got {
+				t.Fatalf("acquire after the record stayed the same for %s = %v, %v; want true: one agent blocks every re-taint", duration, got, err)
+			}
+			if h := ptr.Deref(f.lease.Spec.HolderIdentity, ""); h != "n1" {
+				t.Errorf("lease holder = %q, want n1", h)
+			}
+		})
+	}
+}
+
+// TestRetaintLockHolderRenewingIsNotTakenOver: a record that changes (the
+// lease taken and released by live agents) starts the watch again.
+func TestRetaintLockHolderRenewingIsNotTakenOver(t *testing.T) {
+	f := newFakeCluster()
+	f.lease = leaseAt("busy", time.Now(), 15)
+	clock := newFakeClock(time.Now())
+	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, now: clock.now}
+	for range 5 {
+		if got, _, _ := l.acquire(t.Context()); got {
+			t.Fatal("took a lease whose record keeps changing")
+		}
+		clock.step(10 * time.Second)
+		f.mu.Lock()
+		f.lease.ResourceVersion += "1"
+		f.mu.Unlock()
+	}
+}
+
+// TestRetaintLockHeldOnlyWithinItsTime: the holder may act on the lease only
+// while no other agent can have taken it over: a count that took most of the
+// duration must not be followed by a taint.
+func TestRetaintLockHeldOnlyWithinItsTime(t *testing.T) {
+	f := newFakeCluster()
+	clock := newFakeClock(time.Now())
+	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, now: clock.now}
+	if got, _, err := l.acquire(t.Context()); err != nil || !got {
+		t.Fatalf("acquire a free lease = %v, %v", got, err)
+	}
+	if !l.held() {
+		t.Fatal("not held right after acquire")
+	}
+	clock.step(10 * time.Second)
+	if l.held() {
+		t.Error("held 10 s into a 15 s lease: another agent may take it over before the taint lands")
+	}
+}
