@@ -38,14 +38,10 @@ type NodeOptions struct {
 // the next free node address (10.213.1.1, 10.213.1.2, ...), recorded as its
 // InternalIP in status.
 func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOptions) (Node, error) {
-	cp.mu.Lock()
-	cp.nextNode++
-	n := cp.nextNode
-	cp.mu.Unlock()
-	if n > 250*254 {
-		return Node{}, fmt.Errorf("out of node addresses")
+	ip, err := cp.NewAddress()
+	if err != nil {
+		return Node{}, err
 	}
-	ip := fmt.Sprintf("10.213.%d.%d", 1+(n-1)/254, 1+(n-1)%254)
 
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, Annotations: opts.Annotations},
@@ -81,4 +77,18 @@ func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOp
 		return Node{}, fmt.Errorf("set status of node %s: %w", name, err)
 	}
 	return Node{Name: name, IP: ip}, nil
+}
+
+// NewAddress returns the next free address of the simulated nodes' range
+// (10.213.1.1, 10.213.1.2, ...): a node's, or a new pod IP for a process
+// that replaces one (a rolling update gives the new pod a new address).
+func (cp *ControlPlane) NewAddress() (string, error) {
+	cp.mu.Lock()
+	cp.nextNode++
+	n := cp.nextNode
+	cp.mu.Unlock()
+	if n > 250*254 {
+		return "", fmt.Errorf("out of node addresses")
+	}
+	return fmt.Sprintf("10.213.%d.%d", 1+(n-1)/254, 1+(n-1)%254), nil
 }

@@ -1,0 +1,146 @@
+//go:build e2e
+
+package agent_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+// TestRestartedAgentKeepsTheTolerance: the agent of a node in service
+// restarts (a rolling update, an OOM kill, a reboot) while the node's DNS is
+// down. Its failed rounds are periodic rounds: the node is re-tainted after
+// --retaint-threshold periods, not seconds after the restart. The same holds
+// for a node that carries no taint of ours (the chart installed into a
+// running cluster).
+func TestRestartedAgentKeepsTheTolerance(t *testing.T) {
+	const period = 3 * time.Second
+	for _, tc := range []struct {
+		name        string
+		opts        harness.NodeOptions
+		verifyFirst bool
+	}{
+		{name: "restart-verified", verifyFirst: true},
+		{name: "restart-untainted", opts: harness.NodeOptions{NoStartupTaint: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, tc.name, tc.opts)
+			resolv := ownResolvConf(t)
+			args := []string{"--check.dns.resolv-conf=" + resolv, "--max-retainted=100%", "--retaint-threshold=3"}
+			if tc.verifyFirst {
+				first := startAgent(t, n, args...)
+				waitNode(t, n.Name, 20*time.Second, "verified", verified)
+				if err := first.Stop(5 * time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			breakDNS(t, resolv)
+			start := time.Now()
+			a := startAgent(t, n, append(args, "--check-period="+period.String())...)
+			waitNode(t, n.Name, 30*time.Second, "re-tainted", func(n *corev1.Node) bool { return hasTaint(n, unhealthyTaint) })
+			took := time.Since(start)
+			t.Logf("re-tainted %s after the agent started", took.Round(100*time.Millisecond))
+			// Three failed rounds: the first at once, the next two a period (±10 %) apart each.
+			if least := time.Duration(2 * 0.9 * float64(period)); took < least {
+				t.Errorf("re-tainted %s after the agent started, want at least %s (3 rounds %s apart): the restart shortened the tolerance",
+					took.Round(100*time.Millisecond), least, period)
+			}
+			if got := a.Metric(t, "node_ready_consecutive_failures"); got < 3 {
+				t.Errorf("re-tainted after %v failed rounds, want 3", got)
+			}
+		})
+	}
+}
+
+// TestPeersReplacedByTheAgentsRollingUpdate: the agents' own rolling update
+// replaces every peer pod a node's cached peer list names by a pod at a new
+// address. The node that was not touched is not at fault: its network check
+// reads the list again and passes on the new peers, round after round.
+func TestPeersReplacedByTheAgentsRollingUpdate(t *testing.T) {
+	watched := newNode(t, "rollout-watched", harness.NodeOptions{})
+	peers := []harness.Node{newNode(t, "rollout-peer-0", harness.NodeOptions{}), newNode(t, "rollout-peer-1", harness.NodeOptions{})}
+	// The peers' agents run as pods with addresses of their own.
+	pods := make([]harness.Node, len(peers))
+	running := make([]*agent, len(peers))
+	for i, p := range peers {
+		pods[i] = podOf(t, p)
+		running[i] = startAgent(t, pods[i])
+	}
+	publishPeers(t, append([]harness.Node{watched}, pods...)...)
+	// Every chosen peer (both agents and the DNS pod) must answer: the DNS
+	// pod alone cannot carry the node through.
+	w := startAgent(t, watched, "--check.network.min-peers=3", "--max-retainted=100%")
+	for _, n := range append(peers, watched) {
+		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	}
+	rounds := w.Metric(t, "node_check_duration_seconds_count", `check="network"`)
+	failures := w.Metric(t, "node_check_failures_total", `check="network"`)
+
+	// One pod at a time: the new one starts, the EndpointSlice names it
+	// instead of the old one, the old one goes.
+	for i, p := range peers {
+		next := podOf(t, p)
+		fresh := startAgent(t, next)
+		fresh.WaitReady(t, 20*time.Second)
+		pods[i] = next
+		publishPeers(t, append([]harness.Node{watched}, pods...)...)
+		if err := running[i].Stop(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		running[i] = fresh
+	}
+	// More rounds than the re-taint threshold since the old pods went.
+	after := w.Metric(t, "node_check_duration_seconds_count", `check="network"`)
+	harness.Eventually(t, 20*time.Second, "5 network rounds after the rollout", func() (bool, string) {
+		got, err := w.TryMetric("node_check_duration_seconds_count", `check="network"`)
+		return err == nil && got >= after+5, fmt.Sprintf("%v rounds (err %v)", got-after, err)
+	})
+	if n := getNode(t, watched.Name); !verified(n) {
+		t.Errorf("untouched node %s after the peers' rollout: taints %v, label %q", watched.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
+	}
+	if got := w.Metric(t, "node_check_failures_total", `check="network"`); got != failures {
+		t.Errorf("network check failed %v times in %v rounds during and after the peers' rollout, want 0", got-failures, w.Metric(t, "node_check_duration_seconds_count", `check="network"`)-rounds)
+	}
+	if got := w.Metric(t, "node_ready_taint_operations_total", `operation="add"`); got != 0 {
+		t.Errorf("%v re-taints of the untouched node", got)
+	}
+	if !logContains(w.Process, "peer list read again") {
+		t.Error("the untouched node's agent never read its peer list again: the rollout did not reach its cached list")
+	}
+}
+
+// podOf is a new pod of the agent on node: the node's name, a new address.
+func podOf(t *testing.T, node harness.Node) harness.Node {
+	t.Helper()
+	ip, err := cp.NewAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return harness.Node{Name: node.Name, IP: ip}
+}
+
+// ownResolvConf is a copy of the harness resolver configuration for one
+// agent, so a test can break that node's DNS alone.
+func ownResolvConf(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(path, []byte(mustRead(t, cp.ResolvConf)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// breakDNS points the resolver configuration at an address where nothing answers.
+func breakDNS(t *testing.T, resolvConf string) {
+	t.Helper()
+	if err := os.WriteFile(resolvConf, []byte("nameserver 10.213.0.250\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
