@@ -25,6 +25,14 @@ groups:
         annotations:
           summary: "Re-taint of {{ "{{" }} $labels.node {{ "}}" }} suppressed by the fleet budget"
           description: "Checks keep failing on more nodes than --max-retainted allows to re-taint: likely a cluster-wide fault (cluster DNS, API server, CNI)."
+      - alert: NodeRetaintDeferred
+        expr: increase(node_ready_retaint_deferred_total[5m]) > 0
+        for: 10m
+        labels:
+          severity: warning
+        annotations:
+          summary: "Re-taint of {{ "{{" }} $labels.node {{ "}}" }} has waited for the re-taint Lease for 10 minutes ({{ "{{" }} $labels.reason {{ "}}" }})"
+          description: "Checks keep failing on {{ "{{" }} $labels.node {{ "}}" }}, but its re-taint keeps waiting for the Lease kube-node-ready-retaint (lease_held: another agent holds it; lease_error: the agent cannot read or write it; lease_expired: counting the fleet outlasted it). An agent takes over a Lease left by another after 15 s, so this is not one agent's doing: check the agent's RBAC on Leases and the API server. The RetaintDeferred Events on the node say more."
       - alert: NodeDaemonSetGateTimeout
         expr: increase(node_ready_gate_timeouts_total[30m]) > 0
         labels:
