@@ -69,6 +69,20 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 	return a.apply(ctx, want)
 }
 
+// retaintRefusedOn says why node, in the version a re-taint patch applies
+// to, must not be re-tainted, or "". The patch pins that version (see
+// NodePatch), so these gates hold at the moment the taint is written, not
+// only when the round began.
+func (a *Agent) retaintRefusedOn(node *corev1.Node) string {
+	if a.bypassed(node) {
+		return "annotation " + a.opts.SkipAnnotation + "=true"
+	}
+	if startupTainted, _ := NodeState(node, a.taints, a.opts.VerifiedLabel); startupTainted {
+		return "the node carries the startup taint: it is being verified"
+	}
+	return ""
+}
+
 // deferRetaint reports a re-taint the Lease kept from happening this round.
 func (a *Agent) deferRetaint(node *corev1.Node, reason, holder string) {
 	a.metrics.retaintDeferred.WithLabelValues(reason).Inc()

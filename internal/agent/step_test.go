@@ -224,3 +224,57 @@ func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate fun
 	}
 	return a, rec
 }
+
+// TestRetaintGatesOnTheNodeItWrites: the bypass annotation set while the
+// round runs, or between the agent's read and its patch, stops the re-taint:
+// the gates are checked on the very version of the node the patch applies
+// to.
+func TestRetaintGatesOnTheNodeItWrites(t *testing.T) {
+	bypass := func(f *fakeCluster) {
+		n := f.nodes["n1"].DeepCopy()
+		n.Annotations = map[string]string{"node-ready/skip-verification": "true"}
+		f.store(n)
+	}
+	t.Run("bypass set during the round", func(t *testing.T) {
+		f := newFakeCluster(testNode("n1", []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}, verifiedLabels, nil))
+		check := &hookCheck{err: errDNS, hook: func() {
+			f.mu.Lock()
+			bypass(f)
+			f.mu.Unlock()
+		}}
+		a, _ := startTestAgent(t, f, check, nil)
+		a.failures = 2
+		inInitial := false
+		a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+		if n := f.node("n1"); HasTaint(n.Spec.Taints, unhealthy) {
+			t.Errorf("re-tainted a node bypassed while its round ran: %v", n.Spec.Taints)
+		}
+	})
+	t.Run("bypass set between the read and the patch", func(t *testing.T) {
+		f := newFakeCluster(testNode("n1", []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}, verifiedLabels, nil))
+		f.patchHooks = []func(f *fakeCluster) error{func(f *fakeCluster) error {
+			bypass(f)
+			return nil // the patch then applies to the bypassed node, unless it is guarded
+		}}
+		a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, nil)
+		a.failures = 2
+		inInitial := false
+		a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+		if n := f.node("n1"); HasTaint(n.Spec.Taints, unhealthy) {
+			t.Errorf("re-tainted a node bypassed after the agent read it: %v", n.Spec.Taints)
+		}
+	})
+}
+
+// hookCheck fails as told and runs hook while it runs.
+type hookCheck struct {
+	err  error
+	hook func()
+}
+
+func (*hookCheck) Name() string { return "dns" }
+func (c *hookCheck) Run(context.Context) error {
+	c.hook()
+	time.Sleep(100 * time.Millisecond) // the watch delivers the change
+	return c.err
+}

@@ -128,7 +128,8 @@ func HasAnyTaintKey(taints []corev1.Taint, keys []string) string {
 // node already matches. A taint change is guarded by a test of the whole
 // taint list the decision was made from (or, when the node has no taints, of
 // its resourceVersion), so a concurrent edit fails the patch instead of being
-// overwritten; the caller re-reads the node and tries again.
+// overwritten; the caller re-reads the node and tries again. A re-taint is
+// also guarded by the resourceVersion: any change to the node fails it.
 func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error) {
 	taints := slices.Clone(node.Spec.Taints)
 	for _, t := range want.Remove {
@@ -166,6 +167,12 @@ func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error)
 	}
 	if len(ops) == 0 {
 		return nil, nil
+	}
+	if want.Add != nil && len(node.Spec.Taints) > 0 {
+		// A re-taint applies only to the version of the node its gates
+		// were checked on (no bypass annotation since, say): any change
+		// fails the patch, and the caller checks them again.
+		ops = append([]jsonpatch.Op{jsonpatch.Test("/metadata/resourceVersion", node.ResourceVersion)}, ops...)
 	}
 	return jsonpatch.Marshal(ops...)
 }

@@ -33,6 +33,12 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 	}, 5), ctx)
 	bo.Reset()
 	for {
+		if want.IsRetaint() {
+			if why := a.retaintRefusedOn(node); why != "" {
+				a.log.Info("re-taint dropped: the node changed since the decision", "reason", why)
+				return nil
+			}
+		}
 		patch, err := NodePatch(node, a.opts.VerifiedLabel, want)
 		if err != nil || patch == nil {
 			return err
