@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 )
 
 // Plugin is one cleanup step. Cleanup must be idempotent: it runs again after
@@ -45,6 +46,12 @@ type Deps struct {
 	HTTP *http.Client
 	// Log is already scoped to the plugin.
 	Log *slog.Logger
+	// SecretsDir is the directory secret files (tokens, URLs, auth headers)
+	// must be in: the mounted Secret. A plugin refuses a secret file outside
+	// it; empty refuses every secret file.
+	SecretsDir string
+	// Recorder records Events a plugin raises itself (nil: none).
+	Recorder events.EventRecorder
 }
 
 // Builtin is one row of the plugin table.
