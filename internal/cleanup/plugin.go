@@ -8,6 +8,7 @@ package cleanup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -29,6 +30,31 @@ type Plugin interface {
 	// Cleanup does the work, honouring ctx (it carries the plugin's timeout)
 	// and DryRun(ctx).
 	Cleanup(ctx context.Context, node *corev1.Node) error
+}
+
+// Skip, returned by Cleanup, says the plugin left the node's resources (or
+// some of them) alone on purpose, because they are not the node's alone —
+// like filepath.SkipDir, an error value that is not a failure. The attempt
+// goes on as after a success (plugins after it run, the finalizer may go);
+// the plugin's result is ResultSkipped with Reason, which the node's
+// cleanup-status annotation, the metric and the attempt's Events show.
+type Skip struct {
+	// Reason says what was left alone and why.
+	Reason string
+}
+
+func (s *Skip) Error() string {
+	if s == nil {
+		return "skipped"
+	}
+	return s.Reason
+}
+
+// leftAlone reports whether r is a plugin's own Skip, not a stage skipped
+// because a critical plugin it runs after failed.
+func (r PluginResult) leftAlone() bool {
+	var s *Skip
+	return r.Result == ResultSkipped && errors.As(r.Err, &s)
 }
 
 // Observer is implemented by plugins that want to hear how a node's whole

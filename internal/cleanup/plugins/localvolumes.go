@@ -98,14 +98,19 @@ func (p *localVolumes) Cleanup(ctx context.Context, node *corev1.Node) error {
 		}
 		return err
 	}
-	if mine, err = p.leaveShared(ctx, node, mine); err != nil {
+	mine, shared, err := p.leaveShared(ctx, node, mine)
+	if err != nil {
 		return err
+	}
+	var skip error // the plugin's outcome once mine is released
+	if shared != nil {
+		skip = shared
 	}
 	if cleanup.DryRun(ctx) {
 		for _, pv := range mine {
 			p.log.Info("dry run: would release persistentvolume", "node", node.Name, "persistentvolume", pv.Name, "claim", claimName(&pv))
 		}
-		return nil
+		return skip
 	}
 	for _, pv := range mine {
 		if ref := pv.Spec.ClaimRef; p.deleteClaims && ref != nil && ref.UID != "" {
@@ -120,7 +125,7 @@ func (p *localVolumes) Cleanup(ctx context.Context, node *corev1.Node) error {
 		}
 		p.log.Info("local persistentvolume released", "node", node.Name, "persistentvolume", pv.Name, "claim", claimName(&pv))
 	}
-	return nil
+	return skip
 }
 
 // leaveShared drops from pvs the volumes pinned by kubernetes.io/hostname
@@ -129,20 +134,21 @@ func (p *localVolumes) Cleanup(ctx context.Context, node *corev1.Node) error {
 // since that node can serve them too. It reads the Nodes afresh, just before
 // the deletes. A conflict is not a failure: the volumes are not this node's
 // alone, so there is nothing of its own left to release and holding its
-// deletion would wait for something nobody is going to do. It is a Warning
+// deletion would wait for something nobody is going to do. It is a
+// cleanup.Skip (the plugin's result: skipped, with the reason), a Warning
 // Event on the deleted Node and a log line.
-func (p *localVolumes) leaveShared(ctx context.Context, node *corev1.Node, pvs []corev1.PersistentVolume) ([]corev1.PersistentVolume, error) {
+func (p *localVolumes) leaveShared(ctx context.Context, node *corev1.Node, pvs []corev1.PersistentVolume) ([]corev1.PersistentVolume, *cleanup.Skip, error) {
 	if !slices.ContainsFunc(pvs, func(pv corev1.PersistentVolume) bool { return pinnedByHostname(&pv) }) {
-		return pvs, nil
+		return pvs, nil, nil
 	}
 	host := hostnameOf(node)
 	if len(validation.IsValidLabelValue(host)) > 0 {
-		return pvs, nil // no Node can carry it as a label
+		return pvs, nil, nil // no Node can carry it as a label
 	}
 	nodes, err := p.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromValidatedSet(labels.Set{corev1.LabelHostname: host}).String()})
 	if err != nil {
-		return nil, fmt.Errorf("local-volumes: list nodes with hostname %s: %w", host, err)
+		return nil, nil, fmt.Errorf("local-volumes: list nodes with hostname %s: %w", host, err)
 	}
 	var live []*corev1.Node
 	for i := range nodes.Items {
@@ -151,7 +157,7 @@ func (p *localVolumes) leaveShared(ctx context.Context, node *corev1.Node, pvs [
 		}
 	}
 	if len(live) == 0 {
-		return pvs, nil
+		return pvs, nil, nil
 	}
 	var keep []corev1.PersistentVolume
 	var left []string
@@ -168,12 +174,12 @@ func (p *localVolumes) leaveShared(ctx context.Context, node *corev1.Node, pvs [
 	}
 	p.log.Warn("local persistentvolumes left alone: another live node carries the hostname they are pinned to",
 		"node", node.Name, "hostname", host, "live_nodes", names, "persistentvolumes", left)
+	reason := fmt.Sprintf("left persistentvolumes %s alone: they are pinned to hostname %s, which live node %s also carries",
+		strings.Join(left, ", "), host, strings.Join(names, ", "))
 	if p.recorder != nil {
-		p.recorder.Eventf(node, live[0], corev1.EventTypeWarning, ReasonLocalVolumesHostnameShared, "Cleanup",
-			"%s", eventnote.Shorten(fmt.Sprintf("left persistentvolumes %s alone: they are pinned to hostname %s, which live node %s also carries",
-				strings.Join(left, ", "), host, strings.Join(names, ", "))))
+		p.recorder.Eventf(node, live[0], corev1.EventTypeWarning, ReasonLocalVolumesHostnameShared, "Cleanup", "%s", eventnote.Shorten(reason))
 	}
-	return keep, nil
+	return keep, &cleanup.Skip{Reason: reason}, nil
 }
 
 // pinnedByHostname reports whether a required term of pv's node affinity

@@ -22,8 +22,9 @@ const ipLocalVolumes = "10.213.0.60"
 // TestLocalVolumesOfALiveNodeWithTheSameHostname: two Nodes carry the
 // kubernetes.io/hostname label "lv-shared" (a node replaced under the same
 // hostname). Deleting the old one releases none of the local volumes pinned
-// to that hostname — the live node can serve them — and says so with a
-// LocalVolumesHostnameShared Warning Event; its deletion is not held. A node
+// to that hostname — the live node can serve them — and says so: the
+// plugin's result is "skipped" and a LocalVolumesHostnameShared Warning Event
+// names the volume and the live node; its deletion is not held. A node
 // deleted at the same time whose hostname nobody else carries has its volume
 // released, so the plugin did run (the positive signal).
 func TestLocalVolumesOfALiveNodeWithTheSameHostname(t *testing.T) {
@@ -75,6 +76,9 @@ func TestLocalVolumesOfALiveNodeWithTheSameHostname(t *testing.T) {
 	if c, err := cp.Client.CoreV1().PersistentVolumeClaims("apps").Get(ctx, sharedClaim, metav1.GetOptions{}); err != nil || c.DeletionTimestamp != nil {
 		t.Errorf("claim apps/%s of the live node's volume was deleted: %v", sharedClaim, err)
 	}
+	// The plugin's result says so, and the deletion was not held for it.
+	e.waitEvent(t, "lv-old", "CleanupCompleted", "local-volumes=skipped")
+	e.waitEvent(t, "lv-alone", "CleanupCompleted", "local-volumes=success")
 	e.waitEvent(t, "lv-old", plugins.ReasonLocalVolumesHostnameShared, "left persistentvolumes "+shared+" alone: they are pinned to hostname lv-shared, which live node lv-new also carries")
 	if logLine(readLog(t, w), `"msg":"local persistentvolumes left alone: another live node carries the hostname they are pinned to"`, `"node":"lv-old"`) < 0 {
 		t.Errorf("no log line saying lv-old's volumes were left alone")
