@@ -21,7 +21,7 @@ const (
 	ResultFailure = "failure" // Cleanup returned an error
 	ResultTimeout = "timeout" // Cleanup outlived its timeout
 	ResultPanic   = "panic"   // Cleanup panicked
-	ResultSkipped = "skipped" // ShouldRun said no, or a critical plugin it runs after failed
+	ResultSkipped = "skipped" // ShouldRun said no, a critical plugin it runs after failed, or Cleanup returned *Skip
 	ResultDryRun  = "dry_run" // Cleanup ran in dry-run mode and returned nil
 	// ResultUnhealthy: not run because the plugin's health probe failed just
 	// before; a failure like any other (a critical one holds the node).
