@@ -21,7 +21,7 @@ const (
 	ResultFailure = "failure" // Cleanup returned an error
 	ResultTimeout = "timeout" // Cleanup outlived its timeout
 	ResultPanic   = "panic"   // Cleanup panicked
-	ResultSkipped = "skipped" // ShouldRun said no, or a critical plugin it runs after failed
+	ResultSkipped = "skipped" // ShouldRun said no, a critical plugin it runs after failed, or Cleanup returned *Skip
 	ResultDryRun  = "dry_run" // Cleanup ran in dry-run mode and returned nil
 	// ResultUnhealthy: not run because the plugin's health probe failed just
 	// before; a failure like any other (a critical one holds the node).
@@ -188,7 +188,7 @@ func (p *Pipeline) RunObserved(ctx context.Context, node *corev1.Node, attempt i
 				case <-ctx.Done():
 					return
 				}
-				if r := results[j]; (r.Critical && r.Failed()) || (r.Result == ResultSkipped && r.Err != nil) {
+				if r := results[j]; (r.Critical && r.Failed()) || (r.Result == ResultSkipped && r.Err != nil && !r.leftAlone()) {
 					blocked = dep
 				}
 			}
@@ -219,7 +219,7 @@ func (p *Pipeline) RunObserved(ctx context.Context, node *corev1.Node, attempt i
 			if observe != nil {
 				observe(d.res)
 			}
-			if d.res.Critical && d.res.Err != nil {
+			if d.res.Critical && d.res.Err != nil && !d.res.leftAlone() {
 				errs = append(errs, fmt.Errorf("%s: %w", d.res.Name, d.res.Err))
 			}
 		case <-ctx.Done():
@@ -276,6 +276,8 @@ func (p *Pipeline) runStage(ctx context.Context, s Stage, node *corev1.Node) Plu
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			res.Err = fmt.Errorf("timed out after %s: %s", timeout, describe(err))
 		}
+	case errors.As(err, new(*Skip)):
+		res.Result, res.Err = ResultSkipped, err
 	case err != nil:
 		res.Result, res.Err = ResultFailure, errors.New(describe(err))
 	case p.dryRun:

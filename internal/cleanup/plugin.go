@@ -8,12 +8,14 @@ package cleanup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 )
 
 // Plugin is one cleanup step. Cleanup must be idempotent: it runs again after
@@ -28,6 +30,31 @@ type Plugin interface {
 	// Cleanup does the work, honouring ctx (it carries the plugin's timeout)
 	// and DryRun(ctx).
 	Cleanup(ctx context.Context, node *corev1.Node) error
+}
+
+// Skip, returned by Cleanup, says the plugin left the node's resources (or
+// some of them) alone on purpose, because they are not the node's alone —
+// like filepath.SkipDir, an error value that is not a failure. The attempt
+// goes on as after a success (plugins after it run, the finalizer may go);
+// the plugin's result is ResultSkipped with Reason, which the node's
+// cleanup-status annotation, the metric and the attempt's Events show.
+type Skip struct {
+	// Reason says what was left alone and why.
+	Reason string
+}
+
+func (s *Skip) Error() string {
+	if s == nil {
+		return "skipped"
+	}
+	return s.Reason
+}
+
+// leftAlone reports whether r is a plugin's own Skip, not a stage skipped
+// because a critical plugin it runs after failed.
+func (r PluginResult) leftAlone() bool {
+	var s *Skip
+	return r.Result == ResultSkipped && errors.As(r.Err, &s)
 }
 
 // Observer is implemented by plugins that want to hear how a node's whole
@@ -45,6 +72,12 @@ type Deps struct {
 	HTTP *http.Client
 	// Log is already scoped to the plugin.
 	Log *slog.Logger
+	// SecretsDir is the directory secret files (tokens, URLs, auth headers)
+	// must be in: the mounted Secret. A plugin refuses a secret file outside
+	// it; empty refuses every secret file.
+	SecretsDir string
+	// Recorder records Events a plugin raises itself (nil: none).
+	Recorder events.EventRecorder
 }
 
 // Builtin is one row of the plugin table.

@@ -88,6 +88,9 @@ type Options struct {
 	ConfigFile string
 	// ConfigReloadInterval is how often ConfigFile is checked for changes.
 	ConfigReloadInterval time.Duration
+	// SecretsDir is where the plugins' secret files must be (the chart mounts
+	// its Secret there); a configuration naming a file elsewhere is invalid.
+	SecretsDir string
 	// CleanupWorkers bounds how many Nodes are cleaned up at once.
 	CleanupWorkers int
 	// CleanupRetryBase and CleanupRetryMax shape the per-node exponential
@@ -167,6 +170,7 @@ func NewOptions() *Options {
 
 		Cleanup:               true,
 		ConfigReloadInterval:  10 * time.Second,
+		SecretsDir:            "/etc/kube-node-ready/secrets",
 		CleanupWorkers:        16,
 		CleanupRetryBase:      5 * time.Second,
 		CleanupRetryMax:       5 * time.Minute,
@@ -221,6 +225,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "run cleanup plugins when a Node with the finalizer is deleted, then remove the finalizer (needs API access; false only for an admission-only replica)")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "cleanup configuration file (YAML, e.g. a mounted ConfigMap); reloaded when it changes; empty = built-in defaults (log plugin only)")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "how often the configuration file is checked for changes")
+	fs.StringVar(&o.SecretsDir, "secrets-dir", o.SecretsDir, "directory the cleanup plugins' secret files (tokenFile, urlFile, authHeaderFile) must be in, such as a mounted Secret; a file outside it, reached through .., or through a symlink leading out, is refused")
 	fs.IntVar(&o.CleanupWorkers, "cleanup-workers", o.CleanupWorkers, "nodes cleaned up at once")
 	fs.DurationVar(&o.CleanupRetryBase, "cleanup-retry-base", o.CleanupRetryBase, "first delay before retrying a failed node cleanup; doubles per failure")
 	fs.DurationVar(&o.CleanupRetryMax, "cleanup-retry-max", o.CleanupRetryMax, "longest delay between retries of a failed node cleanup")

@@ -178,7 +178,7 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client k
 	loader := &cleanup.Loader{
 		Path:    opts.ConfigFile,
 		Table:   plugins.Builtins(),
-		Deps:    cleanup.Deps{Client: client, HTTP: &http.Client{}, Log: log},
+		Deps:    cleanup.Deps{Client: client, HTTP: &http.Client{}, Log: log, SecretsDir: opts.SecretsDir, Recorder: recorder},
 		DryRun:  opts.DryRun,
 		Metrics: metrics,
 		Log:     log,

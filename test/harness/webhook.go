@@ -28,12 +28,14 @@ const (
 // (WebhookPort) and metrics (MetricsPort) ports on ip, then args, which carry
 // its credentials (--kubeconfig: ServiceAccountKubeconfig for the chart's
 // identity, whose permissions ApplyChartRBAC granted). It is stopped when the
-// test ends.
+// test ends. Its plugins' secret files are in cp.Dir (--secrets-dir, where
+// the chart mounts a Secret); a --secrets-dir in args overrides that.
 func (cp *ControlPlane) StartWebhook(tb testing.TB, name, ip string, args ...string) *Daemon {
 	tb.Helper()
 	all := append([]string{
 		fmt.Sprintf("--listen-address=%s:%d", ip, WebhookPort),
 		fmt.Sprintf("--metrics-bind-address=%s:%d", ip, MetricsPort),
+		"--secrets-dir=" + cp.Dir,
 	}, args...)
 	return cp.startDaemon(tb, name, ip, BuiltBinary(tb, WebhookBinary), all)
 }

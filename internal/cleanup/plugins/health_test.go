@@ -73,7 +73,7 @@ func TestHealthProbes(t *testing.T) {
 				url = ts.URL
 			}
 			settings := strings.ReplaceAll(tt.settings(url), "URLFILE", secretFile(t, url+"/hook?token=s3cret"))
-			p, err := tt.newFn(cleanup.Deps{HTTP: &http.Client{}, Log: quiet}, []byte(settings))
+			p, err := tt.newFn(testDeps(&http.Client{}), []byte(settings))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestHookHealthSendsTheAuthHeader(t *testing.T) {
 	srv := &status{code: 200}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	p, err := newHook(cleanup.Deps{HTTP: &http.Client{}, Log: quiet},
+	p, err := newHook(testDeps(&http.Client{}),
 		[]byte(`{"url":"`+ts.URL+`/x","authHeader":"X-Api-Key","authHeaderFile":"`+secretFile(t, "k-1")+`","healthURL":"`+ts.URL+`/healthz"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestHealthURLMustParse(t *testing.T) {
 		{rawNew(newNotify), `{"urlFile":"URLFILE","healthURL":"::"}`, "notify.healthURL"},
 	} {
 		settings := strings.ReplaceAll(tc.settings, "URLFILE", secretFile(t, "http://h/hook"))
-		if _, err := tc.newFn(cleanup.Deps{HTTP: &http.Client{}, Log: quiet}, []byte(settings)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := tc.newFn(testDeps(&http.Client{}), []byte(settings)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want one naming %s", settings, err, tc.want)
 		}
 	}
@@ -134,7 +134,7 @@ func TestHookHealthKeepsTheAuthHeaderOnItsHost(t *testing.T) {
 	other := &status{code: 200}
 	ts := httptest.NewServer(other)
 	defer ts.Close()
-	p, err := newHook(cleanup.Deps{HTTP: &http.Client{}, Log: quiet},
+	p, err := newHook(testDeps(&http.Client{}),
 		[]byte(`{"url":"http://cmdb.invalid/x","authHeader":"X-Api-Key","authHeaderFile":"`+secretFile(t, "k-1")+`","healthURL":"`+ts.URL+`/healthz"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ type hook struct {
 	healthURL string
 	authName  string
 	authFile  string
+	secrets   secretFiles
 	cluster   string
 	accept    []int
 	retries   uint64
@@ -81,6 +82,7 @@ type HookNode struct {
 
 func newHook(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error) {
 	s := hookSettings{AuthHeader: "Authorization"}
+	secrets := secretFiles{dir: deps.SecretsDir}
 	if err := cleanup.DecodeSettings(HookName, settings, &s); err != nil {
 		return nil, err
 	}
@@ -94,7 +96,7 @@ func newHook(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error
 		return nil, fmt.Errorf("%s.url: %q is not an http(s) URL with a host", HookName, s.URL)
 	}
 	if s.AuthHeaderFile != "" {
-		if _, err := readSecret(HookName, "authHeaderFile", s.AuthHeaderFile); err != nil {
+		if _, err := secrets.read(HookName, "authHeaderFile", s.AuthHeaderFile); err != nil {
 			return nil, err
 		}
 		if s.AuthHeader == "" {
@@ -113,8 +115,8 @@ func newHook(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error
 	if err := checkHealthURL(HookName, s.HealthURL); err != nil {
 		return nil, err
 	}
-	return &hook{url: s.URL, healthURL: s.HealthURL, authName: s.AuthHeader, authFile: s.AuthHeaderFile, cluster: s.Cluster,
-		accept: s.AcceptStatus, retries: retries, client: deps.Client, http: deps.HTTP, log: deps.Log}, nil
+	return &hook{url: s.URL, healthURL: s.HealthURL, authName: s.AuthHeader, authFile: s.AuthHeaderFile, secrets: secrets, cluster: s.Cluster,
+		accept: s.AcceptStatus, retries: retries, client: deps.Client, http: noRedirectsAway(deps.HTTP), log: deps.Log}, nil
 }
 
 func (p *hook) Name() string { return HookName }
@@ -124,7 +126,7 @@ func (p *hook) Name() string { return HookName }
 func (p *hook) Health(ctx context.Context) error {
 	header := http.Header{}
 	if p.authFile != "" && (p.healthURL == "" || sameHost(p.healthURL, p.url)) {
-		auth, err := readSecret(HookName, "authHeaderFile", p.authFile)
+		auth, err := p.secrets.read(HookName, "authHeaderFile", p.authFile)
 		if err != nil {
 			return err
 		}
@@ -166,7 +168,7 @@ func (p *hook) Cleanup(ctx context.Context, node *corev1.Node) error {
 	auth := ""
 	if p.authFile != "" {
 		// Read at every attempt: a rotated Secret is picked up without a restart.
-		if auth, err = readSecret(HookName, "authHeaderFile", p.authFile); err != nil {
+		if auth, err = p.secrets.read(HookName, "authHeaderFile", p.authFile); err != nil {
 			return err
 		}
 	}

@@ -35,6 +35,7 @@ const (
 // retried with exponential backoff.
 type notify struct {
 	urlFile   string
+	secrets   secretFiles
 	healthURL string
 	format    string
 	events    []string
@@ -72,13 +73,14 @@ type notifySettings struct {
 
 func newNotify(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error) {
 	s := notifySettings{Format: "slack", Events: []string{NotifyStart, NotifySuccess, NotifyFailure}}
+	secrets := secretFiles{dir: deps.SecretsDir}
 	if err := cleanup.DecodeSettings(NotifyName, settings, &s); err != nil {
 		return nil, err
 	}
 	if s.URLFile == "" {
 		return nil, fmt.Errorf("%s.urlFile: required (a file holding the webhook URL, mounted from a Secret)", NotifyName)
 	}
-	if _, err := readSecret(NotifyName, "urlFile", s.URLFile); err != nil {
+	if _, err := secrets.read(NotifyName, "urlFile", s.URLFile); err != nil {
 		return nil, err
 	}
 	if s.Format != "slack" && s.Format != "teams" {
@@ -96,7 +98,7 @@ func newNotify(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, err
 	if err := checkHealthURL(NotifyName, s.HealthURL); err != nil {
 		return nil, err
 	}
-	return &notify{urlFile: s.URLFile, healthURL: s.HealthURL, format: s.Format, events: s.Events, cluster: s.Cluster, retries: retries, http: deps.HTTP, log: deps.Log}, nil
+	return &notify{urlFile: s.URLFile, secrets: secrets, healthURL: s.HealthURL, format: s.Format, events: s.Events, cluster: s.Cluster, retries: retries, http: noRedirectsAway(deps.HTTP), log: deps.Log}, nil
 }
 
 func (p *notify) Name() string { return NotifyName }
@@ -106,7 +108,7 @@ func (p *notify) Health(ctx context.Context) error {
 	if p.healthURL != "" {
 		return probeHTTP(ctx, p.http, p.healthURL, "notify healthURL", nil, true)
 	}
-	target, err := readSecret(NotifyName, "urlFile", p.urlFile)
+	target, err := p.secrets.read(NotifyName, "urlFile", p.urlFile)
 	if err != nil {
 		return err
 	}
@@ -184,7 +186,7 @@ func (p *notify) send(ctx context.Context, node *corev1.Node, kind string, cause
 		p.log.Info("dry run: would send notification", "node", node.Name, "kind", kind, "body", string(body))
 		return nil
 	}
-	target, err := readSecret(NotifyName, "urlFile", p.urlFile)
+	target, err := p.secrets.read(NotifyName, "urlFile", p.urlFile)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,18 +58,45 @@ func TestPinnedOnlyTo(t *testing.T) {
 	}
 }
 
+// secretsDir stands for the mounted Secret the plugins read their secret
+// files from (--secrets-dir).
+var secretsDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "plugins-secrets-")
+	if err != nil {
+		panic(err)
+	}
+	secretsDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// secretFile writes content to a new file in secretsDir.
 func secretFile(t *testing.T, content string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+	f, err := os.CreateTemp(secretsDir, "secret-")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	defer f.Close()
+	if _, err := f.WriteString(content + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	return f.Name()
+}
+
+// testDeps are the plugins' dependencies in tests: no API server, secret
+// files in secretsDir.
+func testDeps(c *http.Client) cleanup.Deps {
+	return cleanup.Deps{HTTP: c, Log: quiet, SecretsDir: secretsDir}
 }
 
 func build(t *testing.T, b func(cleanup.Deps, json.RawMessage) (cleanup.Plugin, error), settings string) (cleanup.Plugin, error) {
 	t.Helper()
-	return b(cleanup.Deps{HTTP: http.DefaultClient, Log: quiet}, json.RawMessage(settings))
+	return b(testDeps(http.DefaultClient), json.RawMessage(settings))
 }
 
 func TestSettingsErrorsNameTheKey(t *testing.T) {

@@ -27,6 +27,7 @@ const PortworxName = "portworx"
 type portworx struct {
 	endpoint    *url.URL
 	tokenFile   string
+	secrets     secretFiles
 	forceRemove bool
 	http        *http.Client
 	log         *slog.Logger
@@ -43,6 +44,7 @@ type portworxSettings struct {
 
 func newPortworx(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, error) {
 	var s portworxSettings
+	secrets := secretFiles{dir: deps.SecretsDir}
 	if err := cleanup.DecodeSettings(PortworxName, settings, &s); err != nil {
 		return nil, err
 	}
@@ -51,11 +53,11 @@ func newPortworx(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, e
 		return nil, fmt.Errorf("%s.endpoint: want an http(s) URL like http://portworx-api.kube-system:9001, got %q", PortworxName, s.Endpoint)
 	}
 	if s.TokenFile != "" {
-		if _, err := readSecret(PortworxName, "tokenFile", s.TokenFile); err != nil {
+		if _, err := secrets.read(PortworxName, "tokenFile", s.TokenFile); err != nil {
 			return nil, err
 		}
 	}
-	return &portworx{endpoint: u, tokenFile: s.TokenFile, forceRemove: s.ForceRemove, http: deps.HTTP, log: deps.Log}, nil
+	return &portworx{endpoint: u, tokenFile: s.TokenFile, secrets: secrets, forceRemove: s.ForceRemove, http: noRedirectsAway(deps.HTTP), log: deps.Log}, nil
 }
 
 func (p *portworx) Name() string { return PortworxName }
@@ -67,7 +69,7 @@ func (p *portworx) Health(ctx context.Context) error {
 		return err
 	}
 	if status/100 != 2 {
-		return fmt.Errorf("portworx: GET /v1/cluster/enumerate: HTTP %d %s", status, snippet(body))
+		return fmt.Errorf("portworx: GET /v1/cluster/enumerate: %s %s", statusText(status), snippet(body))
 	}
 	return nil
 }
@@ -96,7 +98,7 @@ func (p *portworx) Cleanup(ctx context.Context, node *corev1.Node) error {
 		p.log.Info("portworx node already removed", "node", node.Name, "portworx_node_id", id)
 		return nil
 	case status/100 != 2:
-		return fmt.Errorf("portworx: remove node %s (id %s): HTTP %d: %s", node.Name, id, status, snippet(body))
+		return fmt.Errorf("portworx: remove node %s (id %s): %s: %s", node.Name, id, statusText(status), snippet(body))
 	}
 	p.log.Info("node decommissioned from portworx", "node", node.Name, "portworx_node_id", id)
 	return nil
@@ -117,7 +119,7 @@ func (p *portworx) find(ctx context.Context, node *corev1.Node) (string, error) 
 		return "", err
 	}
 	if status/100 != 2 {
-		return "", fmt.Errorf("portworx: enumerate cluster: HTTP %d: %s", status, snippet(body))
+		return "", fmt.Errorf("portworx: enumerate cluster: %s: %s", statusText(status), snippet(body))
 	}
 	var cluster struct {
 		Nodes []pxNode `json:"nodes"`
@@ -148,7 +150,7 @@ func (p *portworx) do(ctx context.Context, method, path string) (int, []byte, er
 	}
 	req.Header.Set("Accept", "application/json")
 	if p.tokenFile != "" {
-		tok, err := readSecret(PortworxName, "tokenFile", p.tokenFile)
+		tok, err := p.secrets.read(PortworxName, "tokenFile", p.tokenFile)
 		if err != nil {
 			return 0, nil, err
 		}

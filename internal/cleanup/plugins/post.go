@@ -41,7 +41,8 @@ type jsonPost struct {
 
 // postJSON sends body to p.url until it is accepted: connection errors and
 // other answers are retried with backoff within ctx, except a 4xx other than
-// 408 and 429, which will not change. Errors never contain the URL.
+// 408 and 429, which will not change, and a redirect, which client must not
+// follow (see noRedirectsAway). Errors never contain the URL.
 func postJSON(ctx context.Context, client *http.Client, p jsonPost, body []byte) error {
 	accepted := p.accepted
 	if accepted == nil {
@@ -71,6 +72,9 @@ func postJSON(ctx context.Context, client *http.Client, p jsonPost, body []byte)
 		switch {
 		case accepted(resp.StatusCode):
 			return nil
+		case resp.StatusCode/100 == 3:
+			// Not followed (noRedirectsAway): the document stays with the configured host.
+			return backoff.Permanent(fmt.Errorf("%s did not take it: %s", p.name, statusText(resp.StatusCode)))
 		case resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout:
 			return backoff.Permanent(fmt.Errorf("%s refused it: HTTP %d", p.name, resp.StatusCode))
 		}
@@ -99,7 +103,7 @@ func probeHTTP(ctx context.Context, client *http.Client, target, name string, he
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if strict && resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s answered HTTP %d", name, resp.StatusCode)
+		return fmt.Errorf("%s answered %s", name, statusText(resp.StatusCode))
 	}
 	return nil
 }

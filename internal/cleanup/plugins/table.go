@@ -6,8 +6,6 @@ package plugins
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,18 +58,4 @@ func ignoreGone(err error) error {
 		return nil
 	}
 	return err
-}
-
-// readSecret reads a secret file (token, URL), trimming the newline editors
-// and `kubectl create secret --from-file` leave behind.
-func readSecret(plugin, key, path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("%s.%s: %w", plugin, key, err)
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", fmt.Errorf("%s.%s: %s is empty", plugin, key, path)
-	}
-	return s, nil
 }

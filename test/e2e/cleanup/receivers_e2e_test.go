@@ -5,8 +5,11 @@ package cleanup
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,4 +195,52 @@ func serve(t *testing.T, addr string, h http.Handler) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
+}
+
+// elsewhere is a receiver on another address: it accepts and records every
+// request, which is what a followed redirect would hand it.
+type elsewhere struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (e *elsewhere) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
+	e.mu.Lock()
+	e.reqs = append(e.reqs, fmt.Sprintf("%s %s X-Api-Key=%q Authorization=%q Referer=%q body=%q",
+		r.Method, r.URL.Path, r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"), r.Header.Get("Referer"), body))
+	e.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (e *elsewhere) got() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.reqs)
+}
+
+// redirecting answers every request with a 307 to target (same path) while
+// on, and hands it to next otherwise.
+type redirecting struct {
+	mu     sync.Mutex
+	on     bool
+	target string
+	next   http.Handler
+}
+
+func (h *redirecting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	on := h.on
+	h.mu.Unlock()
+	if on {
+		http.Redirect(w, r, h.target+r.URL.Path, http.StatusTemporaryRedirect)
+		return
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+func (h *redirecting) set(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.on = on
 }
