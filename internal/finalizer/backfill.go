@@ -43,12 +43,17 @@ func (c *Controller) syncBackfill(ctx context.Context, name string, requeues int
 		return fmt.Errorf("patch node %s: %w", name, err)
 	}
 	c.patches.WithLabelValues("success").Inc()
-	if legacy := slices.DeleteFunc(slices.Clone(m.Finalizers), func(f string) bool { return !slices.Contains(c.cfg.Legacy, f) }); len(legacy) > 0 {
-		c.log.Info("legacy finalizer replaced on node", "node", name, "finalizer", c.cfg.Finalizer, "legacy", legacy)
+	if old := c.legacyOn(m); len(old) > 0 {
+		c.log.Info("legacy finalizer replaced on node", "node", name, "finalizer", c.cfg.Finalizer, "legacy", old)
 		return nil
 	}
 	c.log.Info("finalizer added to node", "node", name, "finalizer", c.cfg.Finalizer)
 	return nil
+}
+
+// legacyOn lists the legacy names of ours that m carries.
+func (c *Controller) legacyOn(m *metav1.PartialObjectMetadata) []string {
+	return slices.DeleteFunc(slices.Clone(m.Finalizers), func(f string) bool { return !slices.Contains(c.cfg.Legacy, f) })
 }
 
 // cached returns the Node from the informer cache, nil when it is gone.

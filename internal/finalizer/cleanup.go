@@ -81,7 +81,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 			return c.releaseAfterDeadline(ctx, m, node, res, pipeline, attempt, tried, log)
 		}
 		retry := c.retryDelay(requeues)
-		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "retry_in_seconds", retry.Seconds(), "tried", tried)
+		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "tried", tried, "retry_in_seconds", retry.Seconds())
 		c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s%s: %s", attempt, retry, c.deadlineNote(m, tried), res.Err)
 		c.nodes.WithLabelValues("failed").Inc()
 		status.failed(retry)
