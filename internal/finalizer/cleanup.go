@@ -86,8 +86,8 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		c.nodes.WithLabelValues("failed").Inc()
 		status.failed(retry)
 		pipeline.Finished(ctx, node, attempt, res.Err)
-		if left := c.deadlineLeft(m); c.cfg.Deadline > 0 && left < retry {
-			return &deadlineDue{err: res.Err, in: left}
+		if in, due := c.deadlineBeforeRetry(m, retry); due {
+			return &deadlineDue{err: res.Err, in: in}
 		}
 		return res.Err
 	}

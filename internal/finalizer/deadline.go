@@ -72,6 +72,15 @@ type deadlineDue struct {
 func (d *deadlineDue) Error() string { return d.err.Error() }
 func (d *deadlineDue) Unwrap() error { return d.err }
 
+// deadlineBeforeRetry reports whether m's deadline comes before its next
+// retry, and in how long: then it is looked at again at the deadline. Past
+// the deadline (a node still waiting for real attempts) the backoff rules,
+// or the plugins would be called in a tight loop.
+func (c *Controller) deadlineBeforeRetry(m *metav1.PartialObjectMetadata, retry time.Duration) (time.Duration, bool) {
+	left := c.deadlineLeft(m)
+	return left, c.cfg.Deadline > 0 && left > 0 && left < retry
+}
+
 // deadlineLeft is the time until m's cleanup deadline (negative past it).
 func (c *Controller) deadlineLeft(m *metav1.PartialObjectMetadata) time.Duration {
 	if m.DeletionTimestamp == nil {

@@ -59,3 +59,24 @@ func TestDeadlineWaitsForRealAttempts(t *testing.T) {
 		}
 	})
 }
+
+// A node past its deadline but still short of real attempts is retried on
+// its backoff, not at once again and again.
+func TestDeadlineBeforeRetry(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		deleted time.Duration // ago
+		want    bool
+	}{
+		{"deadline before the retry", 50 * time.Second, true},
+		{"deadline after the retry", 0, false},
+		{"deadline passed: the backoff rules", 2 * time.Minute, false},
+	} {
+		c := &Controller{cfg: Config{Deadline: time.Minute}}
+		at := metav1.NewTime(time.Now().Add(-tt.deleted))
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: &at}}
+		if in, due := c.deadlineBeforeRetry(m, 30*time.Second); due != tt.want || due && in <= 0 {
+			t.Errorf("%s: deadlineBeforeRetry = %s, %v; want due %v", tt.name, in, due, tt.want)
+		}
+	}
+}
