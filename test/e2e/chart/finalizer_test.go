@@ -139,6 +139,10 @@ func TestDisablingByUpgradeStripsFinalizers(t *testing.T) {
 				t.Errorf("hook jobs run by the upgrade: %v, want the finalizer removal once", jobs)
 			}
 			onlyForeignLeft(t, names)
+			// Once nothing adds the finalizer, later upgrades run no Job.
+			if jobs := helmWithHooks(t, args...); len(jobs) != 0 {
+				t.Errorf("hook jobs run by a second upgrade with cleanup already off: %v, want none", jobs)
+			}
 			if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(t.Context(), finRelease+"-kube-node-ready-webhook", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("webhook configuration after the upgrade: %v, want NotFound", err)
 			}
