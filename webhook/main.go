@@ -32,7 +32,10 @@ func main() {
 		fmt.Fprintf(fs.Output(), `Usage:
   %[1]s [flags]                    serve admission, back-fill the finalizer, run node cleanup
   %[1]s remove-finalizers [flags]  uninstall: delete the MutatingWebhookConfiguration
-                                   (--webhook-config-name), then remove --finalizer from every Node
+                                   (--webhook-config-name), wait up to --cleanup-wait for node
+                                   cleanups in progress, then remove --finalizer (and
+                                   --legacy-finalizers) from every Node, naming each node
+                                   whose cleanup that skips
 
 Every flag can also be set by its environment twin KNR_WEBHOOK_<FLAG>
 (upper case, - as _), such as KNR_WEBHOOK_CERT_MODE.

@@ -2,12 +2,16 @@ package cleanup
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 type settingsA struct {
@@ -143,5 +147,61 @@ func TestLoaderKeepsOldConfigOnInvalidFile(t *testing.T) {
 	}
 	if len(invalid) != 1 {
 		t.Errorf("OnInvalid calls for a missing file = %v, want one", invalid)
+	}
+}
+
+// An invalid configuration at start (here a Secret file it names is missing)
+// leaves no pipeline and says why; once the Secret file appears, the same
+// configuration is loaded without a restart. The start's failure is Load's
+// error (its caller reports it); ticks that find the same reason report
+// nothing more.
+func TestLoaderStartsInvalidAndPicksUpTheFixedSecret(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "token")
+	table := []Builtin{{Name: "s", Defaults: Spec{Timeout: time.Second}, New: func(_ Deps, raw json.RawMessage) (Plugin, error) {
+		var s struct {
+			TokenFile string `json:"tokenFile"`
+		}
+		if err := DecodeSettings("s", raw, &s); err != nil {
+			return nil, err
+		}
+		if _, err := os.ReadFile(s.TokenFile); err != nil {
+			return nil, fmt.Errorf("s.tokenFile: %w", err)
+		}
+		return &fake{name: "s"}, nil
+	}}}
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte("plugins:\n  s:\n    tokenFile: "+secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	var invalid []error
+	l := &Loader{Path: path, Table: table, Deps: Deps{Log: slog.New(slog.DiscardHandler)}, Log: slog.New(slog.DiscardHandler), OnInvalid: func(err error) { invalid = append(invalid, err) }}
+	if err := l.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Load(); err == nil || !strings.Contains(err.Error(), "s.tokenFile") {
+		t.Fatalf("Load = %v, want an error naming s.tokenFile", err)
+	}
+	if l.Pipeline() != nil || l.Err() == nil {
+		t.Fatalf("after an invalid start: pipeline %v, Err %v; want none and the reason", l.Pipeline(), l.Err())
+	}
+	if v := testutil.ToFloat64(l.valid); v != 0 {
+		t.Errorf("node_cleanup_config_valid = %v, want 0", v)
+	}
+	l.Reload()
+	l.Reload()
+	if len(invalid) != 0 || l.Pipeline() != nil {
+		t.Errorf("OnInvalid calls %d (want none: the same reason as at start) and pipeline %v (want none) while the Secret file is missing", len(invalid), l.Pipeline())
+	}
+	if err := os.WriteFile(secret, []byte("t0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.Reload()
+	if l.Pipeline() == nil || l.Err() != nil {
+		t.Fatalf("after the Secret file appeared: pipeline %v, Err %v; want it loaded", l.Pipeline(), l.Err())
+	}
+	if v := testutil.ToFloat64(l.valid); v != 1 {
+		t.Errorf("node_cleanup_config_valid = %v after the fix, want 1", v)
 	}
 }

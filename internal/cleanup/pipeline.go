@@ -75,6 +75,20 @@ func (r Result) OptionalFailures() []PluginResult {
 	return out
 }
 
+// Tried reports whether the attempt called every critical plugin it could:
+// none was left out because its health probe failed. A cleanup deadline
+// counts only such attempts, so a node is never released when the plugins
+// that hold it were never asked (receiver down, webhook just back from an
+// outage).
+func (r Result) Tried() bool {
+	for _, p := range r.Plugins {
+		if p.Critical && p.Result == ResultUnhealthy {
+			return false
+		}
+	}
+	return true
+}
+
 // Summary is a one-line account of the attempt for Events and logs.
 func (r Result) Summary() string {
 	parts := make([]string, 0, len(r.Plugins))

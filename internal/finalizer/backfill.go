@@ -22,14 +22,14 @@ func (c *Controller) syncBackfill(ctx context.Context, name string, requeues int
 	if m == nil || err != nil {
 		return err
 	}
-	if !NeedsFinalizer(m, c.cfg.Finalizer) {
+	if !NeedsFinalizer(m, c.cfg.Finalizer, c.cfg.Legacy...) {
 		return nil
 	}
 	if c.cfg.BackfillAllowed != nil && !c.cfg.BackfillAllowed(ctx) {
 		c.log.Debug("back-fill paused: the webhook configuration is absent", "node", name)
 		return nil
 	}
-	patch, err := AddFinalizerPatch(m.Finalizers, c.cfg.Finalizer)
+	patch, err := AddFinalizerPatch(m.Finalizers, c.cfg.Finalizer, c.cfg.Legacy...)
 	if err != nil {
 		return err
 	}
@@ -43,8 +43,17 @@ func (c *Controller) syncBackfill(ctx context.Context, name string, requeues int
 		return fmt.Errorf("patch node %s: %w", name, err)
 	}
 	c.patches.WithLabelValues("success").Inc()
+	if old := c.legacyOn(m); len(old) > 0 {
+		c.log.Info("legacy finalizer replaced on node", "node", name, "finalizer", c.cfg.Finalizer, "legacy", old)
+		return nil
+	}
 	c.log.Info("finalizer added to node", "node", name, "finalizer", c.cfg.Finalizer)
 	return nil
+}
+
+// legacyOn lists the legacy names of ours that m carries.
+func (c *Controller) legacyOn(m *metav1.PartialObjectMetadata) []string {
+	return slices.DeleteFunc(slices.Clone(m.Finalizers), func(f string) bool { return !slices.Contains(c.cfg.Legacy, f) })
 }
 
 // cached returns the Node from the informer cache, nil when it is gone.
@@ -63,40 +72,58 @@ func (c *Controller) cached(name string) (*metav1.PartialObjectMetadata, error) 
 	return m, nil
 }
 
-// NeedsFinalizer reports whether a Node must get the finalizer: it lacks it
-// and is not being deleted (a deleting Node cannot gain finalizers).
-func NeedsFinalizer(m *metav1.PartialObjectMetadata, finalizer string) bool {
-	return m.DeletionTimestamp == nil && !slices.Contains(m.Finalizers, finalizer)
+// NeedsFinalizer reports whether a Node must get the finalizer: it is not
+// being deleted (a deleting Node cannot gain finalizers) and lacks it, or
+// still carries one of the legacy names (an older name of ours, replaced).
+func NeedsFinalizer(m *metav1.PartialObjectMetadata, finalizer string, legacy ...string) bool {
+	if m.DeletionTimestamp != nil {
+		return false
+	}
+	return !slices.Contains(m.Finalizers, finalizer) || slices.ContainsFunc(m.Finalizers, func(f string) bool { return slices.Contains(legacy, f) })
 }
 
 // AddFinalizerPatch is a JSON patch that adds finalizer to a Node whose
-// finalizers are current, and fails (test op) if they changed since, so a
-// concurrent writer's finalizer is never overwritten.
-func AddFinalizerPatch(current []string, finalizer string) ([]byte, error) {
+// finalizers are current, and drops the legacy names of ours it carries; it
+// fails (test op) if they changed since, so a concurrent writer's finalizer
+// is never overwritten.
+func AddFinalizerPatch(current []string, finalizer string, legacy ...string) ([]byte, error) {
 	if len(current) == 0 {
 		// A missing list tests equal to null.
 		return jsonpatch.Marshal(
 			jsonpatch.Test("/metadata/finalizers", nil),
 			jsonpatch.Add("/metadata/finalizers", []string{finalizer}))
 	}
+	kept := slices.DeleteFunc(slices.Clone(current), func(f string) bool { return slices.Contains(legacy, f) })
+	if len(kept) == len(current) {
+		return jsonpatch.Marshal(
+			jsonpatch.Test("/metadata/finalizers", current),
+			jsonpatch.Add("/metadata/finalizers/-", finalizer))
+	}
+	if !slices.Contains(kept, finalizer) {
+		kept = append(kept, finalizer)
+	}
 	return jsonpatch.Marshal(
 		jsonpatch.Test("/metadata/finalizers", current),
-		jsonpatch.Add("/metadata/finalizers/-", finalizer))
+		jsonpatch.Replace("/metadata/finalizers", kept))
 }
 
-// RemoveFinalizerPatch is a JSON patch that removes only finalizer from the
-// Node with uid whose finalizers are current: it tests the UID (a Node
-// re-created under the same name is never touched) and the entry at the
-// index it removes (someone else's finalizer is never removed instead). It
-// returns nil when finalizer is not in current.
-func RemoveFinalizerPatch(uid types.UID, current []string, finalizer string) ([]byte, error) {
-	i := slices.Index(current, finalizer)
-	if i < 0 {
+// RemoveFinalizerPatch is a JSON patch that removes only the finalizers in
+// remove from the Node with uid whose finalizers are current: it tests the
+// UID (a Node re-created under the same name is never touched) and each
+// entry at the index it removes (someone else's finalizer is never removed
+// instead). It returns nil when current holds none of them.
+func RemoveFinalizerPatch(uid types.UID, current []string, remove ...string) ([]byte, error) {
+	ops := []jsonpatch.Op{jsonpatch.Test("/metadata/uid", string(uid))}
+	// From the end, so that each index still points at its entry.
+	for i := len(current) - 1; i >= 0; i-- {
+		if !slices.Contains(remove, current[i]) {
+			continue
+		}
+		path := fmt.Sprintf("/metadata/finalizers/%d", i)
+		ops = append(ops, jsonpatch.Test(path, current[i]), jsonpatch.Remove(path))
+	}
+	if len(ops) == 1 {
 		return nil, nil
 	}
-	path := fmt.Sprintf("/metadata/finalizers/%d", i)
-	return jsonpatch.Marshal(
-		jsonpatch.Test("/metadata/uid", string(uid)),
-		jsonpatch.Test(path, finalizer),
-		jsonpatch.Remove(path))
+	return jsonpatch.Marshal(ops...)
 }

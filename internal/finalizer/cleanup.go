@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -29,13 +28,16 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	if m == nil || err != nil {
 		return err
 	}
-	if m.DeletionTimestamp == nil || !slices.Contains(m.Finalizers, c.cfg.Finalizer) {
+	if m.DeletionTimestamp == nil || !c.carries(m) {
 		return nil
 	}
 	if c.skipped(m) {
 		return c.bypass(ctx, m)
 	}
 	pipeline := c.cfg.Pipeline()
+	if pipeline == nil {
+		return c.hold(m)
+	}
 	attempt := requeues + 1
 	node := nodeOf(m)
 	log := c.log.With("node", name, "uid", string(m.UID), "attempt", attempt)
@@ -73,22 +75,23 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		log.Warn("optional cleanup plugin failed; continuing", "plugin", f.Name, "result", f.Result, "error", f.Err.Error())
 		c.event(node, corev1.EventTypeWarning, ReasonCleanupPluginFailed, "Cleanup", "optional plugin %s failed (%s), continuing: %s", f.Name, f.Result, f.Err)
 	}
-	if res.Err != nil && c.pastDeadline(m) {
-		return c.releaseAfterDeadline(ctx, m, node, res, pipeline, attempt, log)
-	}
 	if res.Err != nil {
+		tried := c.countTry(m, res)
+		if c.releasable(m, tried) {
+			return c.releaseAfterDeadline(ctx, m, node, res, pipeline, attempt, tried, log)
+		}
 		retry := c.retryDelay(requeues)
-		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "retry_in_seconds", retry.Seconds())
-		c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s: %s", attempt, retry, res.Err)
+		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "tried", tried, "retry_in_seconds", retry.Seconds())
+		c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s%s: %s", attempt, retry, c.deadlineNote(m, tried), res.Err)
 		c.nodes.WithLabelValues("failed").Inc()
 		status.failed(retry)
 		pipeline.Finished(ctx, node, attempt, res.Err)
-		if left := c.deadlineLeft(m); c.cfg.Deadline > 0 && left < retry {
-			return &deadlineDue{err: res.Err, in: left}
+		if in, due := c.deadlineBeforeRetry(m, retry); due {
+			return &deadlineDue{err: res.Err, in: in}
 		}
 		return res.Err
 	}
-	removed, err := RemoveFinalizer(ctx, c.client, name, m.UID, m.Finalizers, c.cfg.Finalizer)
+	removed, err := RemoveFinalizer(ctx, c.client, name, m.UID, m.Finalizers, c.owned()...)
 	if err != nil {
 		log.Warn("cleanup done but the finalizer could not be removed; retrying", "error", err.Error())
 		return err
@@ -104,51 +107,9 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	return nil
 }
 
-// deadlineDue is a failed cleanup whose deadline comes before its next retry.
-type deadlineDue struct {
-	err error
-	in  time.Duration
-}
-
-func (d *deadlineDue) Error() string { return d.err.Error() }
-func (d *deadlineDue) Unwrap() error { return d.err }
-
-// deadlineLeft is the time until m's cleanup deadline (negative past it).
-func (c *Controller) deadlineLeft(m *metav1.PartialObjectMetadata) time.Duration {
-	if m.DeletionTimestamp == nil {
-		return c.cfg.Deadline
-	}
-	return time.Until(m.DeletionTimestamp.Add(c.cfg.Deadline))
-}
-
-func (c *Controller) pastDeadline(m *metav1.PartialObjectMetadata) bool {
-	return c.cfg.Deadline > 0 && c.deadlineLeft(m) <= 0
-}
-
-// releaseAfterDeadline removes the finalizer of a node whose critical
-// plugins still fail past the cleanup deadline, and says so loudly: what
-// they did not do is now someone's manual work.
-func (c *Controller) releaseAfterDeadline(ctx context.Context, m *metav1.PartialObjectMetadata, node *corev1.Node, res cleanup.Result, pipeline *cleanup.Pipeline, attempt int, log *slog.Logger) error {
-	removed, err := RemoveFinalizer(ctx, c.client, m.Name, m.UID, m.Finalizers, c.cfg.Finalizer)
-	if err != nil {
-		log.Warn("cleanup deadline passed but the finalizer could not be removed; retrying", "error", err.Error())
-		return err
-	}
-	pipeline.Finished(ctx, node, attempt, res.Err)
-	if !removed {
-		return nil
-	}
-	c.nodes.WithLabelValues("deadline_exceeded").Inc()
-	log.Warn("cleanup deadline passed with critical plugins failing; finalizer removed anyway",
-		"deadline_seconds", c.cfg.Deadline.Seconds(), "error", res.Err.Error(), "results", res.Summary())
-	c.event(node, corev1.EventTypeWarning, ReasonCleanupDeadlineExceeded, "Cleanup",
-		"cleanup deadline (%s) passed after %d attempts; finalizer removed although critical plugins failed: %s", c.cfg.Deadline, attempt, res.Err)
-	return nil
-}
-
 // bypass removes the finalizer without running plugins.
 func (c *Controller) bypass(ctx context.Context, m *metav1.PartialObjectMetadata) error {
-	removed, err := RemoveFinalizer(ctx, c.client, m.Name, m.UID, m.Finalizers, c.cfg.Finalizer)
+	removed, err := RemoveFinalizer(ctx, c.client, m.Name, m.UID, m.Finalizers, c.owned()...)
 	if err != nil {
 		return err
 	}
@@ -190,7 +151,7 @@ func (c *Controller) startRun(m *metav1.PartialObjectMetadata, cancel context.Ca
 	switch {
 	case err != nil:
 		return err
-	case latest == nil || latest.UID != m.UID || latest.DeletionTimestamp == nil || !slices.Contains(latest.Finalizers, c.cfg.Finalizer):
+	case latest == nil || latest.UID != m.UID || latest.DeletionTimestamp == nil || !c.carries(latest):
 		return errReplaced
 	case c.skipped(latest):
 		return errBypassed

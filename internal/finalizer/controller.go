@@ -51,12 +51,20 @@ const (
 	// ReasonCleanupDeadlineExceeded: critical plugins still failed past
 	// Config.Deadline and the finalizer was removed anyway.
 	ReasonCleanupDeadlineExceeded = "CleanupDeadlineExceeded"
+	// ReasonCleanupHeld: no valid cleanup configuration; the node's
+	// deletion waits until there is one.
+	ReasonCleanupHeld = "CleanupHeld"
 )
 
 // Config tunes the controller.
 type Config struct {
 	// Finalizer is ours.
 	Finalizer string
+	// Legacy are older names of ours: a node being deleted that carries one
+	// is cleaned up like one with Finalizer and loses them all; back-fill
+	// replaces them with Finalizer on the others. So a renamed finalizer
+	// never holds a deletion that nothing removes.
+	Legacy []string
 	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
 	SkipAnnotation string
 	// Backfill turns on the back-fill pool with BackfillWorkers workers.
@@ -68,11 +76,19 @@ type Config struct {
 	// RetryBase and RetryMax shape the per-node exponential backoff after a failed cleanup.
 	RetryBase, RetryMax time.Duration
 	// Deadline, when positive, bounds how long failing critical plugins hold
-	// a node, counted from its deletionTimestamp: past it the finalizer is
-	// removed anyway, with a Warning Event naming what failed.
+	// a node, counted from its deletionTimestamp: past it, and after
+	// MinAttempts attempts that called them, the finalizer is removed
+	// anyway, with a Warning Event naming what failed.
 	Deadline time.Duration
-	// Pipeline returns the pipeline for the next attempt (hot-reloaded config).
+	// MinAttempts is how many failed attempts that called every critical
+	// plugin (none left out for a failed health probe) the deadline waits for.
+	MinAttempts int
+	// Pipeline returns the pipeline for the next attempt (hot-reloaded
+	// config); nil while no valid configuration was loaded: deletions are
+	// then held, with ConfigError saying why.
 	Pipeline func() *cleanup.Pipeline
+	// ConfigError, when set, says why the cleanup configuration is invalid.
+	ConfigError func() error
 	// Health, when set, is asked before each attempt which plugins' health
 	// probes fail; those are not run in that attempt (they fail at once).
 	Health *cleanup.Health
@@ -95,6 +111,7 @@ type Controller struct {
 	finalized map[string]struct{}                          // nodes that carry the finalizer, for the gauge
 	pending   map[string]time.Time                         // deleting nodes with the finalizer → deletionTimestamp
 	running   map[string]*runningClean                     // cleanups in progress, by node name
+	tries     map[string]tries                             // deleting nodes → failed attempts that ran the critical plugins
 	backfillQ workqueue.TypedRateLimitingInterface[string] // nil unless leading
 	cleanupQ  workqueue.TypedRateLimitingInterface[string] // nil unless leading
 
@@ -129,13 +146,14 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 		finalized: map[string]struct{}{},
 		pending:   map[string]time.Time{},
 		running:   map[string]*runningClean{},
+		tries:     map[string]tries{},
 		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_cleanup_finalizer_backfill_total",
 			Help: "Finalizer back-fill patches on Nodes that lacked it, by result (success, error).",
 		}, []string{"result"}),
 		nodes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_cleanup_nodes_total",
-			Help: "Node cleanup attempts by result (completed, failed, skipped, deadline_exceeded).",
+			Help: "Node cleanup attempts by result (completed, failed, skipped, deadline_exceeded, held: a deleted node held for want of a valid configuration, once per node).",
 		}, []string{"result"}),
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "node_cleanup_status_writes_total",
@@ -237,7 +255,7 @@ func (c *Controller) observe(obj any, enqueueCleanup bool) {
 	if !ok {
 		return
 	}
-	has := slices.Contains(m.Finalizers, c.cfg.Finalizer)
+	has := c.carries(m)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if has {
@@ -250,6 +268,7 @@ func (c *Controller) observe(obj any, enqueueCleanup bool) {
 		c.pending[m.Name] = m.DeletionTimestamp.Time
 	} else {
 		delete(c.pending, m.Name)
+		delete(c.tries, m.Name)
 	}
 	if r := c.running[m.Name]; r != nil {
 		switch {
@@ -259,7 +278,7 @@ func (c *Controller) observe(obj any, enqueueCleanup bool) {
 			r.cancel(errBypassed)
 		}
 	}
-	if NeedsFinalizer(m, c.cfg.Finalizer) && c.backfillQ != nil {
+	if NeedsFinalizer(m, c.cfg.Finalizer, c.cfg.Legacy...) && c.backfillQ != nil {
 		c.backfillQ.Add(m.Name)
 	}
 	if deleting && c.cleanupQ != nil {
@@ -285,9 +304,18 @@ func (c *Controller) forget(obj any) {
 	defer c.mu.Unlock()
 	delete(c.finalized, m.Name)
 	delete(c.pending, m.Name)
+	delete(c.tries, m.Name)
 	if r := c.running[m.Name]; r != nil {
 		r.cancel(errReplaced)
 	}
+}
+
+// owned lists the finalizer names this controller removes: its own and the legacy ones.
+func (c *Controller) owned() []string { return append([]string{c.cfg.Finalizer}, c.cfg.Legacy...) }
+
+// carries reports whether m carries any finalizer of ours.
+func (c *Controller) carries(m *metav1.PartialObjectMetadata) bool {
+	return slices.ContainsFunc(m.Finalizers, func(f string) bool { return f == c.cfg.Finalizer || slices.Contains(c.cfg.Legacy, f) })
 }
 
 func (c *Controller) skipped(m *metav1.PartialObjectMetadata) bool {
@@ -394,31 +422,4 @@ func (c *Controller) countPending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.pending)
-}
-
-func (c *Controller) runWorker(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string, int) error) {
-	for c.processNextWorkItem(ctx, q, sync) {
-	}
-}
-
-func (c *Controller) processNextWorkItem(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string, int) error) bool {
-	key, shutdown := q.Get()
-	if shutdown {
-		return false
-	}
-	defer q.Done(key)
-	if err := sync(ctx, key, q.NumRequeues(key)); err != nil {
-		if ctx.Err() != nil {
-			return false // stopping; the next leader picks the node up
-		}
-		q.AddRateLimited(key)
-		// The backoff may outrun a cleanup deadline: look again when it passes.
-		var d *deadlineDue
-		if errors.As(err, &d) {
-			q.AddAfter(key, d.in)
-		}
-		return true
-	}
-	q.Forget(key)
-	return true
 }

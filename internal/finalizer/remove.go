@@ -10,14 +10,15 @@ import (
 	"k8s.io/client-go/metadata"
 )
 
-// RemoveFinalizer removes only finalizer from the Node name with uid, with a
-// guarded JSON patch; it re-reads the Node and tries again when the
-// finalizer list changed underneath. A Node that is gone, was re-created
-// (another UID) or no longer carries the finalizer is done: false, nil.
-func RemoveFinalizer(ctx context.Context, client metadata.Interface, name string, uid types.UID, finalizers []string, finalizer string) (bool, error) {
+// RemoveFinalizer removes only the finalizers in remove (ours: the current
+// name and legacy ones) from the Node name with uid, with a guarded JSON
+// patch; it re-reads the Node and tries again when the finalizer list
+// changed underneath. A Node that is gone, was re-created (another UID) or
+// carries none of them is done: false, nil.
+func RemoveFinalizer(ctx context.Context, client metadata.Interface, name string, uid types.UID, finalizers []string, remove ...string) (bool, error) {
 	nodes := client.Resource(NodesResource)
 	for try := 0; ; try++ {
-		patch, err := RemoveFinalizerPatch(uid, finalizers, finalizer)
+		patch, err := RemoveFinalizerPatch(uid, finalizers, remove...)
 		if err != nil || patch == nil {
 			return false, err
 		}

@@ -3,7 +3,10 @@ package finalizer
 import (
 	"errors"
 	"maps"
+	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 )
@@ -38,5 +41,31 @@ func TestCleanupStatusFollowsThePipeline(t *testing.T) {
 	}
 	if s.Attempt != 2 || s.unfinished() != 1 {
 		t.Errorf("attempt %d, unfinished %d; want 2 and 1", s.Attempt, s.unfinished())
+	}
+}
+
+// remove-finalizers reads from the status whether a cleanup is under way
+// and why it is cut short.
+func TestCleanupProgress(t *testing.T) {
+	meta := func(status string) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{}
+		if status != "" {
+			m.Annotations = map[string]string{StatusAnnotation: status}
+		}
+		return m
+	}
+	for _, tt := range []struct {
+		name, status string
+		running      bool
+		reason       string
+	}{
+		{"no status yet", "", true, "no status yet"},
+		{"running", `{"attempt":1,"plugins":{"portworx":"running","log":"done"}}`, true, "cleanup running (attempt 1): log: done; portworx: running"},
+		{"failing", `{"attempt":3,"plugins":{"portworx":"failed: HTTP 500"},"retryIn":"20s"}`, false, "cleanup failing (attempt 3, next in 20s): portworx: failed: HTTP 500"},
+	} {
+		got := CleanupProgress(meta(tt.status))
+		if got.Running != tt.running || !strings.Contains(got.Reason, tt.reason) {
+			t.Errorf("%s: %+v, want running=%v and a reason with %q", tt.name, got, tt.running, tt.reason)
+		}
 	}
 }

@@ -22,6 +22,11 @@ type Endpoints struct {
 	// Ready returns why the process is not ready, which /readyz answers
 	// with a 503; nil means ready, as does a nil Ready.
 	Ready func() error
+	// Degraded returns what works less than it should while the process is
+	// still ready (a part that must not take the whole pod out of service,
+	// such as the webhook's admission when its cleanup configuration is
+	// invalid); /readyz answers 200 with it after "ok". Nil or "" adds nothing.
+	Degraded func() string
 	// Grace is how long requests in flight may finish once ctx ends.
 	Grace time.Duration
 	// Log receives the errors of gathering metrics; it is required.
@@ -80,6 +85,11 @@ func (e Endpoints) handler() http.Handler {
 			}
 		}
 		fmt.Fprintln(w, "ok")
+		if e.Degraded != nil {
+			if note := e.Degraded(); note != "" {
+				fmt.Fprintln(w, "degraded: "+note)
+			}
+		}
 	})
 	return mux
 }

@@ -26,6 +26,7 @@ func TestEndpoints(t *testing.T) {
 	tests := []struct {
 		name       string
 		ready      func() error
+		degraded   func() string
 		path       string
 		wantStatus int
 		wantBody   string
@@ -35,11 +36,12 @@ func TestEndpoints(t *testing.T) {
 		{name: "readyz when ready", ready: func() error { return nil }, path: "/readyz", wantStatus: http.StatusOK, wantBody: "ok"},
 		{name: "readyz without a Ready func", path: "/readyz", wantStatus: http.StatusOK, wantBody: "ok"},
 		{name: "readyz says why not", ready: func() error { return notReady }, path: "/readyz", wantStatus: http.StatusServiceUnavailable, wantBody: "no certificate yet"},
+		{name: "readyz ready but degraded says what", ready: func() error { return nil }, degraded: func() string { return "cleanup configuration invalid" }, path: "/readyz", wantStatus: http.StatusOK, wantBody: "ok\ndegraded: cleanup configuration invalid"},
 		{name: "unknown path", path: "/nope", wantStatus: http.StatusNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addr := start(t, Endpoints{Gatherer: reg, Ready: tt.ready, Grace: 5 * time.Second, Log: discard})
+			addr := start(t, Endpoints{Gatherer: reg, Ready: tt.ready, Degraded: tt.degraded, Grace: 5 * time.Second, Log: discard})
 			resp, err := http.Get("http://" + addr + tt.path)
 			if err != nil {
 				t.Fatal(err)

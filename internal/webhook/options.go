@@ -36,6 +36,10 @@ type Options struct {
 	MetricsAddress string
 	// Finalizer is added to every new Node.
 	Finalizer string
+	// LegacyFinalizers are older names of Finalizer that this project wrote:
+	// cleanup and remove-finalizers remove them too, and back-fill replaces
+	// them, so renaming the finalizer never strands a node.
+	LegacyFinalizers []string
 	// MaxBodyBytes bounds an admission request body.
 	MaxBodyBytes int64
 	// Kubeconfig is a kubeconfig file; empty means in-cluster configuration.
@@ -100,6 +104,11 @@ type Options struct {
 	// hold a deleted Node (from its deletionTimestamp); past it the finalizer
 	// is removed anyway with a Warning Event. Off unless given.
 	CleanupDeadline flagenv.OptionalDuration
+	// CleanupDeadlineMinAttempts is how many failed attempts that called
+	// every critical plugin (a plugin left out because its health probe
+	// failed was not called) the deadline also waits for: time alone, such
+	// as a webhook outage longer than the deadline, never releases a node.
+	CleanupDeadlineMinAttempts int
 	// PluginHealthInterval is how often plugins with a health probe are
 	// probed (they are also probed before a cleanup starts); 0 turns probing off.
 	PluginHealthInterval time.Duration
@@ -107,6 +116,9 @@ type Options struct {
 	DryRun bool
 	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
 	SkipAnnotation string
+	// CleanupWait bounds how long remove-finalizers waits for cleanups in
+	// progress to finish before it strips their finalizer anyway; 0 waits not.
+	CleanupWait time.Duration
 
 	// LeaderElect makes replicas elect one leader that back-fills and cleans up.
 	LeaderElect bool
@@ -192,6 +204,9 @@ func NewOptions() *Options {
 		ProtectAnnotation:     "infra.894.io/protect",
 		KubeAPIQPS:            50,
 		KubeAPIBurst:          100,
+
+		CleanupDeadlineMinAttempts: 3,
+		CleanupWait:                time.Minute,
 	}
 }
 
@@ -201,6 +216,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, /healthz and /readyz (plain HTTP)")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", o.MetricsAddress, "deprecated: use --metrics-bind-address")
 	fs.StringVar(&o.Finalizer, "finalizer", o.Finalizer, "finalizer added to every new Node")
+	fs.Var((*flagenv.StringList)(&o.LegacyFinalizers), "legacy-finalizers", "comma-separated older names of --finalizer this project wrote: removed with it after cleanup and by remove-finalizers, replaced by it on live nodes")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest admission request body accepted; larger ones get HTTP 413")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
@@ -230,8 +246,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CleanupRetryBase, "cleanup-retry-base", o.CleanupRetryBase, "first delay before retrying a failed node cleanup; doubles per failure")
 	fs.DurationVar(&o.CleanupRetryMax, "cleanup-retry-max", o.CleanupRetryMax, "longest delay between retries of a failed node cleanup")
 	fs.Var(&o.CleanupDeadline, "cleanup-deadline", "longest time failing critical plugins may hold a deleted node, from its deletion; then the finalizer is removed anyway with a Warning Event (off unless given)")
+	fs.IntVar(&o.CleanupDeadlineMinAttempts, "cleanup-deadline-min-attempts", o.CleanupDeadlineMinAttempts, "with --cleanup-deadline, the finalizer is removed only after this many failed attempts that called every critical plugin (one skipped because its health probe failed is not called), however long the node has been deleted")
 	fs.DurationVar(&o.PluginHealthInterval, "plugin-health-interval", o.PluginHealthInterval, "how often cleanup plugins that offer a health probe (portworx, notify, hook) are probed; they are also probed before a cleanup starts, and one whose probe fails is not run in that attempt; 0 turns probing off")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "plugins report what they would do and change nothing; finalizers are still removed")
+	fs.DurationVar(&o.CleanupWait, "cleanup-wait", o.CleanupWait, "remove-finalizers: longest wait for node cleanups in progress to finish before their finalizer is removed anyway (each node whose cleanup is cut short is named); 0 does not wait")
 	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to back-fill and clean up")
 	fs.StringVar(&o.LeaseName, "leader-elect-lease-name", o.LeaseName, "name of the leader Lease")
@@ -272,6 +290,19 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.Finalizer == "" || !strings.Contains(o.Finalizer, "/") {
 		errs = append(errs, fmt.Errorf("--finalizer %q must be a qualified name like example.com/name", o.Finalizer))
+	}
+	for _, f := range o.LegacyFinalizers {
+		if !strings.Contains(f, "/") || f == o.Finalizer {
+			errs = append(errs, fmt.Errorf("--legacy-finalizers %q must be a qualified name other than --finalizer", f))
+		}
+	}
+	if o.CleanupWait < 0 {
+		errs = append(errs, fmt.Errorf("--cleanup-wait %s must not be negative", o.CleanupWait))
+	}
+	if o.Backfill && !o.Cleanup {
+		// Admission-only replicas are fine (their cleanup runs elsewhere);
+		// a back-filling one that never cleans up strands every node.
+		errs = append(errs, errors.New("--backfill adds --finalizer to every node but --cleanup=false runs nothing that removes it: pass --backfill=false too, or keep --cleanup"))
 	}
 	if o.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes %d is below 1024", o.MaxBodyBytes))
@@ -320,6 +351,9 @@ func (o *Options) Validate() error {
 		}
 		if o.CleanupDeadline.IsSet && o.CleanupDeadline.D <= 0 {
 			errs = append(errs, fmt.Errorf("--cleanup-deadline %s must be positive (leave it out to turn the deadline off)", o.CleanupDeadline.D))
+		}
+		if o.CleanupDeadlineMinAttempts < 1 {
+			errs = append(errs, fmt.Errorf("--cleanup-deadline-min-attempts %d must be at least 1", o.CleanupDeadlineMinAttempts))
 		}
 		if o.CleanupRetryBase <= 0 || o.CleanupRetryMax < o.CleanupRetryBase {
 			errs = append(errs, fmt.Errorf("--cleanup-retry-base (%s) must be positive and --cleanup-retry-max (%s) not below it", o.CleanupRetryBase, o.CleanupRetryMax))

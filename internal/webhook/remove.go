@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,10 +17,12 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
 )
 
-// RemoveFinalizers is the uninstall command: it deletes the
+// RemoveFinalizers is the uninstall (and disable) command: it deletes the
 // MutatingWebhookConfiguration first (no new Node gets the finalizer, and a
-// running leader stops back-filling), then strips our finalizer from every
-// Node, so nothing is left stuck in Terminating.
+// running leader stops back-filling), waits up to opts.CleanupWait for
+// cleanups in progress to finish, then strips our finalizer (and its legacy
+// names) from every Node, so nothing is left stuck in Terminating. Each node
+// whose cleanup it cuts short is named, with where its cleanup stood.
 func RemoveFinalizers(ctx context.Context, opts Options, out io.Writer) error {
 	cfg, err := restConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst)
 	if err != nil {
@@ -32,32 +36,86 @@ func RemoveFinalizers(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
+	logf := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	if name := opts.WebhookConfigName; name != "" {
 		err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, name, metav1.DeleteOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			fmt.Fprintf(out, "mutatingwebhookconfiguration %s: already gone\n", name)
+			logf("mutatingwebhookconfiguration %s: already gone", name)
 		case err != nil:
 			return fmt.Errorf("delete mutatingwebhookconfiguration %s: %w", name, err)
 		default:
-			fmt.Fprintf(out, "mutatingwebhookconfiguration %s: deleted\n", name)
+			logf("mutatingwebhookconfiguration %s: deleted", name)
 		}
 	}
-	n, err := removeAll(ctx, mc, opts.Finalizer, func(format string, args ...any) {
-		fmt.Fprintf(out, format+"\n", args...)
-	})
-	if err != nil {
-		return fmt.Errorf("remove finalizer %s (%d nodes done): %w", opts.Finalizer, n, err)
+	owned := append([]string{opts.Finalizer}, opts.LegacyFinalizers...)
+	if opts.CleanupWait > 0 {
+		waitForCleanups(ctx, mc, owned, opts.CleanupWait, logf)
 	}
-	fmt.Fprintf(out, "finalizer %s removed from %d nodes; no node carries it\n", opts.Finalizer, n)
+	n, err := removeAll(ctx, mc, owned, logf)
+	names := strings.Join(owned, ", ")
+	if err != nil {
+		return fmt.Errorf("remove finalizer %s (%d nodes done): %w", names, n, err)
+	}
+	logf("finalizer %s removed from %d nodes; no node carries it", names, n)
 	return nil
 }
 
-// removeAll strips fin from every Node, passing over the list every
-// 2 s until a pass after the first finds none left (a watcher that had not
-// yet noticed the webhook configuration is gone may add it back in between).
-// It returns how many Nodes it changed.
-func removeAll(ctx context.Context, client metadata.Interface, fin string, logf func(string, ...any)) (int, error) {
+// cleanupsRunning lists the nodes being deleted that carry one of owned and
+// whose cleanup may be under way, with where each stands.
+func cleanupsRunning(ctx context.Context, client metadata.Interface, owned []string) ([]string, error) {
+	list, err := client.Resource(finalizer.NodesResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var running []string
+	for i := range list.Items {
+		n := &list.Items[i]
+		if n.DeletionTimestamp == nil || !carriesAny(n.Finalizers, owned) {
+			continue
+		}
+		if p := finalizer.CleanupProgress(n); p.Running {
+			running = append(running, n.Name+": "+p.Reason)
+		}
+	}
+	return running, nil
+}
+
+// waitForCleanups gives the cleanups in progress up to limit to finish
+// (the webhook still runs them: the uninstall hook runs before its
+// Deployment goes), so that stripping the finalizer skips as few as possible.
+// Failing cleanups, which wait for their next retry, are not waited for.
+func waitForCleanups(ctx context.Context, client metadata.Interface, owned []string, limit time.Duration, logf func(string, ...any)) {
+	start := time.Now()
+	var running []string
+	announced := false
+	err := wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(ctx context.Context) (bool, error) {
+		now, err := cleanupsRunning(ctx, client, owned)
+		if err != nil {
+			logf("list nodes: %v (retrying)", err)
+			return false, nil
+		}
+		running = now
+		if len(running) > 0 && !announced {
+			logf("waiting up to %s for %d node cleanups in progress: %s", limit, len(running), strings.Join(running, "; "))
+			announced = true
+		}
+		return len(running) == 0, nil
+	})
+	switch {
+	case err != nil:
+		logf("stopped waiting after %s with %d node cleanups still in progress", limit, len(running))
+	case announced:
+		logf("node cleanups in progress finished after %s", time.Since(start).Round(time.Second))
+	}
+}
+
+// removeAll strips the owned finalizers from every Node, passing over the
+// list every 2 s until a pass after the first finds none left (a watcher
+// that had not yet noticed the webhook configuration is gone may add it back
+// in between). A node being deleted loses its cleanup with the finalizer: it
+// is named with where its cleanup stood. It returns how many Nodes it changed.
+func removeAll(ctx context.Context, client metadata.Interface, owned []string, logf func(string, ...any)) (int, error) {
 	changed, passes := 0, 0
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := client.Resource(finalizer.NodesResource).List(ctx, metav1.ListOptions{})
@@ -66,21 +124,31 @@ func removeAll(ctx context.Context, client metadata.Interface, fin string, logf 
 			return false, nil
 		}
 		left := 0
-		for _, n := range list.Items {
-			ok, err := finalizer.RemoveFinalizer(ctx, client, n.Name, n.UID, n.Finalizers, fin)
+		for i := range list.Items {
+			n := &list.Items[i]
+			ok, err := finalizer.RemoveFinalizer(ctx, client, n.Name, n.UID, n.Finalizers, owned...)
 			if err != nil {
 				logf("%v (retrying)", err)
 				left++
 				continue
 			}
-			if ok {
-				changed++
-				left++ // check again next pass
-				logf("removed %s from node %s", fin, n.Name)
+			if !ok {
+				continue
+			}
+			changed++
+			left++ // check again next pass
+			if n.DeletionTimestamp != nil {
+				logf("removed the finalizer from node %s, being deleted: its cleanup is skipped; %s", n.Name, finalizer.CleanupProgress(n).Reason)
+			} else {
+				logf("removed the finalizer from node %s", n.Name)
 			}
 		}
 		passes++
 		return left == 0 && passes >= 2, nil
 	})
 	return changed, err
+}
+
+func carriesAny(finalizers, owned []string) bool {
+	return slices.ContainsFunc(finalizers, func(f string) bool { return slices.Contains(owned, f) })
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/admission"
 	"github.com/kube-node-ready/kube-node-ready/internal/certs"
+	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
@@ -39,6 +40,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 
 	store := &certs.Store{}
 	var listening atomic.Bool // ready = a certificate and an open admission listener
+	var configs atomic.Pointer[cleanup.Loader]
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -57,6 +59,16 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 				return errors.New("not serving admission yet (no certificate)")
 			}
 			return nil
+		},
+		// An invalid cleanup configuration holds deletions but must not take
+		// admission out of service: ready, with the reason.
+		Degraded: func() string {
+			if l := configs.Load(); l != nil {
+				if err := l.Err(); err != nil {
+					return "cleanup configuration invalid, node deletions held: " + err.Error()
+				}
+			}
+			return ""
 		},
 		Grace: opts.ShutdownGrace,
 		Log:   log,
@@ -78,7 +90,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	if opts.NeedsWatcher() {
-		if err := startWatcher(ctx, &wg, opts, cfg, reg, log); err != nil {
+		if err := startWatcher(ctx, &wg, opts, cfg, reg, &configs, log); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +39,8 @@ const ReasonConfigInvalid = "CleanupConfigInvalid"
 
 // startWatcher starts the node watcher: the informer on every replica, the
 // back-fill and cleanup workers on the leader only.
-func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
+// configs receives the cleanup configuration's loader, for /readyz.
+func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, configs *atomic.Pointer[cleanup.Loader], log *slog.Logger) error {
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("watcher: metadata client: %w", err)
@@ -63,6 +65,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 
 	wcfg := finalizer.Config{
 		Finalizer:       opts.Finalizer,
+		Legacy:          opts.LegacyFinalizers,
 		SkipAnnotation:  opts.SkipAnnotation,
 		Backfill:        opts.Backfill,
 		BackfillWorkers: opts.BackfillWorkers,
@@ -71,6 +74,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 		RetryBase:       opts.CleanupRetryBase,
 		RetryMax:        opts.CleanupRetryMax,
 		Deadline:        opts.CleanupDeadline.D,
+		MinAttempts:     opts.CleanupDeadlineMinAttempts,
 		Recorder:        recorder,
 	}
 	if opts.Cleanup {
@@ -79,6 +83,8 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 			return err
 		}
 		wcfg.Pipeline = loader.Pipeline
+		wcfg.ConfigError = loader.Err
+		configs.Store(loader)
 		if opts.PluginHealthInterval > 0 {
 			health, err := startHealth(ctx, wg, opts, loader, recorder, reg, log)
 			if err != nil {
@@ -167,8 +173,11 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 	}, reg, log.With("component", "remediation"))
 }
 
-// startConfig loads the cleanup configuration (an invalid file stops the
-// start) and keeps reloading it.
+// startConfig loads the cleanup configuration and keeps reloading it. An
+// invalid file (or a Secret file it names that is missing) does not stop
+// the start: admission and back-fill never depend on it. Node deletions are
+// held instead, which the log, a Warning Event on the Pod, the metric
+// node_cleanup_config_valid and /readyz say, until a reload succeeds.
 func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client kubernetes.Interface, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*cleanup.Loader, error) {
 	metrics, err := cleanup.NewMetrics(reg)
 	if err != nil {
@@ -182,23 +191,28 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client k
 		DryRun:  opts.DryRun,
 		Metrics: metrics,
 		Log:     log,
-		OnInvalid: func(err error) {
-			if opts.PodName == "" {
-				return
-			}
-			ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: opts.Namespace, Name: opts.PodName}
-			note := eventnote.Shorten("configuration reload failed; keeping the previous configuration: " + err.Error())
-			recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonConfigInvalid, "Reload", "%s", note)
-		},
+	}
+	loader.OnInvalid = func(err error) {
+		if opts.PodName == "" {
+			return
+		}
+		what := "configuration reload failed; keeping the previous configuration: "
+		if loader.Pipeline() == nil {
+			what = "configuration invalid; node deletions are held until it is fixed (admission and back-fill run): "
+		}
+		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: opts.Namespace, Name: opts.PodName}
+		recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonConfigInvalid, "Reload", "%s", eventnote.Shorten(what+err.Error()))
 	}
 	if err := loader.RegisterMetrics(reg); err != nil {
 		return nil, err
 	}
 	if err := loader.Load(); err != nil {
-		return nil, fmt.Errorf("cleanup configuration: %w", err)
+		log.Error("cleanup configuration invalid; admission and back-fill run, node deletions are held until it is fixed", "path", opts.ConfigFile, "error", err.Error())
+		loader.OnInvalid(err)
+	} else {
+		p := loader.Pipeline()
+		log.Info("cleanup configuration loaded", "path", opts.ConfigFile, "plugins", p.Names(), "dry_run", p.DryRun())
 	}
-	p := loader.Pipeline()
-	log.Info("cleanup configuration loaded", "path", opts.ConfigFile, "plugins", p.Names(), "dry_run", p.DryRun())
 	wg.Go(func() { loader.Watch(ctx, opts.ConfigReloadInterval) })
 	return loader, nil
 }

@@ -56,3 +56,22 @@ capabilities:
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{- /*
+Older names of the webhook's finalizer, comma-separated: webhook.legacyFinalizers,
+plus the --finalizer and --legacy-finalizers of the webhook Deployment this
+release runs now (lookup; empty in `helm template`), minus the current name.
+So changing webhook.finalizer by `helm upgrade` leaves the old name to the
+webhook and to the uninstall Job, which remove it; nothing is stranded.
+*/}}
+{{- define "knr.legacyFinalizers" -}}
+{{- $names := list }}
+{{- range .Values.webhook.legacyFinalizers }}{{ $names = append $names . }}{{ end }}
+{{- with lookup "apps/v1" "Deployment" .Release.Namespace (include "knr.webhookName" .) }}
+{{- range (index .spec.template.spec.containers 0).args }}
+{{- if hasPrefix "--finalizer=" . }}{{ $names = append $names (trimPrefix "--finalizer=" .) }}{{ end }}
+{{- if hasPrefix "--legacy-finalizers=" . }}{{ $names = concat $names (splitList "," (trimPrefix "--legacy-finalizers=" .)) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- without ($names | compact | uniq) .Values.webhook.finalizer | join "," }}
+{{- end -}}

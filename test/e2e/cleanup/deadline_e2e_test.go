@@ -5,8 +5,14 @@ package cleanup
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -66,4 +72,123 @@ func TestCleanupDeadline(t *testing.T) {
 			t.Errorf("portworx call answered %d; the plugin was to fail throughout", c.status)
 		}
 	}
+}
+
+const (
+	ipAfterOutage   = "10.213.0.27"
+	hookOutageAddr  = "10.213.0.37:8080"
+	outageDeadline  = 2 * time.Second
+	outageMinTries  = 3 // --cleanup-deadline-min-attempts, by default
+	unhealthyProofs = 4
+)
+
+// flakyReceiver is a hook receiver whose health probe and POSTs fail on
+// their own switches; it counts both.
+type flakyReceiver struct {
+	mu                    sync.Mutex
+	probeDown, postFails  bool
+	posts, probes, failed int
+}
+
+func (f *flakyReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.URL.Path == "/healthz" {
+		f.probes++
+		if f.probeDown {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		return
+	}
+	f.posts++
+	if f.postFails {
+		f.failed++
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (f *flakyReceiver) set(probeDown, postFails bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.probeDown, f.postFails = probeDown, postFails
+}
+
+func (f *flakyReceiver) failedPosts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
+
+// TestCleanupDeadlineCountsRealAttempts: a node deleted while the webhook
+// was down for longer than --cleanup-deadline is not released by the first
+// failed attempt once the webhook is back. Attempts that left the critical
+// plugin out because its health probe failed do not count at all; the
+// finalizer comes off only after --cleanup-deadline-min-attempts attempts
+// that called it, with an Event that says so.
+func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
+	cp := harness.StartT(t, harness.Options{NoDNS: true})
+	rcv := &flakyReceiver{probeDown: true, postFails: true}
+	serve(t, hookOutageAddr, rcv)
+	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
+  hook:
+    critical: true
+    url: http://%[1]s/api/nodes
+    healthURL: http://%[1]s/healthz
+    retries: 0
+`, hookOutageAddr))
+	kubeconfig := webhookIdentity(t, cp)
+
+	// The outage: the node is deleted while no webhook runs, and stays
+	// deleted for longer than the deadline.
+	const name = "outage-deadline-1"
+	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{fin}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
+	deleted := time.Now()
+	cp.WaitNode(t, name, 10*time.Second, "deletionTimestamp set", func(n *corev1.Node) bool { return n.DeletionTimestamp != nil })
+	time.Sleep(outageDeadline + time.Second - time.Since(deleted)) // the outage outlasts the deadline
+
+	w := cp.StartWebhook(t, "webhook-after-outage", ipAfterOutage,
+		"--kubeconfig="+kubeconfig, "--namespace="+ns, "--pod-name=webhook-after-outage",
+		"--webhook-config-name=", "--extra-sans="+ipAfterOutage, "--config="+config,
+		"--plugin-health-interval=200ms", "--cleanup-retry-base=200ms", "--cleanup-retry-max=400ms",
+		"--cleanup-deadline="+outageDeadline.String(),
+		"--log-level=debug")
+	w.WaitReady(t, 30*time.Second)
+	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
+	e.leader(t)
+
+	// Attempts that did not call the hook, past the deadline: the node stays.
+	harness.Eventually(t, 30*time.Second, "attempts that left the unhealthy hook out", func() (bool, string) {
+		v, err := w.TryMetric("node_cleanup_operations_total", `plugin="hook"`, `result="unhealthy"`)
+		if n, gerr := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{}); gerr != nil || !slices.Contains(n.Finalizers, fin) {
+			t.Fatalf("node %s released after %v attempts that never called the critical hook (deleted %s ago, deadline %s): %v",
+				name, v, time.Since(deleted).Round(100*time.Millisecond), outageDeadline, gerr)
+		}
+		return err == nil && v >= unhealthyProofs, fmt.Sprintf("unhealthy skips %v, err %v", v, err)
+	})
+	if got := rcv.failedPosts(); got != 0 {
+		t.Fatalf("%d documents POSTed while the hook's probe failed", got)
+	}
+
+	// The receiver answers its probe but refuses documents: each attempt now
+	// counts, and the node goes after the minimum.
+	rcv.set(false, true)
+	for {
+		n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && !slices.Contains(n.Finalizers, fin) {
+			break
+		}
+		if got := rcv.failedPosts(); got > outageMinTries {
+			t.Fatalf("node %s still held after %d failed attempts that called the hook, want released after %d", name, got, outageMinTries)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := rcv.failedPosts(); got < outageMinTries {
+		t.Errorf("node %s released after %d attempts that called the hook, want %d", name, got, outageMinTries)
+	}
+	e.waitEvent(t, name, "CleanupDeadlineExceeded", fmt.Sprintf("passed after %d attempts that ran the critical plugins", outageMinTries))
 }
