@@ -3,14 +3,20 @@ package certs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestSelfManagedRenewsServingThenCA(t *testing.T) {
@@ -110,5 +116,94 @@ func TestSelfManagedAdoptsExistingSecret(t *testing.T) {
 	}
 	if !bytes.Equal(a.Store.Certificate().Certificate[0], b.Store.Certificate().Certificate[0]) {
 		t.Error("second replica made its own certificate instead of adopting the Secret's")
+	}
+}
+
+// TestSelfManagedTakesOverLegacySecret: on an upgrade from a version that
+// created its own Secret, the Secret the chart created (empty) takes the
+// legacy CA and certificate, so the caBundle the API server trusts stays
+// valid, and the legacy Secret is deleted; one the webhook did not create
+// is never touched.
+func TestSelfManagedTakesOverLegacySecret(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		labels    map[string]string
+		wantTaken bool
+	}{
+		{"created by the webhook", map[string]string{"app.kubernetes.io/managed-by": "kube-node-ready-webhook"}, true},
+		{"someone else's", map[string]string{"app.kubernetes.io/managed-by": "cert-manager"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, err := NewCA("legacy", t0, 300*time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			serving, err := NewServing(ca, []string{"svc.ns.svc"}, nil, t0, 30*time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			legacy := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: "ns", Labels: tc.labels},
+				Type:       corev1.SecretTypeTLS,
+				Data: map[string][]byte{SecretCACert: ca.CertPEM, SecretCAKey: ca.KeyPEM, SecretBundle: ca.CertPEM,
+					SecretCert: serving.CertPEM, SecretKey: serving.KeyPEM},
+			}
+			chartMade := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "certs", Namespace: "ns"}, Type: corev1.SecretTypeOpaque}
+			client := fake.NewClientset(legacy, chartMade)
+			m := &SelfManaged{Client: client, Namespace: "ns", SecretName: "certs", LegacySecretName: "legacy",
+				DNSNames: []string{"svc.ns.svc"}, CAValidity: 300 * time.Hour, CertValidity: 30 * time.Hour, RenewBefore: 1.0 / 3,
+				Store: &Store{}, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return t0.Add(time.Hour) }}
+			if err := m.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sec, err := client.CoreV1().Secrets("ns").Get(ctx, "certs", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if taken := bytes.Equal(sec.Data[SecretCACert], ca.CertPEM) && bytes.Equal(sec.Data[SecretCert], serving.CertPEM); taken != tc.wantTaken {
+				t.Errorf("legacy CA and certificate taken over: %v, want %v", taken, tc.wantTaken)
+			}
+			_, err = client.CoreV1().Secrets("ns").Get(ctx, "legacy", metav1.GetOptions{})
+			if gone := apierrors.IsNotFound(err); gone != tc.wantTaken {
+				t.Errorf("legacy secret deleted: %v (%v), want %v", gone, err, tc.wantTaken)
+			}
+			lookups := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" && a.(interface{ GetName() string }).GetName() == "legacy" {
+					lookups++
+				}
+			}
+			if err := m.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "get" && a.GetResource().Resource == "secrets" && a.(interface{ GetName() string }).GetName() == "legacy" {
+					lookups--
+				}
+			}
+			if lookups != 0 {
+				t.Errorf("the legacy secret was looked up again after it was dealt with")
+			}
+		})
+	}
+}
+
+// TestSelfManagedSaysWhoCreatesTheSecret: without the right to create
+// Secrets (the chart's RBAC), a missing Secret is an error that says the
+// chart creates it, and nothing is served from a Secret that does not exist.
+func TestSelfManagedSaysWhoCreatesTheSecret(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), "certs", errors.New("RBAC"))
+	})
+	m := &SelfManaged{Client: client, Namespace: "ns", SecretName: "certs", DNSNames: []string{"svc.ns.svc"},
+		CAValidity: time.Hour * 100, CertValidity: time.Hour * 10, RenewBefore: 1.0 / 3, Store: &Store{}, Log: slog.New(slog.DiscardHandler)}
+	err := m.Sync(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "the chart creates it") {
+		t.Errorf("Sync with no Secret and no right to create one: %v, want an error saying the chart creates it", err)
+	}
+	if m.Store.Ready() {
+		t.Error("a certificate is served although none was stored")
 	}
 }

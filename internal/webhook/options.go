@@ -61,8 +61,13 @@ type Options struct {
 	Namespace string
 	// ServiceName is the webhook's Service; its DNS names go into the certificate.
 	ServiceName string
-	// CertSecretName is the Secret that holds the self-managed CA and certificate.
+	// CertSecretName is the Secret that holds the self-managed CA and
+	// certificate. It is expected to exist (the chart creates it empty); the
+	// webhook creates it only where it may.
 	CertSecretName string
+	// LegacyCertSecretName is the Secret an earlier version created for
+	// itself: its CA is carried over into CertSecretName, then it is deleted.
+	LegacyCertSecretName string
 	// ExtraSANs are more DNS names or IP addresses for the serving certificate.
 	ExtraSANs []string
 	// WebhookConfigName is the MutatingWebhookConfiguration that receives the
@@ -169,7 +174,7 @@ func NewOptions() *Options {
 		TLSReloadInterval: 10 * time.Second,
 		Namespace:         "kube-system",
 		ServiceName:       "kube-node-ready-webhook",
-		CertSecretName:    "kube-node-ready-webhook-tls",
+		CertSecretName:    "kube-node-ready-webhook-certs",
 		WebhookConfigName: "kube-node-ready-webhook",
 		CAValidity:        5 * 365 * 24 * time.Hour,
 		CertValidity:      365 * 24 * time.Hour,
@@ -227,7 +232,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TLSReloadInterval, "tls-reload-interval", o.TLSReloadInterval, "how often certificate files are checked for changes")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the Service and the certificate Secret")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "the webhook's Service; its DNS names go into the self-managed certificate")
-	fs.StringVar(&o.CertSecretName, "cert-secret", o.CertSecretName, "Secret holding the self-managed CA and serving certificate")
+	fs.StringVar(&o.CertSecretName, "cert-secret", o.CertSecretName, "Secret holding the self-managed CA and serving certificate; the chart creates it empty and the webhook fills it")
+	fs.StringVar(&o.LegacyCertSecretName, "legacy-cert-secret", o.LegacyCertSecretName, "Secret an earlier version created for its self-managed certificates: its CA is carried over into --cert-secret, then it is deleted if the webhook created it; empty for none")
 	fs.Var((*flagenv.StringList)(&o.ExtraSANs), "extra-sans", "comma-separated extra DNS names or IPs for the self-managed certificate")
 	fs.StringVar(&o.WebhookConfigName, "webhook-config-name", o.WebhookConfigName, "MutatingWebhookConfiguration whose caBundle the webhook writes (self-managed); empty to leave it alone")
 	fs.DurationVar(&o.CAValidity, "ca-validity", o.CAValidity, "lifetime of a new self-managed CA")

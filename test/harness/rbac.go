@@ -29,15 +29,24 @@ const chartRBACValues = `webhook:
       log: {}
 `
 
-// rbacKinds are what ApplyChartRBAC takes from the rendered chart.
-var rbacKinds = map[string]bool{"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true}
+// rbacKinds are what ApplyChartRBAC takes from the rendered chart: who the
+// binaries are, what RBAC grants them, the admission policies that narrow
+// those grants further (RBAC cannot say "only your own node" or "only the
+// caBundle"), and the Secrets the chart creates for the webhook to fill (it
+// may not create Secrets itself).
+var rbacKinds = map[string]bool{
+	"ServiceAccount": true, "ClusterRole": true, "ClusterRoleBinding": true, "Role": true, "RoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "Secret": true,
+}
 
 // ApplyChartRBAC renders the chart (release ChartRelease in namespace,
 // every plugin that needs permissions enabled) and applies its
-// ServiceAccounts, Roles, ClusterRoles and bindings, and nothing else, so
-// tests that run the binaries as processes grant them exactly what the chart
-// grants. set are extra chart values (--set) that change the permissions,
-// such as "webhook.remediation.policy=replace".
+// ServiceAccounts, Roles, ClusterRoles and bindings, its admission policies
+// and the Secrets the webhook fills, and nothing else, so tests that run the
+// binaries as processes may do exactly what the chart lets them do. set are
+// extra chart values (--set) that change the permissions, such as
+// "webhook.remediation.policy=replace". The policies are compiled by the API
+// server asynchronously: a test that relies on a denial waits for the first.
 func (cp *ControlPlane) ApplyChartRBAC(ctx context.Context, namespace string, set ...string) error {
 	root, err := RepoRoot()
 	if err != nil {

@@ -18,6 +18,10 @@ const (
 	// WebhookConfigName is the chart's MutatingWebhookConfiguration, the only
 	// one its RBAC lets the webhook update.
 	WebhookConfigName = "kube-node-ready-webhook"
+	// WebhookCertSecret is the Secret the chart creates (empty) for the
+	// self-managed CA and serving certificate, the only one its RBAC lets the
+	// webhook read and update.
+	WebhookCertSecret = "kube-node-ready-webhook-certs"
 	// WebhookPort is where the webhook serves admission.
 	WebhookPort = 8443
 	// Finalizer is the finalizer the webhook manages by default.

@@ -451,7 +451,9 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := []byte(`[{"op":"add","path":"/metadata/labels/probe","value":"x"}]`)
+	// A write the chart's own-node policy allows (the verified label), so
+	// only this test's policy can refuse it.
+	probe := []byte(`[{"op":"add","path":"/metadata/labels/node-ready~1verified","value":"probe"}]`)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := agentClient.CoreV1().Nodes().Patch(ctx, n.Name, types.JSONPatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil, nil

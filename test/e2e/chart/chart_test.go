@@ -296,11 +296,11 @@ func TestManifestsMatchChart(t *testing.T) {
 }
 
 // playHookJobs stands in for the job controller and the kubelet, which the
-// harness does not run: each Job helm creates in namespace is run as its
+// harness does not run: each Job helm creates in ns is run as its
 // container would run — the real webhook binary with the Job's args, under a
 // token of the Job's ServiceAccount — and then marked complete, so helm's
 // wait for the hook returns. It stops when ctx ends and reports the Jobs run.
-func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node) <-chan []string {
+func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node, ns string) <-chan []string {
 	ran := make(chan []string, 1)
 	go func() {
 		var names []string
@@ -308,7 +308,7 @@ func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node) <-chan
 		seen := map[string]bool{}
 		for ctx.Err() == nil {
 			time.Sleep(200 * time.Millisecond)
-			jobs, err := cp.Client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
+			jobs, err := cp.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				continue
 			}
@@ -318,7 +318,7 @@ func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node) <-chan
 				}
 				seen[string(job.UID)] = true
 				spec := job.Spec.Template.Spec
-				token, err := cp.NodeToken(ctx, namespace, spec.ServiceAccountName, runner.Name)
+				token, err := cp.NodeToken(ctx, ns, spec.ServiceAccountName, runner.Name)
 				if err != nil {
 					t.Errorf("token for hook job %s: %v", job.Name, err)
 					continue
@@ -342,7 +342,7 @@ func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node) <-chan
 					{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
 					{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
 				}
-				if _, err := cp.Client.BatchV1().Jobs(namespace).UpdateStatus(ctx, &job, metav1.UpdateOptions{}); err != nil {
+				if _, err := cp.Client.BatchV1().Jobs(ns).UpdateStatus(ctx, &job, metav1.UpdateOptions{}); err != nil {
 					t.Errorf("mark hook job %s complete: %v", job.Name, err)
 					continue
 				}
@@ -384,7 +384,7 @@ func uninstallStripsFinalizers(t *testing.T, prefix string) {
 		t.Fatal(err)
 	}
 	hookCtx, stop := context.WithCancel(ctx)
-	ran := playHookJobs(hookCtx, t, runner)
+	ran := playHookJobs(hookCtx, t, runner, namespace)
 	out, err := helm(t, "uninstall", release, "-n", namespace, "--timeout", "60s")
 	stop()
 	jobs := <-ran

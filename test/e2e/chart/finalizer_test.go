@@ -104,7 +104,7 @@ func helmWithHooks(t *testing.T, args ...string) []string {
 		t.Fatal(err)
 	}
 	hookCtx, stop := context.WithCancel(t.Context())
-	ran := playHookJobs(hookCtx, t, runner)
+	ran := playHookJobs(hookCtx, t, runner, namespace)
 	out, err := helm(t, args...)
 	stop()
 	jobs := <-ran

@@ -82,7 +82,7 @@ func TestWebhook(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the webhook never wrote the caBundle: %v", err)
 	}
-	sec, err := cp.Client.CoreV1().Secrets("kube-system").Get(ctx, "kube-node-ready-webhook-tls", metav1.GetOptions{})
+	sec, err := cp.Client.CoreV1().Secrets("kube-system").Get(ctx, harness.WebhookCertSecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("self-managed Secret: %v", err)
 	}
