@@ -240,6 +240,9 @@ func (c *Controller) Lead(ctx context.Context) error {
 	// A new leader, or this one again, judges nothing it has not watched for
 	// a deadline itself.
 	c.obs, c.brk = newObserver(c, c.now()), &breaker{cfg: c.cfg.Breaker}
+	if c.cfg.Policy != PolicyReplace {
+		c.brk.cfg = Breaker{} // nothing to stop: never opens
+	}
 	obs := c.obs
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { obs.observeObj(obj, c.now()) },
