@@ -223,9 +223,13 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 	taint, _ := c.state(n)
 	since, _ := c.obs.since(n, now, c.cfg.Deadline)
 	if reason := c.gate(n, since, cnt, now); reason != "" {
-		log.Info("not replacing: a gate closed on a fresh read of the node", "gate", reason)
+		if c.freshHeld[n.UID] != reason { // once per node and reason, not every scan
+			c.freshHeld[n.UID] = reason
+			log.Info("not replacing: a gate closed on a fresh read of the node", "gate", reason)
+		}
 		return false
 	}
+	delete(c.freshHeld, n.UID)
 	claim, err := c.nodeClaim(ctx, n)
 	if err != nil {
 		log.Warn("cannot look up the node's NodeClaim; trying again next scan", "error", err)

@@ -138,16 +138,9 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 		p.Overdue = append(p.Overdue, Overdue{Node: n, Taint: taint, Since: since, marked: marked})
 	}
 	c.obs.forget(live)
-	for uid := range c.noted {
-		if !live[uid] {
-			delete(c.noted, uid)
-		}
-	}
-	for uid := range c.retried {
-		if !live[uid] {
-			delete(c.retried, uid)
-		}
-	}
+	forgetGone(c.noted, live)
+	forgetGone(c.retried, live)
+	forgetGone(c.freshHeld, live)
 	sort.Slice(p.Overdue, func(i, j int) bool {
 		if !p.Overdue[i].Since.Equal(p.Overdue[j].Since) {
 			return p.Overdue[i].Since.Before(p.Overdue[j].Since)
@@ -187,4 +180,13 @@ func (c *Controller) stalled(n *corev1.Node, now time.Time) bool {
 		return false
 	}
 	return now.Sub(first) >= after
+}
+
+// forgetGone drops what a per-node map holds about nodes no longer present.
+func forgetGone[V any](m map[types.UID]V, live map[types.UID]bool) {
+	for uid := range m {
+		if !live[uid] {
+			delete(m, uid)
+		}
+	}
 }

@@ -163,6 +163,7 @@ type Controller struct {
 	down      bool                    // API server outage logged
 	claimsLog map[string]bool         // NodeClaim API trouble ("absent", "forbidden") logged once
 	retried   map[types.UID]time.Time // first sight of a valid mark, or its last retry
+	freshHeld map[types.UID]string    // gate that held a node on the fresh read, logged once
 	claimList *claimCache             // this scan's NodeClaims, listed once when needed
 
 	overdue     prometheus.Gauge
@@ -178,6 +179,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, cfg Config, reg pro
 	c := &Controller{
 		client: client, dyn: dyn, cfg: cfg, log: log, now: time.Now,
 		noted: map[types.UID]string{}, claimsLog: map[string]bool{}, retried: map[types.UID]time.Time{},
+		freshHeld: map[types.UID]string{},
 		overdue: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_remediation_overdue_nodes",
 			Help: "Nodes carrying the startup or unhealthy taint past --unverified-deadline that are not being replaced.",
