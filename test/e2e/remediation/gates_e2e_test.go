@@ -44,7 +44,7 @@ func (e *env) stillThere(t *testing.T, name string, since time.Time) func() (boo
 	return func() (bool, string) {
 		n, err := e.cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && n.DeletionTimestamp != nil) {
-			return false, fmt.Sprintf("node %s deleted %s after it was re-tainted", name, time.Since(since).Round(100*time.Millisecond))
+			return false, fmt.Sprintf("node %s deleted %s after the test last changed it", name, time.Since(since).Round(100*time.Millisecond))
 		}
 		return true, ""
 	}
@@ -110,6 +110,36 @@ func TestStaleMarkNeverShortcutsTheGates(t *testing.T) {
 	}
 	if got := e.w.Metric(t, "node_remediation_actions_total", `action="delete_node"`); got != 0 {
 		t.Errorf("delete_node actions = %v, want 0", got)
+	}
+}
+
+// Point 1: a retry is no shortcut. Two nodes are replaced by deleting their
+// NodeClaims; nothing (no Karpenter here) deletes the Nodes, so both stall
+// with this controller's own valid mark. One is then protected. When the
+// retry comes, the unprotected one is deleted (the positive signal), the
+// protected one is not: the retry passed the same gates as a first attempt.
+func TestRetryPassesTheSameGates(t *testing.T) {
+	e := start(t, true, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--max-replacing=2")
+	for _, name := range []string{"kept", "retried"} {
+		n := e.node(t, name, harness.NodeOptions{})
+		e.nodeClaim(t, "claim-"+name, n, false)
+	}
+	for _, name := range []string{"kept", "retried"} {
+		waitFor(t, 30*time.Second, "NodeClaim claim-"+name+" deleted", func() bool { return !e.claimExists(t, "claim-"+name) })
+	}
+	e.patch(t, "kept", `{"metadata":{"annotations":{"infra.894.io/protect":"true"}}}`)
+	protected := time.Now()
+	harness.Eventually(t, 90*time.Second, "the stalled replacement of retried tried again", func() (bool, string) {
+		if ok, why := e.stillThere(t, "kept", protected)(); !ok {
+			t.Fatalf("the protected node was deleted by the retry: %s", why)
+		}
+		if !e.exists(t, "retried") {
+			return true, ""
+		}
+		return false, "retried still there"
+	})
+	if !e.exists(t, "kept") {
+		t.Fatal("the protected node was deleted by the retry")
 	}
 }
 
