@@ -6,9 +6,19 @@
 // It runs on the webhook's leader only, off by default, and is careful in
 // the ways an automatic deleter of nodes must be:
 //
+//   - every delete, a first attempt or a retry, passes the same gates on a
+//     fresh read of the node from the API server right before it (still
+//     unverified, past the deadline, not protected, budget room, breaker
+//     closed), and is guarded by the node's UID and resourceVersion;
+//   - a node's time counts from when this controller first saw it
+//     unverified, on its own clock, and never from before it began leading
+//     or the API server last answered again after an outage;
 //   - at most Config.MaxReplacing nodes go away at once, counted across the
 //     unverified nodes still present that it marked as replacing or that are
-//     being deleted (by it or anyone else);
+//     being deleted (by it or anyone else); a mark counts only for the node
+//     incarnation and state it was written for (see Mark);
+//   - a circuit breaker stops replacing while most new nodes never verify
+//     (see Breaker);
 //   - it does nothing while the agents' fleet budget is used up (as many
 //     nodes re-tainted as --max-retainted allows): then the fault is most
 //     likely the cluster's, not the nodes';
@@ -26,12 +36,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,7 +53,6 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
-	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
 // Policy says what happens to a node past the unverified deadline.
@@ -67,13 +74,9 @@ func ParsePolicy(s string) (Policy, error) {
 	return "", fmt.Errorf("%q is not off, report or replace", s)
 }
 
-// ConditionType is the agent's condition on its node (agent.ConditionType);
-// its last transition to False dates an unhealthy taint.
-const ConditionType corev1.NodeConditionType = "KubeNodeReady"
-
-// ReplacingAnnotation marks a node being replaced (value: since when, RFC
-// 3339); such a node counts against the replacement budget until it is
-// gone. Removing it releases the budget.
+// ReplacingAnnotation marks a node being replaced (value: a JSON Mark);
+// such a node counts against the replacement budget until it is gone or
+// leaves the unverified set. Removing it releases the budget.
 const ReplacingAnnotation = "infra.894.io/replacing"
 
 // NodeClaims is Karpenter's NodeClaim API.
@@ -88,7 +91,23 @@ const (
 	ReasonReplacing = "NodeReplacing"
 	// ReasonReplaceFailed: the delete failed; tried again next scan.
 	ReasonReplaceFailed = "NodeReplaceFailed"
+	// ReasonPaused: the circuit breaker opened; recorded once on the node
+	// whose replacement it stopped first.
+	ReasonPaused = "RemediationPaused"
+	// ReasonResumed: a new node verified and closed the breaker; recorded on
+	// that node.
+	ReasonResumed = "RemediationResumed"
 )
+
+// Blocked reasons (the reason label of node_remediation_blocked_nodes).
+const (
+	blockedFleet     = "fleet_budget"
+	blockedMax       = "max_replacing"
+	blockedProtected = "protected"
+	blockedBreaker   = "circuit_breaker"
+)
+
+var blockedReasons = []string{blockedFleet, blockedMax, blockedProtected, blockedBreaker}
 
 // Config tunes the controller.
 type Config struct {
@@ -116,6 +135,8 @@ type Config struct {
 	// NodeClaims makes a replacement delete the node's Karpenter NodeClaim
 	// when the API exists and one owns the node.
 	NodeClaims bool
+	// Breaker stops replacing while most new nodes never verify.
+	Breaker Breaker
 	// TotalNodes counts every node (for percentages).
 	TotalNodes func() int
 	// Recorder records Events on Nodes; nil records none.
@@ -130,26 +151,35 @@ type Controller struct {
 	log    *slog.Logger
 	now    func() time.Time
 
-	// Touched by the scan loop only.
-	noted       map[types.UID]string    // last Event reason recorded per node, so a state is told once
-	taintedSeen map[types.UID]time.Time // first sight of an unhealthy taint without a dating condition
-	tripped     bool
-	claimsLog   map[string]bool         // NodeClaim API trouble ("absent", "forbidden") logged once
-	retried     map[types.UID]time.Time // last retry of a stalled replacement
-	claimList   *claimCache             // this scan's NodeClaims, listed once when needed
+	// probe asks the API server whether it serves (an outage restarts every
+	// node's time).
+	probe func(context.Context) error
 
-	overdue   prometheus.Gauge
-	replacing prometheus.Gauge
-	blocked   *prometheus.GaugeVec
-	actions   *prometheus.CounterVec
+	// Touched by the scan loop only; obs and brk are new each leadership.
+	obs       *observer
+	brk       *breaker
+	noted     map[types.UID]string    // last Event reason recorded per node, so a state is told once
+	tripped   bool                    // fleet budget hold logged
+	down      bool                    // API server outage logged
+	claimsLog map[string]bool         // NodeClaim API trouble ("absent", "forbidden") logged once
+	retried   map[types.UID]time.Time // first sight of a valid mark, or its last retry
+	freshHeld map[types.UID]string    // gate that held a node on the fresh read, logged once
+	claimList *claimCache             // this scan's NodeClaims, listed once when needed
+
+	overdue     prometheus.Gauge
+	replacing   prometheus.Gauge
+	blocked     *prometheus.GaugeVec
+	actions     *prometheus.CounterVec
+	scans       *prometheus.CounterVec
+	circuitOpen prometheus.Gauge
 }
 
 // New registers the metrics; Lead runs the loop.
 func New(client kubernetes.Interface, dyn dynamic.Interface, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Controller, error) {
 	c := &Controller{
 		client: client, dyn: dyn, cfg: cfg, log: log, now: time.Now,
-		noted: map[types.UID]string{}, taintedSeen: map[types.UID]time.Time{},
-		claimsLog: map[string]bool{}, retried: map[types.UID]time.Time{},
+		noted: map[types.UID]string{}, claimsLog: map[string]bool{}, retried: map[types.UID]time.Time{},
+		freshHeld: map[types.UID]string{},
 		overdue: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_remediation_overdue_nodes",
 			Help: "Nodes carrying the startup or unhealthy taint past --unverified-deadline that are not being replaced.",
@@ -160,17 +190,33 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, cfg Config, reg pro
 		}),
 		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_remediation_blocked_nodes",
-			Help: "Overdue nodes not replaced in the last scan, by reason (fleet_budget, max_replacing, protected).",
+			Help: "Overdue nodes not replaced in the last scan, by reason (fleet_budget, max_replacing, protected, circuit_breaker).",
 		}, []string{"reason"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_remediation_actions_total",
-			Help: "Remediation actions by action (report, dry_run, delete_nodeclaim, delete_node) and result (success, error).",
+			Help: "Remediation actions by action (report, dry_run, delete_nodeclaim, delete_node, unmark) and result (success, error).",
 		}, []string{"action", "result"}),
+		scans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_remediation_scans_total",
+			Help: "Remediation scans by result: ok (nodes judged), api_unreachable (the API server did not answer; nothing judged, and every node's time restarts when it answers again).",
+		}, []string{"result"}),
+		circuitOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "node_remediation_circuit_open",
+			Help: "1 while the circuit breaker stops replacements because too many new nodes never verified (--remediation-breaker-threshold), else 0.",
+		}),
 	}
-	for _, reason := range []string{"fleet_budget", "max_replacing", "protected"} {
+	for _, reason := range blockedReasons {
 		c.blocked.WithLabelValues(reason)
 	}
-	for _, col := range []prometheus.Collector{c.overdue, c.replacing, c.blocked, c.actions} {
+	for _, result := range []string{"ok", "api_unreachable"} {
+		c.scans.WithLabelValues(result)
+	}
+	c.probe = func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+	}
+	for _, col := range []prometheus.Collector{c.overdue, c.replacing, c.blocked, c.actions, c.scans, c.circuitOpen} {
 		if err := reg.Register(col); err != nil {
 			return nil, fmt.Errorf("remediate: register metrics: %w", err)
 		}
@@ -193,6 +239,20 @@ func (c *Controller) Lead(ctx context.Context) error {
 		return fmt.Errorf("remediate: set transform: %w", err)
 	}
 	lister := inf.Lister()
+	// A new leader, or this one again, judges nothing it has not watched for
+	// a deadline itself.
+	c.obs, c.brk = newObserver(c, c.now()), &breaker{cfg: c.cfg.Breaker}
+	if c.cfg.Policy != PolicyReplace {
+		c.brk.cfg = Breaker{} // nothing to stop: never opens
+	}
+	obs := c.obs
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { obs.observeObj(obj, c.now()) },
+		UpdateFunc: func(_, obj any) { obs.observeObj(obj, c.now()) },
+		DeleteFunc: obs.leaveObj,
+	}); err != nil {
+		return fmt.Errorf("remediate: add event handler: %w", err)
+	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
@@ -206,10 +266,15 @@ func (c *Controller) Lead(ctx context.Context) error {
 	defer func() {
 		c.overdue.Set(0)
 		c.replacing.Set(0)
-		c.blocked.Reset()
+		c.circuitOpen.Set(0)
+		for _, reason := range blockedReasons {
+			c.blocked.WithLabelValues(reason).Set(0)
+		}
 	}()
-	c.log.Info("remediation running", "policy", c.cfg.Policy, "unverified_deadline", c.cfg.Deadline,
-		"dry_run", c.cfg.DryRun, "nodeclaims", c.cfg.NodeClaims, "selector", sel)
+	c.log.Info("remediation running; every unverified node gets a full deadline from now before it is judged",
+		"policy", c.cfg.Policy, "unverified_deadline", c.cfg.Deadline, "dry_run", c.cfg.DryRun,
+		"nodeclaims", c.cfg.NodeClaims, "selector", sel,
+		"breaker_threshold", c.cfg.Breaker.Threshold, "breaker_window", c.cfg.Breaker.Window)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		nodes, err := lister.List(labels.Everything())
 		if err != nil {
@@ -221,383 +286,27 @@ func (c *Controller) Lead(ctx context.Context) error {
 	return nil
 }
 
-// trim keeps what the decisions read: metadata, taints, conditions.
+// trim keeps what the decisions read: metadata and taints.
 func trim(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
 	n.ManagedFields = nil
-	n.Status = corev1.NodeStatus{Conditions: n.Status.Conditions}
+	n.Status = corev1.NodeStatus{}
 	return n, nil
 }
 
-// Plan is what one scan decided.
-type Plan struct {
-	// Overdue are the nodes past the deadline not yet being replaced, oldest first.
-	Overdue []Overdue
-	// Replacing counts nodes already going away (ours, or being deleted).
-	Replacing int
-	// Retainted counts nodes the agents re-tainted (VerifiedLabel=false).
-	Retainted int
-	// FleetLimit and ReplaceLimit are the two budgets for this cluster size.
-	FleetLimit, ReplaceLimit int
-	// Replace are the overdue nodes to replace now; Blocked says why the
-	// others are not (node name → fleet_budget, max_replacing, protected).
-	Replace []Overdue
-	Blocked map[string]string
-	// Stalled are nodes marked as replacing long ago that are still not
-	// being deleted: their delete is tried again.
-	Stalled []*corev1.Node
-}
-
-// Overdue is a node past the deadline.
-type Overdue struct {
-	Node  *corev1.Node
-	Taint string
-	Since time.Time
-
-	retainted bool // the agents re-tainted it (VerifiedLabel=false)
-}
-
-// fleetTrippedFor says whether the agents' fleet budget is used up by nodes
-// other than the candidate: its own re-taint does not count against it, or
-// in a small cluster (a budget of 1) the one re-tainted node could never be
-// replaced.
-func (p Plan) fleetTrippedFor(o Overdue) bool {
-	others := p.Retainted
-	if o.retainted {
-		others--
+// state returns which of the agent's taints n carries when it is unverified
+// (the verified label is not "true"): the startup taint first.
+func (c *Controller) state(n *corev1.Node) (taint string, unverified bool) {
+	if n.Labels[c.cfg.VerifiedLabel] == "true" {
+		return "", false
 	}
-	return others >= p.FleetLimit
-}
-
-// plan decides, from the cached unverified nodes, which are overdue and
-// which of those may be replaced now.
-func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
-	p := Plan{
-		FleetLimit:   c.cfg.FleetBudget.Limit(total),
-		ReplaceLimit: c.cfg.MaxReplacing.Limit(total),
-		Blocked:      map[string]string{},
-	}
-	live := make(map[types.UID]bool, len(nodes))
-	for _, n := range nodes {
-		live[n.UID] = true
-		if n.Labels[c.cfg.VerifiedLabel] == "false" {
-			p.Retainted++
-		}
-		if mark := n.Annotations[c.cfg.ReplacingAnnotation]; n.DeletionTimestamp != nil || mark != "" {
-			p.Replacing++
-			if n.DeletionTimestamp == nil && c.stalled(n, mark, now) {
-				p.Stalled = append(p.Stalled, n)
-			}
-			continue
-		}
-		taint, since, ok := c.unverifiedSince(n, now)
-		if !ok || now.Sub(since) < c.cfg.Deadline {
-			continue
-		}
-		p.Overdue = append(p.Overdue, Overdue{Node: n, Taint: taint, Since: since, retainted: n.Labels[c.cfg.VerifiedLabel] == "false"})
-	}
-	for uid := range c.taintedSeen {
-		if !live[uid] {
-			delete(c.taintedSeen, uid)
+	for _, key := range []string{c.cfg.StartupTaint, c.cfg.UnhealthyTaint} {
+		if key != "" && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key }) {
+			return key, true
 		}
 	}
-	for uid := range c.noted {
-		if !live[uid] {
-			delete(c.noted, uid)
-		}
-	}
-	for uid := range c.retried {
-		if !live[uid] {
-			delete(c.retried, uid)
-		}
-	}
-	sort.Slice(p.Overdue, func(i, j int) bool {
-		if !p.Overdue[i].Since.Equal(p.Overdue[j].Since) {
-			return p.Overdue[i].Since.Before(p.Overdue[j].Since)
-		}
-		return p.Overdue[i].Node.Name < p.Overdue[j].Node.Name
-	})
-	if c.cfg.Policy != PolicyReplace {
-		return p
-	}
-	room := p.ReplaceLimit - p.Replacing
-	for _, o := range p.Overdue {
-		switch {
-		case c.cfg.ProtectAnnotation != "" && o.Node.Annotations[c.cfg.ProtectAnnotation] == "true":
-			p.Blocked[o.Node.Name] = "protected"
-		case p.fleetTrippedFor(o):
-			p.Blocked[o.Node.Name] = "fleet_budget"
-		case c.cfg.DryRun:
-			p.Replace = append(p.Replace, o) // reported, never deleted: no budget used
-		case room <= 0:
-			p.Blocked[o.Node.Name] = "max_replacing"
-		default:
-			p.Replace = append(p.Replace, o)
-			room--
-		}
-	}
-	return p
-}
-
-// unverifiedSince returns which of the agent's taints n carries and since
-// when: a node that never verified from its creation; a re-tainted one
-// (VerifiedLabel=false, whichever taint the agents re-taint with) or one
-// with the unhealthy taint from the agent's condition turning False, or,
-// without one, from when this replica first saw it.
-func (c *Controller) unverifiedSince(n *corev1.Node, now time.Time) (string, time.Time, bool) {
-	has := func(key string) bool {
-		return key != "" && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
-	}
-	taint := c.cfg.StartupTaint
-	if !has(taint) {
-		taint = c.cfg.UnhealthyTaint
-	}
-	if !has(taint) {
-		delete(c.taintedSeen, n.UID)
-		return "", time.Time{}, false
-	}
-	if taint == c.cfg.StartupTaint && n.Labels[c.cfg.VerifiedLabel] != "false" {
-		delete(c.taintedSeen, n.UID)
-		return taint, n.CreationTimestamp.Time, true
-	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == ConditionType && cond.Status == corev1.ConditionFalse && !cond.LastTransitionTime.IsZero() {
-			return taint, cond.LastTransitionTime.Time, true
-		}
-	}
-	seen, ok := c.taintedSeen[n.UID]
-	if !ok {
-		seen = now
-		c.taintedSeen[n.UID] = now
-	}
-	return taint, seen, true
-}
-
-// stalled reports whether a node marked as replacing at mark (RFC 3339) is
-// due for another delete: marked more than stallAfter ago (the delete after
-// the mark failed, or this replica stopped in between) and not retried since.
-func (c *Controller) stalled(n *corev1.Node, mark string, now time.Time) bool {
-	after := max(2*c.cfg.Interval, 30*time.Second)
-	at, err := time.Parse(time.RFC3339, mark)
-	if err != nil || now.Sub(at) < after {
-		return false
-	}
-	last, ok := c.retried[n.UID]
-	return !ok || now.Sub(last) >= after
-}
-
-// scan plans and acts once.
-func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
-	total := len(nodes)
-	if c.cfg.TotalNodes != nil {
-		total = max(total, c.cfg.TotalNodes())
-	}
-	now := c.now()
-	p := c.plan(nodes, total, now)
-	c.claimList = &claimCache{}
-	defer func() { c.claimList = nil }()
-
-	blocked := map[string]int{}
-	for _, reason := range p.Blocked {
-		blocked[reason]++
-	}
-	for _, reason := range []string{"fleet_budget", "max_replacing", "protected"} {
-		c.blocked.WithLabelValues(reason).Set(float64(blocked[reason]))
-	}
-	c.replacing.Set(float64(p.Replacing))
-
-	for _, n := range p.Stalled {
-		if c.cfg.Policy == PolicyReplace && !c.cfg.DryRun {
-			c.retried[n.UID] = now
-			c.retry(ctx, n)
-		}
-	}
-	if tripped := blocked["fleet_budget"] > 0; tripped != c.tripped {
-		c.tripped = tripped
-		if tripped {
-			c.log.Warn("not replacing overdue nodes: the agents' fleet budget is used up, so the fault is most likely the cluster's",
-				"retainted_nodes", p.Retainted, "fleet_limit", p.FleetLimit, "overdue_nodes", len(p.Overdue))
-		} else {
-			c.log.Info("fleet budget no longer used up; replacements may resume", "retainted_nodes", p.Retainted, "fleet_limit", p.FleetLimit)
-		}
-	}
-
-	replaced := 0
-	for _, o := range p.Overdue {
-		n := o.Node
-		age := now.Sub(o.Since).Round(time.Second)
-		if c.cfg.Policy == PolicyReport {
-			c.note(n, "report", corev1.EventTypeWarning, ReasonUnverified,
-				"carries %s for %s, past --unverified-deadline=%s; policy report: nothing is done", o.Taint, age, c.cfg.Deadline)
-			continue
-		}
-		if reason, ok := p.Blocked[n.Name]; ok {
-			c.note(n, "blocked:"+reason, corev1.EventTypeWarning, ReasonUnverified,
-				"carries %s for %s, past --unverified-deadline=%s; not replaced: %s", o.Taint, age, c.cfg.Deadline, blockedText(reason, p))
-			continue
-		}
-		if c.replace(ctx, o, age) {
-			replaced++
-		}
-	}
-	c.overdue.Set(float64(len(p.Overdue) - replaced))
-}
-
-func blockedText(reason string, p Plan) string {
-	switch reason {
-	case "protected":
-		return "the node is protected from deletion"
-	case "fleet_budget":
-		return fmt.Sprintf("%d nodes are re-tainted, the agents' fleet budget of %d is used up: a cluster-wide fault is not this node's", p.Retainted, p.FleetLimit)
-	default:
-		return fmt.Sprintf("%d nodes are being replaced (--max-replacing allows %d)", p.Replacing+len(p.Replace), p.ReplaceLimit)
-	}
-}
-
-// replace deletes the node's NodeClaim or the Node (or, in dry-run, says
-// which it would), marking the node first so it counts against the budget
-// even if this replica stops right after. It reports whether the node is
-// now going away.
-func (c *Controller) replace(ctx context.Context, o Overdue, age time.Duration) bool {
-	n := o.Node
-	log := c.log.With("node", n.Name, "uid", string(n.UID), "taint", o.Taint, "unverified_for", age.String())
-	if c.cfg.DryRun && c.noted[n.UID] == "dry-run" {
-		return false // told already
-	}
-	claim, err := c.nodeClaim(ctx, n)
-	if err != nil {
-		log.Warn("cannot look up the node's NodeClaim; trying again next scan", "error", err)
-		c.actions.WithLabelValues(actionFor(true), "error").Inc()
-		return false
-	}
-	target := "Node " + n.Name
-	if claim != nil {
-		target = "NodeClaim " + claim.name
-		if claim.deleting {
-			target += " (already being deleted)"
-		}
-	}
-	if c.cfg.DryRun {
-		if c.note(n, "dry-run", corev1.EventTypeWarning, ReasonUnverified,
-			"carries %s for %s, past --unverified-deadline=%s; dry run: would delete %s", o.Taint, age, c.cfg.Deadline, target) {
-			log.Info("dry run: would replace the node", "delete", target)
-			c.actions.WithLabelValues("dry_run", "success").Inc()
-		}
-		return false
-	}
-	action := actionFor(claim == nil)
-	if err := c.mark(ctx, n); err != nil {
-		log.Warn("cannot mark the node as being replaced; trying again next scan", "error", err)
-		c.actions.WithLabelValues(action, "error").Inc()
-		return false
-	}
-	err = c.delete(ctx, n, claim)
-	if err != nil {
-		log.Error("replacing the node failed; trying again next scan", "delete", target, "error", err)
-		c.actions.WithLabelValues(action, "error").Inc()
-		c.note(n, "failed", corev1.EventTypeWarning, ReasonReplaceFailed, "deleting %s failed: %v", target, err)
-		// Even when stopping: a mark without a delete would hold the budget.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := c.unmark(uctx, n); err != nil {
-			log.Warn("cannot unmark the node; it keeps counting against --max-replacing until it is gone or the annotation removed",
-				"annotation", c.cfg.ReplacingAnnotation, "error", err)
-		}
-		return false
-	}
-	log.Warn("replacing a node that never verified", "delete", target)
-	c.actions.WithLabelValues(action, "success").Inc()
-	c.note(n, "replacing", corev1.EventTypeWarning, ReasonReplacing,
-		"carried %s for %s, past --unverified-deadline=%s: deleted %s", o.Taint, age, c.cfg.Deadline, target)
-	return true
-}
-
-// delete deletes claim (unless Karpenter is deleting it already) or, with
-// none, the Node, each guarded by its UID; gone already is success.
-func (c *Controller) delete(ctx context.Context, n *corev1.Node, claim *claimRef) error {
-	var err error
-	switch {
-	case claim != nil && claim.deleting:
-		return nil
-	case claim != nil:
-		err = c.dyn.Resource(NodeClaims).Delete(ctx, claim.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &claim.uid}})
-	default:
-		err = c.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
-	}
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// retry deletes again for a node marked as replacing long ago that is still
-// not being deleted: its NodeClaim if one is left, else the Node.
-func (c *Controller) retry(ctx context.Context, n *corev1.Node) {
-	claim, err := c.nodeClaim(ctx, n)
-	if err == nil {
-		err = c.delete(ctx, n, claim)
-	}
-	target := "Node " + n.Name
-	if claim != nil {
-		target = "NodeClaim " + claim.name
-	}
-	if err != nil {
-		c.log.Warn("a node marked as replacing is still not going away, and deleting again failed", "node", n.Name, "delete", target, "error", err)
-		c.actions.WithLabelValues(actionFor(claim == nil), "error").Inc()
-		return
-	}
-	c.log.Warn("a node marked as replacing was still not going away; deleted again", "node", n.Name, "delete", target,
-		"annotation", c.cfg.ReplacingAnnotation+"="+n.Annotations[c.cfg.ReplacingAnnotation])
-	c.actions.WithLabelValues(actionFor(claim == nil), "success").Inc()
-}
-
-func actionFor(node bool) string {
-	if node {
-		return "delete_node"
-	}
-	return "delete_nodeclaim"
-}
-
-// mark sets the replacing annotation, guarded by the resourceVersion the
-// decision was made on: a node that changed since (say, just verified) gets
-// a conflict and is judged again next scan.
-func (c *Controller) mark(ctx context.Context, n *corev1.Node) error {
-	return c.annotate(ctx, n, fmt.Sprintf("%q", c.now().UTC().Format(time.RFC3339)), n.ResourceVersion)
-}
-
-func (c *Controller) unmark(ctx context.Context, n *corev1.Node) error {
-	return c.annotate(ctx, n, "null", "")
-}
-
-// annotate sets the replacing annotation to value (JSON; null removes it)
-// with a merge patch that touches nothing else, guarded by the node's UID
-// and, when given, its resourceVersion.
-func (c *Controller) annotate(ctx context.Context, n *corev1.Node, value, resourceVersion string) error {
-	rv := ""
-	if resourceVersion != "" {
-		rv = fmt.Sprintf(`"resourceVersion":%q,`, resourceVersion)
-	}
-	patch := fmt.Sprintf(`{"metadata":{%s"uid":%q,"annotations":{%q:%s}}}`, rv, n.UID, c.cfg.ReplacingAnnotation, value)
-	_, err := c.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
-}
-
-// note records an Event about n and reports true, unless n's last note had
-// the same key (a state is told once, not every scan).
-func (c *Controller) note(n *corev1.Node, key, eventType, reason, format string, args ...any) bool {
-	if c.noted[n.UID] == key {
-		return false
-	}
-	c.noted[n.UID] = key
-	if key == "report" {
-		c.actions.WithLabelValues("report", "success").Inc()
-		c.log.Warn("node unverified past the deadline", "node", n.Name, "policy", c.cfg.Policy)
-	}
-	if c.cfg.Recorder != nil {
-		c.cfg.Recorder.Eventf(n, nil, eventType, reason, "Remediate", "%s", eventnote.Shorten(fmt.Sprintf(format, args...)))
-	}
-	return true
+	return "", false
 }

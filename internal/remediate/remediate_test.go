@@ -1,6 +1,7 @@
 package remediate
 
 import (
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"testing"
@@ -10,15 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
-
-func TestConditionTypeIsTheAgents(t *testing.T) {
-	if ConditionType != agent.ConditionType {
-		t.Fatalf("ConditionType %q, the agent writes %q", ConditionType, agent.ConditionType)
-	}
-}
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
@@ -41,10 +35,12 @@ func taint(key string) nodeOpt {
 	}
 }
 
+// failingSince gives n the agent's condition False since ago: written by
+// the node's own clock, which remediation must not read.
 func failingSince(ago time.Duration) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
-			Type: ConditionType, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(t0.Add(-ago)),
+			Type: "KubeNodeReady", Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(t0.Add(-ago)),
 		})
 	}
 }
@@ -70,14 +66,47 @@ func testController(t *testing.T, policy Policy, maxReplacing, fleet string, dry
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Controller{
+	c := &Controller{
 		cfg: Config{
 			Policy: policy, Deadline: 30 * time.Minute, MaxReplacing: mr, FleetBudget: fb, DryRun: dryRun,
 			StartupTaint: startup, UnhealthyTaint: unhealthy, VerifiedLabel: "node-ready/verified",
 			ReplacingAnnotation: "infra.894.io/replacing", ProtectAnnotation: "infra.894.io/protect",
+			Interval: 30 * time.Second,
 		},
 		log: slog.New(slog.DiscardHandler), now: func() time.Time { return t0 },
-		noted: map[types.UID]string{}, taintedSeen: map[types.UID]time.Time{},
+		noted: map[types.UID]string{}, retried: map[types.UID]time.Time{},
+	}
+	c.obs = newObserver(c, t0.Add(-1000*time.Hour))
+	c.brk = &breaker{}
+	return c
+}
+
+// watched has c observe each node at its creation, as a replica that led
+// all along would have (the tests' way of saying "first seen then").
+func watched(c *Controller, nodes ...*corev1.Node) []*corev1.Node {
+	for _, n := range nodes {
+		c.obs.observe(n, n.CreationTimestamp.Time)
+	}
+	return nodes
+}
+
+// marked gives n the mark this controller writes for n in its current state
+// (apply it after the taints and labels), or with edit applied to it.
+func marked(edit ...func(*Mark)) nodeOpt {
+	return func(n *corev1.Node) {
+		taint := startup
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == startup }) {
+			taint = unhealthy
+		}
+		m := Mark{By: markAuthor, UID: n.UID, Taint: taint, Verified: n.Labels["node-ready/verified"], At: t0.Add(-time.Hour)}
+		for _, e := range edit {
+			e(&m)
+		}
+		v, err := json.Marshal(m)
+		if err != nil {
+			panic(err)
+		}
+		n.Annotations["infra.894.io/replacing"] = string(v)
 	}
 }
 
@@ -102,6 +131,7 @@ func TestPlan(t *testing.T) {
 		wantReplace  []string
 		wantBlocked  map[string]string
 		wantInFlight int
+		wantUnmark   []string
 	}{
 		{
 			name:   "startup taint younger than the deadline is left alone",
@@ -122,18 +152,14 @@ func TestPlan(t *testing.T) {
 			policy: PolicyReplace, nodes: []*corev1.Node{node("plain", 10*time.Hour)},
 		},
 		{
-			name:   "unhealthy taint dated by the agent's condition, not the node's age",
+			name:   "unhealthy taint dated by this controller's first sight, never by the agent's condition (the node's clock)",
 			policy: PolicyReplace,
 			nodes: []*corev1.Node{
-				node("recent", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(5*time.Minute)),
-				node("long", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(40*time.Minute)),
+				node("seen-recently", 5*time.Minute, taint(unhealthy), label("node-ready/verified", "false"), failingSince(40*time.Hour)),
+				node("seen-long-ago", 40*time.Minute, taint(unhealthy), label("node-ready/verified", "false"), failingSince(-time.Hour)),
 			},
 			total:       100,
-			wantOverdue: []string{"long"}, wantReplace: []string{"long"},
-		},
-		{
-			name:   "unhealthy taint without a condition starts counting when first seen",
-			policy: PolicyReplace, nodes: []*corev1.Node{node("nocond", 10*time.Hour, taint(unhealthy))},
+			wantOverdue: []string{"seen-long-ago"}, wantReplace: []string{"seen-long-ago"},
 		},
 		{
 			name:   "oldest first, up to --max-replacing",
@@ -147,10 +173,23 @@ func TestPlan(t *testing.T) {
 			name:   "nodes still going away use the budget",
 			policy: PolicyReplace, total: 10,
 			nodes: []*corev1.Node{
-				node("gone1", time.Hour, taint(startup), annotation("infra.894.io/replacing", "t")),
+				node("gone1", time.Hour, taint(startup), marked()),
 				node("next", time.Hour, taint(startup)),
 			},
 			wantOverdue: []string{"next"}, wantBlocked: map[string]string{"next": "max_replacing"}, wantInFlight: 1,
+		},
+		{
+			name:   "a mark that is not ours for this incarnation and state holds no budget and shortcuts nothing",
+			policy: PolicyReplace, maxReplacing: "3", fleet: "50%", total: 10,
+			nodes: []*corev1.Node{
+				node("old-format", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-time.Hour).Format(time.RFC3339))),
+				node("other-uid", time.Hour, taint(startup), marked(func(m *Mark) { m.UID = "uid-earlier" })),
+				node("other-state", time.Hour, taint(unhealthy), label("node-ready/verified", "false"), marked(func(m *Mark) { m.Taint, m.Verified = startup, "" })),
+				node("not-ours", time.Hour, taint(startup), marked(func(m *Mark) { m.By = "someone" })),
+				node("young-stale", time.Minute, taint(startup), annotation("infra.894.io/replacing", t0.Add(-time.Hour).Format(time.RFC3339))),
+			},
+			wantOverdue: []string{"not-ours", "old-format", "other-state", "other-uid"}, wantReplace: []string{"not-ours", "old-format", "other-state"},
+			wantBlocked: map[string]string{"other-uid": "max_replacing"}, wantUnmark: []string{"old-format", "other-uid", "other-state", "not-ours", "young-stale"},
 		},
 		{
 			name:   "a node being deleted by anyone counts as going away",
@@ -173,8 +212,8 @@ func TestPlan(t *testing.T) {
 			name:   "fleet budget used up: nothing is replaced",
 			policy: PolicyReplace, fleet: "2", total: 20,
 			nodes: []*corev1.Node{
-				node("r1", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(5*time.Minute)),
-				node("r2", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(5*time.Minute)),
+				node("r1", 5*time.Minute, taint(unhealthy), label("node-ready/verified", "false")),
+				node("r2", 5*time.Minute, taint(unhealthy), label("node-ready/verified", "false")),
 				node("new", time.Hour, taint(startup)),
 			},
 			wantOverdue: []string{"new"}, wantBlocked: map[string]string{"new": "fleet_budget"},
@@ -183,7 +222,7 @@ func TestPlan(t *testing.T) {
 			name:   "one below the fleet budget still replaces",
 			policy: PolicyReplace, fleet: "2", total: 20,
 			nodes: []*corev1.Node{
-				node("r1", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(5*time.Minute)),
+				node("r1", 5*time.Minute, taint(unhealthy), label("node-ready/verified", "false")),
 				node("new", time.Hour, taint(startup)),
 			},
 			wantOverdue: []string{"new"}, wantReplace: []string{"new"},
@@ -217,7 +256,14 @@ func TestPlan(t *testing.T) {
 			if total == 0 {
 				total = len(tt.nodes)
 			}
-			p := c.plan(tt.nodes, total, t0)
+			p := c.plan(watched(c, tt.nodes...), total, t0)
+			var unmark []string
+			for _, n := range p.Unmark {
+				unmark = append(unmark, n.Name)
+			}
+			if !slices.Equal(unmark, tt.wantUnmark) {
+				t.Errorf("unmark %v, want %v", unmark, tt.wantUnmark)
+			}
 			if got := names(p.Overdue); !slices.Equal(got, tt.wantOverdue) {
 				t.Errorf("overdue %v, want %v", got, tt.wantOverdue)
 			}
@@ -239,23 +285,6 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// An unhealthy taint without a dating condition becomes overdue a deadline
-// after this replica first saw it, and the memory goes with the node.
-func TestUnhealthyWithoutConditionCountsFromFirstSight(t *testing.T) {
-	c := testController(t, PolicyReplace, "1", "50%", false)
-	n := node("nocond", 10*time.Hour, taint(unhealthy))
-	if p := c.plan([]*corev1.Node{n}, 10, t0); len(p.Overdue) != 0 {
-		t.Fatalf("overdue at first sight: %v", names(p.Overdue))
-	}
-	if p := c.plan([]*corev1.Node{n}, 10, t0.Add(31*time.Minute)); len(p.Overdue) != 1 {
-		t.Fatalf("not overdue a deadline after first sight")
-	}
-	c.plan(nil, 10, t0.Add(32*time.Minute))
-	if len(c.taintedSeen) != 0 {
-		t.Fatalf("first-sight memory kept for a node that is gone: %v", c.taintedSeen)
-	}
-}
-
 func TestParsePolicy(t *testing.T) {
 	for _, ok := range []string{"off", "report", "replace"} {
 		if _, err := ParsePolicy(ok); err != nil {
@@ -269,53 +298,92 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
-// Agents that re-taint with the startup taint (retaintTaint = startupTaint):
-// a re-tainted node is dated by its condition, not by its creation.
-func TestRetaintWithTheStartupTaintIsDatedByTheCondition(t *testing.T) {
-	c := testController(t, PolicyReplace, "1", "50%", false)
-	recent := node("recent", 10*24*time.Hour, taint(startup), label("node-ready/verified", "false"), failingSince(5*time.Minute))
-	long := node("long", 10*24*time.Hour, taint(startup), label("node-ready/verified", "false"), failingSince(time.Hour))
-	p := c.plan([]*corev1.Node{recent, long}, 10, t0)
-	if got := names(p.Overdue); !slices.Equal(got, []string{"long"}) {
-		t.Errorf("overdue %v, want [long]: a node re-tainted 5 minutes ago is not 10 days overdue", got)
-	}
-}
-
 // In a small cluster the fleet budget is 1: the one re-tainted node does not
 // hold back its own replacement, but does hold back another's.
 func TestOwnRetaintDoesNotHoldItself(t *testing.T) {
 	c := testController(t, PolicyReplace, "2", "10%", false)
 	sick := node("sick", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(time.Hour))
-	if p := c.plan([]*corev1.Node{sick}, 5, t0); !slices.Equal(names(p.Replace), []string{"sick"}) {
+	if p := c.plan(watched(c, sick), 5, t0); !slices.Equal(names(p.Replace), []string{"sick"}) {
 		t.Errorf("replace %v, blocked %v: want the only re-tainted node replaced", names(p.Replace), p.Blocked)
 	}
 	fresh := node("fresh", time.Hour, taint(startup))
-	p := c.plan([]*corev1.Node{sick, fresh}, 5, t0)
+	p := c.plan(watched(c, sick, fresh), 5, t0)
 	if p.Blocked["fresh"] != "fleet_budget" || !slices.Contains(names(p.Replace), "sick") {
 		t.Errorf("replace %v, blocked %v: want fresh held by the fleet budget, sick replaced", names(p.Replace), p.Blocked)
 	}
 }
 
-// A node marked as replacing but never deleted (the delete failed, or the
-// leader stopped in between) is tried again once the mark is old, not
-// before, and not again right after.
-func TestStalledReplacementIsRetried(t *testing.T) {
+// A validly marked node never deleted (the delete failed, the leader
+// stopped in between) is tried again only after this replica has seen its
+// mark for a while, and then only through the same gates as a first
+// attempt: protected, fleet budget, circuit breaker.
+func TestStalledReplacementIsRetriedThroughTheGates(t *testing.T) {
+	c := testController(t, PolicyReplace, "3", "10%", false)
+	stuck := node("stuck", time.Hour, taint(startup), marked())
+	protected := node("protected", time.Hour, taint(startup), annotation("infra.894.io/protect", "true"), marked())
+	going := node("going", time.Hour, taint(startup), marked(), deleting())
+	nodes := watched(c, stuck, protected, going)
+	if p := c.plan(nodes, 10, t0); len(p.Overdue) != 0 || p.Replacing != 3 {
+		t.Fatalf("overdue %v, replacing %d: want nothing retried at first sight of the marks, all three counted", names(p.Overdue), p.Replacing)
+	}
+	p := c.plan(nodes, 10, t0.Add(time.Minute))
+	if !slices.Equal(names(p.Replace), []string{"stuck"}) || p.Blocked["protected"] != "protected" {
+		t.Fatalf("replace %v, blocked %v: want stuck retried, protected held", names(p.Replace), p.Blocked)
+	}
+	c.brk.open = true
+	if p := c.plan(nodes, 10, t0.Add(2*time.Minute)); len(p.Replace) != 0 || p.Blocked["stuck"] != "circuit_breaker" {
+		t.Fatalf("replace %v, blocked %v: want the retry held by the open breaker", names(p.Replace), p.Blocked)
+	}
+}
+
+// The gate is the same function on the cache and on the fresh read: a node
+// that verified, gained protection or lost budget room in between is held.
+func TestGateOnFreshRead(t *testing.T) {
 	c := testController(t, PolicyReplace, "1", "10%", false)
-	c.cfg.Interval = 30 * time.Second
-	c.retried = map[types.UID]time.Time{}
-	old := node("old", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-2*time.Minute).Format(time.RFC3339)))
-	recent := node("recent", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-10*time.Second).Format(time.RFC3339)))
-	going := node("going", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-time.Hour).Format(time.RFC3339)), deleting())
-	p := c.plan([]*corev1.Node{old, recent, going}, 10, t0)
-	var stalled []string
-	for _, n := range p.Stalled {
-		stalled = append(stalled, n.Name)
+	since := t0.Add(-time.Hour)
+	room := counts{fleet: 1, replace: 1}
+	cases := []struct {
+		name string
+		n    *corev1.Node
+		cnt  counts
+		want string
+	}{
+		{"unverified, overdue, room", node("n", time.Hour, taint(startup)), room, ""},
+		{"verified since", node("n", time.Hour, label("node-ready/verified", "true")), room, notUnverified},
+		{"verified label, taint still there", node("n", time.Hour, taint(startup), label("node-ready/verified", "true")), room, notUnverified},
+		{"being deleted", node("n", time.Hour, taint(startup), deleting()), room, notUnverified},
+		{"protected since", node("n", time.Hour, taint(startup), annotation("infra.894.io/protect", "true")), room, blockedProtected},
+		{"fleet budget used up since", node("n", time.Hour, taint(startup)), counts{retainted: 1, fleet: 1, replace: 1}, blockedFleet},
+		{"another replacement since", node("n", time.Hour, taint(startup)), counts{inFlight: 1, fleet: 1, replace: 1}, blockedMax},
+		{"its own mark uses its own slot", node("n", time.Hour, taint(startup), marked()), counts{inFlight: 1, fleet: 1, replace: 1}, ""},
 	}
-	if !slices.Equal(stalled, []string{"old"}) || p.Replacing != 3 {
-		t.Errorf("stalled %v, replacing %d: want [old] and all three counted", stalled, p.Replacing)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := c.gate(tc.n, since, tc.cnt, t0); got != tc.want {
+				t.Errorf("gate %q, want %q", got, tc.want)
+			}
+		})
 	}
-	c.retried[old.UID] = t0
-	if p := c.plan([]*corev1.Node{old}, 10, t0.Add(10*time.Second)); len(p.Stalled) != 0 {
-		t.Error("retried again 10 s after the last retry")
+	if got := c.gate(node("n", time.Hour, taint(startup)), t0.Add(-time.Minute), room, t0); got != notOverdue {
+		t.Errorf("gate %q for a node seen a minute ago, want %q", got, notOverdue)
+	}
+}
+
+// A mark is valid only for the incarnation and state it was written for.
+func TestMarkValidity(t *testing.T) {
+	c := testController(t, PolicyReplace, "1", "10%", false)
+	n := node("n", time.Hour, taint(unhealthy), label("node-ready/verified", "false"), marked())
+	if _, ok := c.validMark(n); !ok {
+		t.Fatal("a mark written for this node in this state is not valid")
+	}
+	verified := n.DeepCopy()
+	verified.Labels["node-ready/verified"] = "true"
+	verified.Spec.Taints = nil
+	again := n.DeepCopy()
+	again.UID = "uid-new-incarnation"
+	for name, m := range map[string]*corev1.Node{"verified": verified, "new incarnation": again} {
+		if _, ok := c.validMark(m); ok {
+			t.Errorf("%s: mark still valid", name)
+		}
 	}
 }

@@ -149,6 +149,12 @@ type Options struct {
 	FleetBudget string
 	// RemediationNodeClaims deletes a node's Karpenter NodeClaim instead of the Node.
 	RemediationNodeClaims bool
+	// RemediationBreakerThreshold is the share ("50%") of the latest
+	// RemediationBreakerWindow new nodes that, never verified, stops
+	// replacements until a new node verifies; "off" turns the breaker off.
+	RemediationBreakerThreshold string
+	// RemediationBreakerWindow is how many of the latest new nodes count.
+	RemediationBreakerWindow int
 	// StartupTaint, UnhealthyTaint and VerifiedLabel are the agent's names.
 	StartupTaint, UnhealthyTaint, VerifiedLabel string
 	// ProtectAnnotation set to "true" keeps a node from being replaced.
@@ -212,6 +218,10 @@ func NewOptions() *Options {
 
 		CleanupDeadlineMinAttempts: 3,
 		CleanupWait:                time.Minute,
+
+		// The circuit breaker of remediation.
+		RemediationBreakerThreshold: "50%",
+		RemediationBreakerWindow:    10,
 	}
 }
 
@@ -265,11 +275,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between election attempts")
 	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this replica's name (Lease holder, Events); empty = host name")
 	fs.StringVar(&o.Remediation, "remediation", o.Remediation, "what happens to a node still carrying --startup-taint or --unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (delete its Karpenter NodeClaim, else the Node)")
-	fs.DurationVar(&o.UnverifiedDeadline, "unverified-deadline", o.UnverifiedDeadline, "how long a node may stay unverified (startup taint, from creation) or unhealthy (from the agent's condition turning False) before --remediation acts")
+	fs.DurationVar(&o.UnverifiedDeadline, "unverified-deadline", o.UnverifiedDeadline, "how long a node may stay unverified (startup or unhealthy taint) before --remediation acts, counted from when this replica first saw it unverified (never from the node's own clock), and never from before it began leading or the API server last answered again after an outage")
 	fs.StringVar(&o.MaxReplacing, "max-replacing", o.MaxReplacing, "most nodes replaced and still present at once: a count (\"1\") or a share of all nodes (\"5%\"), at least 1")
 	fs.BoolVar(&o.RemediationDryRun, "remediation-dry-run", o.RemediationDryRun, "with --remediation=replace, record what would be deleted (Event, log, metric) and delete nothing")
 	fs.DurationVar(&o.RemediationInterval, "remediation-interval", o.RemediationInterval, "time between remediation scans")
 	fs.StringVar(&o.FleetBudget, "fleet-budget", o.FleetBudget, "the agents' --max-retainted: while that many nodes are re-tainted (--verified-label=false), nothing is replaced")
+	fs.StringVar(&o.RemediationBreakerThreshold, "remediation-breaker-threshold", o.RemediationBreakerThreshold, "circuit breaker: stop replacing while this share (\"50%\") of the latest --remediation-breaker-window new nodes went past --unverified-deadline without verifying (a broken agent image, CNI or subnet); resume when a new node verifies; \"off\" turns it off")
+	fs.IntVar(&o.RemediationBreakerWindow, "remediation-breaker-window", o.RemediationBreakerWindow, "how many of the latest new nodes (verified, or past the deadline) the circuit breaker counts")
 	fs.BoolVar(&o.RemediationNodeClaims, "remediation-nodeclaims", o.RemediationNodeClaims, "replace a node by deleting the Karpenter NodeClaim (karpenter.sh/v1) that owns it, when the API exists; else, or when absent or forbidden, delete the Node")
 	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "key of the agent's startup taint")
 	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "key of the agent's re-taint (--retaint-taint)")
@@ -388,6 +400,12 @@ func (o *Options) Validate() error {
 		}
 		if _, err := budget.Parse(o.FleetBudget); err != nil {
 			errs = append(errs, fmt.Errorf("--fleet-budget %w", err))
+		}
+		if _, err := remediate.ParseBreakerThreshold(o.RemediationBreakerThreshold); err != nil {
+			errs = append(errs, fmt.Errorf("--remediation-breaker-threshold %w", err))
+		}
+		if o.RemediationBreakerWindow < 1 {
+			errs = append(errs, fmt.Errorf("--remediation-breaker-window %d must be at least 1", o.RemediationBreakerWindow))
 		}
 		for flag, v := range map[string]string{"startup-taint": o.StartupTaint, "unhealthy-taint": o.UnhealthyTaint, "verified-label": o.VerifiedLabel} {
 			if msgs := validation.IsQualifiedName(v); len(msgs) > 0 {

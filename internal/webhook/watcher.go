@@ -151,6 +151,10 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 	if err != nil {
 		return nil, fmt.Errorf("--fleet-budget %w", err)
 	}
+	threshold, err := remediate.ParseBreakerThreshold(opts.RemediationBreakerThreshold)
+	if err != nil {
+		return nil, fmt.Errorf("--remediation-breaker-threshold %w", err)
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("remediation: dynamic client: %w", err)
@@ -168,6 +172,7 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 		ReplacingAnnotation: remediate.ReplacingAnnotation,
 		ProtectAnnotation:   opts.ProtectAnnotation,
 		NodeClaims:          opts.RemediationNodeClaims,
+		Breaker:             remediate.Breaker{Threshold: threshold, Window: opts.RemediationBreakerWindow},
 		TotalNodes:          total,
 		Recorder:            recorder,
 	}, reg, log.With("component", "remediation"))

@@ -47,7 +47,14 @@ groups:
           severity: warning
         annotations:
           summary: "{{ "{{" }} $value {{ "}}" }} nodes are unverified past the remediation deadline"
-          description: "Nodes still carry the {{ .Values.agent.startupTaint.key }} or {{ .Values.agent.retaintTaint.key }} taint past webhook.remediation.unverifiedDeadline and are not being replaced (policy report, dry run, protected, or held by the fleet or replacement budget). The NodeUnverifiedPastDeadline Events on them say which and why."
+          description: "Nodes still carry the {{ .Values.agent.startupTaint.key }} or {{ .Values.agent.retaintTaint.key }} taint past webhook.remediation.unverifiedDeadline and are not being replaced (policy report, dry run, protected, or held by the fleet or replacement budget or the circuit breaker). The NodeUnverifiedPastDeadline Events on them say which and why."
+      - alert: NodeRemediationCircuitOpen
+        expr: max by (namespace) (node_remediation_circuit_open) > 0
+        labels:
+          severity: critical
+        annotations:
+          summary: "Remediation stopped replacing nodes: most new nodes never verify"
+          description: "Too many of the latest new nodes went past webhook.remediation.unverifiedDeadline without verifying (webhook.remediation.breaker), so replacing them stopped: the cause is most likely shared (agent image, CNI, subnet, cluster DNS). The RemediationPaused Event says how many; `kubectl describe node` of an unverified node shows its failing checks. Replacing resumes when a new node verifies."
       - alert: NodeCleanupPending
         expr: node_cleanup_oldest_pending_seconds > {{ .Values.monitoring.prometheusRule.cleanupPendingSeconds }}
         for: {{ .Values.monitoring.prometheusRule.cleanupPendingFor }}

@@ -151,6 +151,8 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"webhook.remediation.policy=delete", "policy"},
 		{"webhook.remediation.unverifiedDeadline=0s", "unverifiedDeadline"},
 		{"webhook.remediation.maxReplacing=150%", "maxReplacing"},
+		{"webhook.remediation.breaker.threshold=0%", "threshold"},
+		{"webhook.remediation.breaker.window=0", "window"},
 		{"webhook.cleanup.healthInterval=soon", "healthInterval"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {

@@ -46,6 +46,14 @@ type env struct {
 // chart's RBAC rendered with set.
 func start(t *testing.T, nodeClaimCRD bool, set []string, args ...string) *env {
 	t.Helper()
+	e := controlPlane(t, nodeClaimCRD, set)
+	e.startWebhook(t, args...)
+	return e
+}
+
+// controlPlane is start without the webhook.
+func controlPlane(t *testing.T, nodeClaimCRD bool, set []string) *env {
+	t.Helper()
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	if nodeClaimCRD {
 		if err := cp.InstallCRDs(t.Context(), "karpenter", "karpenter.sh_nodeclaims.yaml"); err != nil {
@@ -55,23 +63,29 @@ func start(t *testing.T, nodeClaimCRD bool, set []string, args ...string) *env {
 	if err := cp.ApplyChartRBAC(t.Context(), ns, set...); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig, err := cp.ServiceAccountKubeconfig(t.Context(), ns, harness.WebhookServiceAccount)
+	dyn, err := dynamic.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{cp: cp, dyn: dyn}
+}
+
+// startWebhook runs the webhook replica with the chart's identity and
+// remediation flags (args come last, so they override).
+func (e *env) startWebhook(t *testing.T, args ...string) {
+	t.Helper()
+	kubeconfig, err := e.cp.ServiceAccountKubeconfig(t.Context(), ns, harness.WebhookServiceAccount)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const ip = "10.213.0.23"
-	w := cp.StartWebhook(t, "webhook", ip, append([]string{
+	e.w = e.cp.StartWebhook(t, "webhook", ip, append([]string{
 		"--kubeconfig=" + kubeconfig, "--namespace=" + ns, "--pod-name=webhook",
 		"--webhook-config-name=", "--extra-sans=" + ip,
 		"--unverified-deadline=" + deadline.String(), "--remediation-interval=300ms",
 		"--cleanup-retry-base=200ms", "--log-level=debug",
 	}, args...)...)
-	w.WaitReady(t, 30*time.Second)
-	dyn, err := dynamic.NewForConfig(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{cp: cp, dyn: dyn, w: w}
+	e.w.WaitReady(t, 30*time.Second)
 }
 
 // node creates a Node with the startup taint (as every simulated node).
@@ -254,7 +268,8 @@ func TestReplaceNodeWithoutNodeClaimAPI(t *testing.T) {
 // Karpenter; a node without one is deleted itself; a protected node is
 // only reported.
 func TestReplaceDeletesTheNodeClaim(t *testing.T) {
-	e := start(t, true, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--max-replacing=10")
+	e := start(t, true, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--max-replacing=10",
+		"--remediation-breaker-threshold=off") // five nodes that never verify, on purpose
 	byName := e.node(t, "by-name", harness.NodeOptions{})
 	e.nodeClaim(t, "claim-by-name", byName, false)
 
@@ -395,7 +410,8 @@ func TestFleetBudgetHoldsReplacement(t *testing.T) {
 // for Karpenter turns into a Node deletion after a while: never more than 3
 // nodes are going away at once, and all 20 are replaced in the end.
 func TestBudgetUnderTwentyNeverVerifyingNodes(t *testing.T) {
-	e := start(t, true, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--max-replacing=3")
+	e := start(t, true, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--max-replacing=3",
+		"--remediation-breaker-threshold=off") // twenty nodes that never verify, on purpose
 	const count, limit = 20, 3
 	claims := map[string]string{}
 	for i := range count {
