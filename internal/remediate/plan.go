@@ -54,7 +54,7 @@ type counts struct {
 func (c *Controller) countsOf(nodes []*corev1.Node, total int) counts {
 	cnt := counts{fleet: c.cfg.FleetBudget.Limit(total), replace: c.cfg.MaxReplacing.Limit(total)}
 	for _, n := range nodes {
-		if n.Labels[c.cfg.VerifiedLabel] == "false" {
+		if c.retainted(n) {
 			cnt.retainted++
 		}
 		if _, marked := c.validMark(n); n.DeletionTimestamp != nil || marked {
@@ -62,6 +62,12 @@ func (c *Controller) countsOf(nodes []*corev1.Node, total int) counts {
 		}
 	}
 	return cnt
+}
+
+// retainted reports whether n counts against the agents' fleet budget: the
+// agents re-tainted it and no operator bypassed it (as the agents count).
+func (c *Controller) retainted(n *corev1.Node) bool {
+	return n.Labels[c.cfg.VerifiedLabel] == "false" && !c.bypassed(n)
 }
 
 // gate returns why n may not be deleted now, or "" when every gate passes.
@@ -75,7 +81,7 @@ func (c *Controller) gate(n *corev1.Node, since time.Time, cnt counts, now time.
 	_, unverified := c.state(n)
 	_, marked := c.validMark(n)
 	retainted := cnt.retainted
-	if n.Labels[c.cfg.VerifiedLabel] == "false" {
+	if c.retainted(n) {
 		retainted-- // its own re-taint does not hold its own replacement
 	}
 	inFlight := cnt.inFlight

@@ -128,6 +128,10 @@ type Config struct {
 	StartupTaint, UnhealthyTaint string
 	// VerifiedLabel is the agent's label: "true" verified, "false" re-tainted.
 	VerifiedLabel string
+	// AgentSkipAnnotation is the agent's bypass: a node carrying it set to
+	// "true" is vouched for by an operator: never replaced, and never counted
+	// against the fleet budget whatever its label says (its agent may be down).
+	AgentSkipAnnotation string
 	// ReplacingAnnotation marks a node this controller replaced (value: when).
 	ReplacingAnnotation string
 	// ProtectAnnotation set to "true" keeps a node from being replaced.
@@ -298,9 +302,12 @@ func trim(obj any) (any, error) {
 }
 
 // state returns which of the agent's taints n carries when it is unverified
-// (the verified label is not "true"): the startup taint first.
+// (the verified label is not "true"): the startup taint first. A node an
+// operator bypassed (AgentSkipAnnotation) is vouched for, not unverified:
+// its agent removes the taints, and if that agent is down it is still not
+// this controller's to replace.
 func (c *Controller) state(n *corev1.Node) (taint string, unverified bool) {
-	if n.Labels[c.cfg.VerifiedLabel] == "true" {
+	if n.Labels[c.cfg.VerifiedLabel] == "true" || c.bypassed(n) {
 		return "", false
 	}
 	for _, key := range []string{c.cfg.StartupTaint, c.cfg.UnhealthyTaint} {
@@ -309,4 +316,9 @@ func (c *Controller) state(n *corev1.Node) (taint string, unverified bool) {
 		}
 	}
 	return "", false
+}
+
+// bypassed reports whether an operator set the agent's bypass annotation.
+func (c *Controller) bypassed(n *corev1.Node) bool {
+	return c.cfg.AgentSkipAnnotation != "" && n.Annotations[c.cfg.AgentSkipAnnotation] == "true"
 }

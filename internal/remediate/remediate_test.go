@@ -71,7 +71,7 @@ func testController(t *testing.T, policy Policy, maxReplacing, fleet string, dry
 			Policy: policy, Deadline: 30 * time.Minute, MaxReplacing: mr, FleetBudget: fb, DryRun: dryRun,
 			StartupTaint: startup, UnhealthyTaint: unhealthy, VerifiedLabel: "node-ready/verified",
 			ReplacingAnnotation: "infra.894.io/replacing", ProtectAnnotation: "infra.894.io/protect",
-			Interval: 30 * time.Second,
+			AgentSkipAnnotation: "node-ready/skip-verification", Interval: 30 * time.Second,
 		},
 		log: slog.New(slog.DiscardHandler), now: func() time.Time { return t0 },
 		noted: map[types.UID]string{}, retried: map[types.UID]time.Time{},
@@ -356,6 +356,7 @@ func TestGateOnFreshRead(t *testing.T) {
 		{"fleet budget used up since", node("n", time.Hour, taint(startup)), counts{retainted: 1, fleet: 1, replace: 1}, blockedFleet},
 		{"another replacement since", node("n", time.Hour, taint(startup)), counts{inFlight: 1, fleet: 1, replace: 1}, blockedMax},
 		{"its own mark uses its own slot", node("n", time.Hour, taint(startup), marked()), counts{inFlight: 1, fleet: 1, replace: 1}, ""},
+		{"bypassed by an operator since", node("n", time.Hour, taint(startup), annotation("node-ready/skip-verification", "true")), room, notUnverified},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -385,5 +386,20 @@ func TestMarkValidity(t *testing.T) {
 		if _, ok := c.validMark(m); ok {
 			t.Errorf("%s: mark still valid", name)
 		}
+	}
+}
+
+// A node an operator bypassed frees its slot of the fleet budget even while
+// its agent is down and its label still says re-tainted, as the agents count.
+func TestBypassedNodeDoesNotCountAgainstTheFleetBudget(t *testing.T) {
+	c := testController(t, PolicyReplace, "1", "1", false)
+	bypassed := node("b", time.Hour, taint(unhealthy), label("node-ready/verified", "false"),
+		annotation("node-ready/skip-verification", "true"))
+	retainted := node("r", time.Hour, taint(unhealthy), label("node-ready/verified", "false"))
+	if got := c.countsOf([]*corev1.Node{bypassed}, 10).retainted; got != 0 {
+		t.Errorf("re-tainted count with only a bypassed node = %d, want 0", got)
+	}
+	if got := c.countsOf([]*corev1.Node{bypassed, retainted}, 10).retainted; got != 1 {
+		t.Errorf("re-tainted count with a bypassed and a re-tainted node = %d, want 1", got)
 	}
 }

@@ -157,6 +157,10 @@ type Options struct {
 	RemediationBreakerWindow int
 	// StartupTaint, UnhealthyTaint and VerifiedLabel are the agent's names.
 	StartupTaint, UnhealthyTaint, VerifiedLabel string
+	// AgentSkipAnnotation is the agent's bypass annotation (its
+	// --skip-annotation): a bypassed node does not count against the fleet
+	// budget.
+	AgentSkipAnnotation string
 	// ProtectAnnotation set to "true" keeps a node from being replaced.
 	ProtectAnnotation string
 
@@ -212,6 +216,7 @@ func NewOptions() *Options {
 		StartupTaint:          "node-ready/unverified",
 		UnhealthyTaint:        "node-ready/unhealthy",
 		VerifiedLabel:         "node-ready/verified",
+		AgentSkipAnnotation:   "node-ready/skip-verification",
 		ProtectAnnotation:     "infra.894.io/protect",
 		KubeAPIQPS:            50,
 		KubeAPIBurst:          100,
@@ -286,6 +291,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "key of the agent's startup taint")
 	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "key of the agent's re-taint (--retaint-taint)")
 	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, "the agent's verified label")
+	fs.StringVar(&o.AgentSkipAnnotation, "agent-skip-annotation", o.AgentSkipAnnotation, "the agent's bypass annotation (its --skip-annotation): a node carrying it set to \"true\" does not count against --fleet-budget")
 	fs.StringVar(&o.ProtectAnnotation, "protect-annotation", o.ProtectAnnotation, "node annotation that, set to \"true\", keeps remediation from replacing the node (the chart's deletion protection uses the same)")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate limit to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
@@ -407,7 +413,7 @@ func (o *Options) Validate() error {
 		if o.RemediationBreakerWindow < 1 {
 			errs = append(errs, fmt.Errorf("--remediation-breaker-window %d must be at least 1", o.RemediationBreakerWindow))
 		}
-		for flag, v := range map[string]string{"startup-taint": o.StartupTaint, "unhealthy-taint": o.UnhealthyTaint, "verified-label": o.VerifiedLabel} {
+		for flag, v := range map[string]string{"startup-taint": o.StartupTaint, "unhealthy-taint": o.UnhealthyTaint, "verified-label": o.VerifiedLabel, "agent-skip-annotation": o.AgentSkipAnnotation} {
 			if msgs := validation.IsQualifiedName(v); len(msgs) > 0 {
 				errs = append(errs, fmt.Errorf("--%s %q: %s", flag, v, strings.Join(msgs, "; ")))
 			}

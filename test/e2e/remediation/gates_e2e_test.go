@@ -296,3 +296,27 @@ func TestCircuitBreaker(t *testing.T) {
 		t.Error("the verified node was replaced")
 	}
 }
+
+// A node an operator bypassed (the agent's node-ready/skip-verification)
+// whose agent is down still carries the unhealthy taint and verified=false:
+// it is neither replaced nor counted against the agents' fleet budget, so
+// with a budget of 1 another overdue node is replaced.
+func TestBypassedNodeIsNeitherReplacedNorCounted(t *testing.T) {
+	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--fleet-budget=1")
+	e.retainted(t, "bypassed")
+	patch := `{"metadata":{"annotations":{"node-ready/skip-verification":"true"}}}`
+	if _, err := e.cp.Client.CoreV1().Nodes().Patch(t.Context(), "bypassed", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.node(t, "overdue", harness.NodeOptions{})
+	waitFor(t, 60*time.Second, "the overdue node replaced beside a bypassed re-tainted node", func() bool { return !e.exists(t, "overdue") })
+	e.scanned(t, 3, "the bypassed node kept", func() (bool, string) {
+		if !e.exists(t, "bypassed") {
+			return false, "the bypassed node was replaced"
+		}
+		return true, ""
+	})
+	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="fleet_budget"`); got != 0 {
+		t.Errorf("blocked{fleet_budget} = %v, want 0: a bypassed node holds no slot", got)
+	}
+}
