@@ -33,10 +33,12 @@ type retaintLock struct {
 	now func() time.Time
 
 	// observedRV is another holder's record as last seen, and observedAt
-	// when this agent first saw it.
+	// when this agent first saw it: when the read that returned it had
+	// answered, so never before the holder took it.
 	observedRV string
 	observedAt time.Time
-	// acquiredAt is when this agent last took the lease (before the write).
+	// acquiredAt is when this agent last took the lease: before it even
+	// read the Lease, so never after any other agent first saw its record.
 	acquiredAt time.Time
 }
 
@@ -63,11 +65,16 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 		return false, "", err
 	}
 	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "" && holder != l.holder {
+		// The record is dated from the answer, not from the question: a read
+		// that waited (in the client's rate limiter, or queued by the API
+		// server) may return a record written long after it was sent, by a
+		// holder that has all its time still ahead of it.
+		seen := l.now()
 		if lease.ResourceVersion != l.observedRV {
-			l.observedRV, l.observedAt = lease.ResourceVersion, start
+			l.observedRV, l.observedAt = lease.ResourceVersion, seen
 			return false, holder, nil
 		}
-		if start.Sub(l.observedAt) < l.duration {
+		if seen.Sub(l.observedAt) < l.duration {
 			return false, holder, nil
 		}
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -110,4 +111,58 @@ func TestRetaintLockHeldOnlyWithinItsTime(t *testing.T) {
 	if l.held() {
 		t.Error("held 10 s into a 15 s lease: another agent may take it over before the taint lands")
 	}
+}
+
+// slowLeaseRead answers a Lease read as a read that waited (in the client's
+// rate limiter, or queued by the API server's flow control) while during
+// ran: the answer is the Lease as it is when the read is finally served.
+type slowLeaseRead struct {
+	*fakeCluster
+	during func()
+}
+
+func (s *slowLeaseRead) GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	if d := s.during; d != nil {
+		s.during = nil
+		d()
+	}
+	return s.fakeCluster.GetLease(ctx, namespace, name)
+}
+
+// TestRetaintLockTakerDatesWhatItSawFromTheAnswer: a taker whose read of the
+// Lease waited while another agent took it must date that record from when
+// the answer came, not from when it asked; else it takes the Lease over while
+// the holder still counts and taints, and both re-taint beyond the budget.
+func TestRetaintLockTakerDatesWhatItSawFromTheAnswer(t *testing.T) {
+	f := newFakeCluster()
+	clock := newFakeClock(time.Now())
+	const duration = 15 * time.Second
+	holder := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "a", duration: duration, now: clock.now}
+	read := &slowLeaseRead{fakeCluster: f}
+	taker := &retaintLock{client: read, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "b", duration: duration, now: clock.now}
+	// The taker asks; its read waits 9 s, meanwhile the holder takes the free Lease.
+	read.during = func() {
+		clock.step(9 * time.Second)
+		if got, _, err := holder.acquire(t.Context()); err != nil || !got {
+			t.Fatalf("holder acquire of a free lease = %v, %v", got, err)
+		}
+	}
+	if got, who, err := taker.acquire(t.Context()); err != nil || got || who != "a" {
+		t.Fatalf("taker acquire = %v, %q, %v; want false, held by a", got, who, err)
+	}
+	for range 20 {
+		clock.step(time.Second)
+		got, _, err := taker.acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got && holder.held() {
+			t.Fatalf("taker took the lease %s after the holder did, while the holder may still act on it (until %s after): two agents hold it",
+				clock.now().Sub(holder.acquiredAt), holder.deadline().Sub(holder.acquiredAt))
+		}
+		if got {
+			return
+		}
+	}
+	t.Fatal("taker never took over a lease left unchanged")
 }
