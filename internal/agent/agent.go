@@ -78,6 +78,10 @@ type Agent struct {
 	dsWatch  *daemonSetWatch
 
 	// Owned by the Run loop.
+	// woken is set while a step runs because the node's watch woke the
+	// loop, not the timer; due is when the next periodic round is due.
+	woken        bool
+	due          time.Time
 	failures     int
 	passes       int
 	failingSince time.Time
@@ -278,6 +282,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		a.woken = false
 		select {
 		case <-ctx.Done():
 			a.log.Info("stopping; node taint left as it is")
@@ -286,6 +291,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-a.wake:
+			a.woken = true
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -295,6 +301,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		next := a.step(ctx, &inInitial, initial)
+		a.due = time.Now().Add(next)
 		timer.Reset(next)
 	}
 }
@@ -353,6 +360,9 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	if a.faultLogged {
 		a.faultLogged = false
 		a.log.Info("control plane answers again; counting rounds from zero")
+	}
+	if a.woken && !round.Passed() && !a.startingUp() {
+		return a.uncounted(round)
 	}
 	a.observe(round)
 	// The round took a while: decide on the node as it is now.
@@ -429,6 +439,22 @@ func (a *Agent) skip(round checks.Round, fault error) {
 	}
 }
 
+// uncounted handles a failed round that a change of the node (a wait-for
+// taint removed, the bypass annotation removed, a gate's condition) woke on
+// a node that is not starting up. Such a round runs at once, so its
+// failure is no periodic round: counted, a few changes of the node could
+// re-taint it in seconds, long before --retaint-threshold periods. It
+// breaks the pass streak but adds nothing to the failure streak, and the
+// next periodic round stays when it was due, so changes coming faster than
+// the period cannot put off the rounds that count either.
+func (a *Agent) uncounted(round checks.Round) time.Duration {
+	a.passes = 0
+	a.setReady(true, apiAnswered(round))
+	a.log.Info("round woken by a change of the node failed; not counted: only periodic rounds count toward the re-taint",
+		"failed", round.Failed(), "consecutive_failures", a.failures, "error", round.Summary())
+	return max(time.Until(a.due), 0)
+}
+
 // idleWait is how long a bootstrap-only agent sleeps between looks at its
 // node when nothing wakes it; its watch wakes it for anything it acts on.
 const idleWait = 24 * time.Hour
@@ -470,13 +496,7 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 
 // observe records a round's outcome in state, metrics, readiness and logs.
 func (a *Agent) observe(round checks.Round) {
-	apiOK := true
-	for _, r := range round.Results {
-		if r.Name == "api" {
-			apiOK = r.Err == nil
-		}
-	}
-	a.setReady(true, apiOK)
+	a.setReady(true, apiAnswered(round))
 	if round.Passed() {
 		a.blockedLogged = ""
 		if a.failures > 0 {
@@ -495,6 +515,17 @@ func (a *Agent) observe(round checks.Round) {
 	}
 	a.metrics.failures.Set(float64(a.failures))
 	a.log.Debug("verification round", "passed", round.Passed(), "duration_seconds", round.Duration.Seconds())
+}
+
+// apiAnswered reports whether round's api check (if it ran) passed: the
+// readiness of the agent.
+func apiAnswered(round checks.Round) bool {
+	for _, r := range round.Results {
+		if r.Name == "api" {
+			return r.Err == nil
+		}
+	}
+	return true
 }
 
 // setCondition writes the agent's condition on its node when it differs
