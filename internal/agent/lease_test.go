@@ -3,10 +3,13 @@ package agent
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -165,4 +168,41 @@ func TestRetaintLockTakerDatesWhatItSawFromTheAnswer(t *testing.T) {
 		}
 	}
 	t.Fatal("taker never took over a lease left unchanged")
+}
+
+// slowFleetCount answers the fleet budget's label-selector read only when
+// the caller gives up: an API server that cannot count in time.
+type slowFleetCount struct{ *fakeCluster }
+
+func (s slowFleetCount) ListNodes(ctx context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
+	if o.LabelSelector != "" {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.fakeCluster.ListNodes(ctx, o)
+}
+
+// TestRetaintCountOutlastingTheLeaseIsDeferred: a fleet count that runs out
+// of the Lease's time is a re-taint deferred because the Lease expired
+// (metric, Event), not a refusal of the fleet budget.
+func TestRetaintCountOutlastingTheLeaseIsDeferred(t *testing.T) {
+	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	a, rec := startTestAgent(t, f, stubCheck{err: errDNS}, nil)
+	a.client = slowFleetCount{f}
+	a.lock.duration = 300 * time.Millisecond
+	a.failures = a.opts.RetaintThreshold - 1
+	inInitial := false
+	a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+	if HasTaint(f.node("n1").Spec.Taints, unhealthy) {
+		t.Fatal("re-tainted without a fleet count")
+	}
+	if got := testutil.ToFloat64(a.metrics.retaintDeferred.WithLabelValues(DeferLeaseExpired)); got != 1 {
+		t.Errorf("node_ready_retaint_deferred_total{reason=%q} = %v, want 1", DeferLeaseExpired, got)
+	}
+	if got := testutil.ToFloat64(a.metrics.retaintSuppressed); got != 0 {
+		t.Errorf("node_ready_retaint_suppressed_total = %v, want 0: the fleet budget refused nothing", got)
+	}
+	if ev := rec.got(); !slices.Equal(ev, []string{ReasonRetaintDeferred}) {
+		t.Errorf("events = %v, want [%s]", ev, ReasonRetaintDeferred)
+	}
 }
