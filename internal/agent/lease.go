@@ -42,6 +42,10 @@ type retaintLock struct {
 	acquiredAt time.Time
 }
 
+// concurrentTaker names the holder when another agent's write beat ours:
+// the deferral's log and Event name someone, not "".
+const concurrentTaker = "another agent (it won a concurrent take)"
+
 // acquire takes the lease if it is free, ours, or another holder's record
 // has stayed the same for duration. Otherwise it returns false and the
 // holder; the caller tries again next round.
@@ -53,7 +57,7 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 		l.fill(lease, start)
 		_, err = l.client.CreateLease(ctx, lease)
 		if apierrors.IsAlreadyExists(err) {
-			return false, "", nil
+			return false, concurrentTaker, nil
 		}
 		if err != nil {
 			return false, "", err
@@ -82,7 +86,7 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 	// The Update carries the resourceVersion we read: a concurrent taker makes it conflict.
 	_, err = l.client.UpdateLease(ctx, lease)
 	if apierrors.IsConflict(err) {
-		return false, "", nil
+		return false, concurrentTaker, nil
 	}
 	if err != nil {
 		return false, "", err

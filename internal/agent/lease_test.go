@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 )
 
@@ -204,5 +206,39 @@ func TestRetaintCountOutlastingTheLeaseIsDeferred(t *testing.T) {
 	}
 	if ev := rec.got(); !slices.Equal(ev, []string{ReasonRetaintDeferred}) {
 		t.Errorf("events = %v, want [%s]", ev, ReasonRetaintDeferred)
+	}
+}
+
+// racedLease loses every write of the Lease to another agent.
+type racedLease struct{ *fakeCluster }
+
+func (racedLease) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "leases"}, l.Name)
+}
+
+func (racedLease) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, l.Name, nil)
+}
+
+// TestRetaintLockLostRaceNamesAHolder: an agent that loses the Lease to a
+// concurrent taker says it is held (the deferral's log and Event name the
+// holder), never by "".
+func TestRetaintLockLostRaceNamesAHolder(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lease *coordinationv1.Lease
+	}{
+		{name: "created at the same moment"},
+		{name: "taken from a released lease at the same moment", lease: leaseAt("", time.Now(), 15)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster()
+			f.lease = tt.lease
+			l := &retaintLock{client: racedLease{f}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, now: time.Now}
+			got, holder, err := l.acquire(t.Context())
+			if err != nil || got || holder == "" {
+				t.Errorf("acquire lost to another agent = %v, %q, %v; want false, a holder named", got, holder, err)
+			}
+		})
 	}
 }
