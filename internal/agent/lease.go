@@ -116,9 +116,13 @@ func (l *retaintLock) fill(lease *coordinationv1.Lease, now time.Time) {
 }
 
 // release hands the lease back if we still hold it; failure only delays the
-// next taker by duration.
+// next taker by duration. It waits for the API server at most duration:
+// the caller runs it past its own cancellation, and a Lease left behind is
+// taken over after duration anyway.
 func (l *retaintLock) release(ctx context.Context) {
 	l.acquiredAt = time.Time{}
+	ctx, cancel := context.WithTimeout(ctx, l.duration)
+	defer cancel()
 	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
 	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != l.holder {
 		return

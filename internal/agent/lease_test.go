@@ -242,3 +242,29 @@ func TestRetaintLockLostRaceNamesAHolder(t *testing.T) {
 		})
 	}
 }
+
+// hungLease is an API server that never answers a Lease read.
+type hungLease struct{ *fakeCluster }
+
+func (hungLease) GetLease(ctx context.Context, _, _ string) (*coordinationv1.Lease, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRetaintLockReleaseIsBounded: handing the Lease back runs past the
+// round's cancellation (so a stopping agent still releases it), but not
+// for ever: an API server that does not answer must not stall the agent's
+// loop, and a Lease left behind is taken over after its duration anyway.
+func TestRetaintLockReleaseIsBounded(t *testing.T) {
+	l := &retaintLock{client: hungLease{newFakeCluster()}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 200 * time.Millisecond, now: time.Now}
+	done := make(chan struct{})
+	go func() {
+		l.release(context.WithoutCancel(t.Context()))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("release still waiting for the API server after 10s (its lease duration is 200ms)")
+	}
+}
