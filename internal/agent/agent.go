@@ -6,7 +6,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -78,6 +77,10 @@ type Agent struct {
 	dsWatch  *daemonSetWatch
 
 	// Owned by the Run loop.
+	// woken is set while a step runs because the node's watch woke the
+	// loop, not the timer; due is when the next periodic round is due.
+	woken        bool
+	due          time.Time
 	failures     int
 	passes       int
 	failingSince time.Time
@@ -278,6 +281,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		a.woken = false
 		select {
 		case <-ctx.Done():
 			a.log.Info("stopping; node taint left as it is")
@@ -286,6 +290,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-a.wake:
+			a.woken = true
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -295,6 +300,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		next := a.step(ctx, &inInitial, initial)
+		a.due = time.Now().Add(next)
 		timer.Reset(next)
 	}
 }
@@ -354,6 +360,9 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 		a.faultLogged = false
 		a.log.Info("control plane answers again; counting rounds from zero")
 	}
+	if a.woken && !round.Passed() && !a.startingUp() {
+		return a.uncounted(round)
+	}
 	a.observe(round)
 	// The round took a while: decide on the node as it is now.
 	if n := a.cachedNode(); n != nil {
@@ -385,48 +394,6 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	}
 	a.writeRetry.Reset()
 	return a.next(ctx, round, inInitial, initial)
-}
-
-// controlPlaneFault returns why a failed round says nothing about the node,
-// or nil: a check that failed because the API server refused or could not
-// serve (5xx, 429), or an API server that is not ready. The agent could not
-// have acted on such a round anyway, and an outage of the control plane is
-// not the node's failure.
-func (a *Agent) controlPlaneFault(ctx context.Context, round checks.Round) error {
-	for _, r := range round.Results {
-		if r.Err != nil && serverFault(r.Err) {
-			return fmt.Errorf("the API server could not serve check %s: %w", r.Name, r.Err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.opts.CheckTimeout)
-	defer cancel()
-	if err := a.client.Readyz(ctx); err != nil {
-		return fmt.Errorf("the API server is not ready: %w", err)
-	}
-	return nil
-}
-
-// serverFault reports whether err is the API server failing to serve, as
-// opposed to answering: overloaded, starting, or timing out on its side.
-func serverFault(err error) bool {
-	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-		apierrors.IsUnexpectedServerError(err)
-}
-
-// skip handles a failed round that does not count: the streaks start again
-// from zero, so after the outage the node needs the full threshold of
-// rounds the agent could act on.
-func (a *Agent) skip(round checks.Round, fault error) {
-	a.failures, a.passes = 0, 0
-	a.metrics.failures.Set(0)
-	a.metrics.skippedRounds.Inc()
-	a.setReady(true, false)
-	if !a.faultLogged {
-		a.faultLogged = true
-		a.log.Warn("control-plane fault: failed rounds do not count toward re-tainting until it answers",
-			"fault", fault.Error(), "failed", round.Failed())
-	}
 }
 
 // idleWait is how long a bootstrap-only agent sleeps between looks at its
@@ -466,35 +433,6 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 		a.writeRetry.Reset()
 	}
 	return idleWait
-}
-
-// observe records a round's outcome in state, metrics, readiness and logs.
-func (a *Agent) observe(round checks.Round) {
-	apiOK := true
-	for _, r := range round.Results {
-		if r.Name == "api" {
-			apiOK = r.Err == nil
-		}
-	}
-	a.setReady(true, apiOK)
-	if round.Passed() {
-		a.blockedLogged = ""
-		if a.failures > 0 {
-			a.log.Info("checks pass again", "after_failures", a.failures)
-		}
-		a.failures = 0
-		a.passes++
-	} else {
-		if a.failures == 0 {
-			a.failingSince = time.Now()
-		}
-		a.failures++
-		a.passes = 0
-		a.log.Warn("verification round failed", "failed", round.Failed(), "consecutive_failures", a.failures,
-			"duration_seconds", round.Duration.Seconds(), "error", round.Summary())
-	}
-	a.metrics.failures.Set(float64(a.failures))
-	a.log.Debug("verification round", "passed", round.Passed(), "duration_seconds", round.Duration.Seconds())
 }
 
 // setCondition writes the agent's condition on its node when it differs

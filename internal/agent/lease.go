@@ -33,12 +33,18 @@ type retaintLock struct {
 	now func() time.Time
 
 	// observedRV is another holder's record as last seen, and observedAt
-	// when this agent first saw it.
+	// when this agent first saw it: when the read that returned it had
+	// answered, so never before the holder took it.
 	observedRV string
 	observedAt time.Time
-	// acquiredAt is when this agent last took the lease (before the write).
+	// acquiredAt is when this agent last took the lease: before it even
+	// read the Lease, so never after any other agent first saw its record.
 	acquiredAt time.Time
 }
+
+// concurrentTaker names the holder when another agent's write beat ours:
+// the deferral's log and Event name someone, not "".
+const concurrentTaker = "another agent (it won a concurrent take)"
 
 // acquire takes the lease if it is free, ours, or another holder's record
 // has stayed the same for duration. Otherwise it returns false and the
@@ -51,7 +57,7 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 		l.fill(lease, start)
 		_, err = l.client.CreateLease(ctx, lease)
 		if apierrors.IsAlreadyExists(err) {
-			return false, "", nil
+			return false, concurrentTaker, nil
 		}
 		if err != nil {
 			return false, "", err
@@ -63,11 +69,16 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 		return false, "", err
 	}
 	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "" && holder != l.holder {
+		// The record is dated from the answer, not from the question: a read
+		// that waited (in the client's rate limiter, or queued by the API
+		// server) may return a record written long after it was sent, by a
+		// holder that has all its time still ahead of it.
+		seen := l.now()
 		if lease.ResourceVersion != l.observedRV {
-			l.observedRV, l.observedAt = lease.ResourceVersion, start
+			l.observedRV, l.observedAt = lease.ResourceVersion, seen
 			return false, holder, nil
 		}
-		if start.Sub(l.observedAt) < l.duration {
+		if seen.Sub(l.observedAt) < l.duration {
 			return false, holder, nil
 		}
 	}
@@ -75,7 +86,7 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 	// The Update carries the resourceVersion we read: a concurrent taker makes it conflict.
 	_, err = l.client.UpdateLease(ctx, lease)
 	if apierrors.IsConflict(err) {
-		return false, "", nil
+		return false, concurrentTaker, nil
 	}
 	if err != nil {
 		return false, "", err
@@ -105,9 +116,13 @@ func (l *retaintLock) fill(lease *coordinationv1.Lease, now time.Time) {
 }
 
 // release hands the lease back if we still hold it; failure only delays the
-// next taker by duration.
+// next taker by duration. It waits for the API server at most duration:
+// the caller runs it past its own cancellation, and a Lease left behind is
+// taken over after duration anyway.
 func (l *retaintLock) release(ctx context.Context) {
 	l.acquiredAt = time.Time{}
+	ctx, cancel := context.WithTimeout(ctx, l.duration)
+	defer cancel()
 	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
 	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != l.holder {
 		return

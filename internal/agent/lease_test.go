@@ -1,12 +1,18 @@
 package agent
 
 import (
+	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 )
 
@@ -109,5 +115,156 @@ func TestRetaintLockHeldOnlyWithinItsTime(t *testing.T) {
 	clock.step(10 * time.Second)
 	if l.held() {
 		t.Error("held 10 s into a 15 s lease: another agent may take it over before the taint lands")
+	}
+}
+
+// slowLeaseRead answers a Lease read as a read that waited (in the client's
+// rate limiter, or queued by the API server's flow control) while during
+// ran: the answer is the Lease as it is when the read is finally served.
+type slowLeaseRead struct {
+	*fakeCluster
+	during func()
+}
+
+func (s *slowLeaseRead) GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	if d := s.during; d != nil {
+		s.during = nil
+		d()
+	}
+	return s.fakeCluster.GetLease(ctx, namespace, name)
+}
+
+// TestRetaintLockTakerDatesWhatItSawFromTheAnswer: a taker whose read of the
+// Lease waited while another agent took it must date that record from when
+// the answer came, not from when it asked; else it takes the Lease over while
+// the holder still counts and taints, and both re-taint beyond the budget.
+func TestRetaintLockTakerDatesWhatItSawFromTheAnswer(t *testing.T) {
+	f := newFakeCluster()
+	clock := newFakeClock(time.Now())
+	const duration = 15 * time.Second
+	holder := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "a", duration: duration, now: clock.now}
+	read := &slowLeaseRead{fakeCluster: f}
+	taker := &retaintLock{client: read, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "b", duration: duration, now: clock.now}
+	// The taker asks; its read waits 9 s, meanwhile the holder takes the free Lease.
+	read.during = func() {
+		clock.step(9 * time.Second)
+		if got, _, err := holder.acquire(t.Context()); err != nil || !got {
+			t.Fatalf("holder acquire of a free lease = %v, %v", got, err)
+		}
+	}
+	if got, who, err := taker.acquire(t.Context()); err != nil || got || who != "a" {
+		t.Fatalf("taker acquire = %v, %q, %v; want false, held by a", got, who, err)
+	}
+	for range 20 {
+		clock.step(time.Second)
+		got, _, err := taker.acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got && holder.held() {
+			t.Fatalf("taker took the lease %s after the holder did, while the holder may still act on it (until %s after): two agents hold it",
+				clock.now().Sub(holder.acquiredAt), holder.deadline().Sub(holder.acquiredAt))
+		}
+		if got {
+			return
+		}
+	}
+	t.Fatal("taker never took over a lease left unchanged")
+}
+
+// slowFleetCount answers the fleet budget's label-selector read only when
+// the caller gives up: an API server that cannot count in time.
+type slowFleetCount struct{ *fakeCluster }
+
+func (s slowFleetCount) ListNodes(ctx context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
+	if o.LabelSelector != "" {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.fakeCluster.ListNodes(ctx, o)
+}
+
+// TestRetaintCountOutlastingTheLeaseIsDeferred: a fleet count that runs out
+// of the Lease's time is a re-taint deferred because the Lease expired
+// (metric, Event), not a refusal of the fleet budget.
+func TestRetaintCountOutlastingTheLeaseIsDeferred(t *testing.T) {
+	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	a, rec := startTestAgent(t, f, stubCheck{err: errDNS}, nil)
+	a.client = slowFleetCount{f}
+	a.lock.duration = 300 * time.Millisecond
+	a.failures = a.opts.RetaintThreshold - 1
+	inInitial := false
+	a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+	if HasTaint(f.node("n1").Spec.Taints, unhealthy) {
+		t.Fatal("re-tainted without a fleet count")
+	}
+	if got := testutil.ToFloat64(a.metrics.retaintDeferred.WithLabelValues(DeferLeaseExpired)); got != 1 {
+		t.Errorf("node_ready_retaint_deferred_total{reason=%q} = %v, want 1", DeferLeaseExpired, got)
+	}
+	if got := testutil.ToFloat64(a.metrics.retaintSuppressed); got != 0 {
+		t.Errorf("node_ready_retaint_suppressed_total = %v, want 0: the fleet budget refused nothing", got)
+	}
+	if ev := rec.got(); !slices.Equal(ev, []string{ReasonRetaintDeferred}) {
+		t.Errorf("events = %v, want [%s]", ev, ReasonRetaintDeferred)
+	}
+}
+
+// racedLease loses every write of the Lease to another agent.
+type racedLease struct{ *fakeCluster }
+
+func (racedLease) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "leases"}, l.Name)
+}
+
+func (racedLease) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, l.Name, nil)
+}
+
+// TestRetaintLockLostRaceNamesAHolder: an agent that loses the Lease to a
+// concurrent taker says it is held (the deferral's log and Event name the
+// holder), never by "".
+func TestRetaintLockLostRaceNamesAHolder(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lease *coordinationv1.Lease
+	}{
+		{name: "created at the same moment"},
+		{name: "taken from a released lease at the same moment", lease: leaseAt("", time.Now(), 15)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster()
+			f.lease = tt.lease
+			l := &retaintLock{client: racedLease{f}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, now: time.Now}
+			got, holder, err := l.acquire(t.Context())
+			if err != nil || got || holder == "" {
+				t.Errorf("acquire lost to another agent = %v, %q, %v; want false, a holder named", got, holder, err)
+			}
+		})
+	}
+}
+
+// hungLease is an API server that never answers a Lease read.
+type hungLease struct{ *fakeCluster }
+
+func (hungLease) GetLease(ctx context.Context, _, _ string) (*coordinationv1.Lease, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRetaintLockReleaseIsBounded: handing the Lease back runs past the
+// round's cancellation (so a stopping agent still releases it), but not
+// for ever: an API server that does not answer must not stall the agent's
+// loop, and a Lease left behind is taken over after its duration anyway.
+func TestRetaintLockReleaseIsBounded(t *testing.T) {
+	l := &retaintLock{client: hungLease{newFakeCluster()}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 200 * time.Millisecond, now: time.Now}
+	done := make(chan struct{})
+	go func() {
+		l.release(context.WithoutCancel(t.Context()))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("release still waiting for the API server after 10s (its lease duration is 200ms)")
 	}
 }

@@ -58,3 +58,38 @@ func TestRestartKeepsTheTolerance(t *testing.T) {
 		})
 	}
 }
+
+// TestWokenRoundKeepsThePeriodicSchedule: on a node in service, a failed
+// round a change of the node woke adds nothing to the failure streak and
+// leaves the next periodic round when it was due; the periodic rounds then
+// count as before.
+func TestWokenRoundKeepsThePeriodicSchedule(t *testing.T) {
+	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Options) {
+		o.Period = time.Minute
+		o.RetaintThreshold = 3
+	})
+	inInitial := false
+	initial := newInitialBackoff(time.Second, 1)
+	a.failures, a.passes = 1, 1
+	a.due = time.Now().Add(50 * time.Second)
+	a.woken = true
+	for range 5 {
+		if d := a.step(t.Context(), &inInitial, initial); d > 50*time.Second || d < 45*time.Second {
+			t.Fatalf("wait after a woken round = %s, want what was left of the periodic wait (50s)", d)
+		}
+	}
+	if a.failures != 1 || a.passes != 0 {
+		t.Errorf("after 5 failed woken rounds: %d failures, %d passes; want 1, 0", a.failures, a.passes)
+	}
+	if HasTaint(f.node("n1").Spec.Taints, unhealthy) {
+		t.Fatal("re-tainted by woken rounds")
+	}
+	a.woken = false
+	for range 2 {
+		a.step(t.Context(), &inInitial, initial)
+	}
+	if !HasTaint(f.node("n1").Spec.Taints, unhealthy) {
+		t.Errorf("not re-tainted after 3 failed periodic rounds (failures = %d)", a.failures)
+	}
+}

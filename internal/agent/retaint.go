@@ -44,6 +44,11 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 	ctx, cancel := context.WithDeadline(ctx, a.lock.deadline())
 	defer cancel()
 	others, total, err := a.fleet(ctx)
+	if err != nil && !a.lock.held() {
+		// The count ran out of the lease's time: the budget said nothing.
+		a.deferRetaint(node, DeferLeaseExpired, "")
+		return nil
+	}
 	if err != nil {
 		// Without the count the blast radius is unknown: err on the side of not tainting.
 		a.metrics.retaintSuppressed.Inc()

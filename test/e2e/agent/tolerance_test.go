@@ -144,3 +144,36 @@ func breakDNS(t *testing.T, resolvConf string) {
 		t.Fatal(err)
 	}
 }
+
+// TestWokenRoundsDoNotShortenTheTolerance: on a node in service, a round the
+// node's watch wakes at once (here: a wait-for taint that comes and goes,
+// as a CNI or an autoscaler may do) is no periodic round: while its checks
+// fail it does not count toward --retaint-threshold, so changes of the node
+// cannot re-taint it in seconds. Anchored on the rounds run.
+func TestWokenRoundsDoNotShortenTheTolerance(t *testing.T) {
+	n := newNode(t, "woken-rounds", harness.NodeOptions{})
+	resolv := ownResolvConf(t)
+	a := startAgent(t, n, "--check.dns.resolv-conf="+resolv, "--max-retainted=100%", "--retaint-threshold=3", "--check-period=2m")
+	waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	breakDNS(t, resolv)
+	const waitFor = "karpenter.sh/unregistered"
+	for i := range 4 {
+		rounds := a.Metric(t, "node_check_duration_seconds_count", `check="dns"`)
+		cp.KubectlT(t, "", "taint", "node", n.Name, waitFor+"=true:NoExecute")
+		cp.KubectlT(t, "", "taint", "node", n.Name, waitFor+":NoExecute-")
+		harness.Eventually(t, 20*time.Second, fmt.Sprintf("a round woken by the taint's removal (%d)", i+1), func() (bool, string) {
+			got, err := a.TryMetric("node_check_duration_seconds_count", `check="dns"`)
+			return err == nil && got > rounds, fmt.Sprintf("%v rounds (err %v)", got-rounds, err)
+		})
+	}
+	if got := a.Metric(t, "node_check_failures_total", `check="dns"`); got < 4 {
+		t.Fatalf("%v failed dns rounds, want at least 4: DNS is not broken", got)
+	}
+	if nd := getNode(t, n.Name); !verified(nd) {
+		t.Errorf("re-tainted by rounds woken by the node's changes, within seconds of a %s period: taints %v, label %q",
+			2*time.Minute, nd.Spec.Taints, nd.Labels["node-ready/verified"])
+	}
+	if got := a.Metric(t, "node_ready_consecutive_failures"); got != 0 {
+		t.Errorf("%v failed rounds counted toward the re-taint, want 0: no periodic round ran", got)
+	}
+}
