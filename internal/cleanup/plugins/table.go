@@ -1,6 +1,6 @@
 // Package plugins holds the built-in cleanup plugins, one file each, and the
 // table that names them. Adding a plugin touches its file, its test, this
-// table and its README section.
+// table and its section of docs/cleanup-plugins.md.
 package plugins
 
 import (

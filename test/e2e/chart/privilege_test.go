@@ -350,7 +350,7 @@ func TestSelfManagedSecretFromUpgradeToUninstall(t *testing.T) {
 // agent's ServiceAccount (a token bound to a pod on its node, as the kubelet
 // projects it) may list pods and DaemonSets only while the DaemonSet gate is
 // enabled (agent.gates.daemonSets.enabled), and then, as RBAC cannot say
-// "only on your node", those of every node (the README says so); never
+// "only on your node", those of every node (docs/agent.md says so); never
 // Secrets, ConfigMaps, pod logs, exec, or the kubelet's API.
 func TestAgentReadsPodsOnlyWithTheDaemonSetGate(t *testing.T) {
 	ctx := t.Context()

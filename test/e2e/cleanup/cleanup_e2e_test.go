@@ -2,7 +2,7 @@
 
 // Package cleanup tests node cleanup end to end: two real
 // kube-node-ready-webhook processes (leader-elected, least-privilege RBAC as
-// the README documents it) against a real kube-apiserver, real kubectl, and
+// docs/cleanup-plugins.md documents it) against a real kube-apiserver, real kubectl, and
 // loopback HTTP servers that speak the Portworx and chat formats.
 package cleanup
 

@@ -360,7 +360,7 @@ var examples = []struct {
 	name, file, heading string
 	set                 []string
 }{
-	{name: "README example", file: "README.md", heading: "### Install with kustomize"},
+	{name: "docs/install.md example", file: "docs/install.md", heading: "## Install with kustomize"},
 	{
 		name: "manifests/README own issuer", file: "manifests/README.md", heading: "## cert-manager with an issuer of your own",
 		set: []string{"webhook.certificates.certManagerIssuer.kind=ClusterIssuer", "webhook.certificates.certManagerIssuer.name=my-ca"},

@@ -185,21 +185,21 @@ func exposedNames(url string) ([]string, error) {
 	return out, sc.Err()
 }
 
-// readmeScrapeConfig is the plain Prometheus configuration in the README's
-// Monitoring section: the YAML block that holds scrape_configs.
+// readmeScrapeConfig is the plain Prometheus configuration in the Monitoring
+// section of docs/operate.md: the YAML block that holds scrape_configs.
 func readmeScrapeConfig(t *testing.T) map[string]any {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "operate.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### Monitoring\n")
+	_, section, ok := strings.Cut(string(readme), "\n## Monitoring\n")
 	if !ok {
-		t.Fatal("README.md has no ### Monitoring section")
+		t.Fatal("docs/operate.md has no ## Monitoring section")
 	}
 	for _, next := range []string{"\n## ", "\n### "} {
 		if end := strings.Index(section, next); end >= 0 {
@@ -213,15 +213,15 @@ func readmeScrapeConfig(t *testing.T) map[string]any {
 		}
 		var cfg map[string]any
 		if err := yaml.Unmarshal([]byte(block), &cfg); err != nil {
-			t.Fatalf("README Monitoring scrape configuration: %v\n%s", err, block)
+			t.Fatalf("docs/operate.md Monitoring scrape configuration: %v\n%s", err, block)
 		}
 		return cfg
 	}
-	t.Fatal("README.md ### Monitoring: no yaml block with scrape_configs")
+	t.Fatal("docs/operate.md ## Monitoring: no yaml block with scrape_configs")
 	return nil
 }
 
-// testReadmeScrapeConfig: the README's configuration for a Prometheus
+// testReadmeScrapeConfig: the configuration in docs/operate.md for a Prometheus
 // without the operator, given the test's kubeconfig, discovers (promtool
 // check service-discovery, against the API server) exactly the targets the
 // ServiceMonitors' configuration scrapes, with the same address, job,
@@ -235,7 +235,7 @@ func (e *env) testReadmeScrapeConfig(t *testing.T) {
 	}
 	jobs, _ := cfg["scrape_configs"].([]any)
 	if len(jobs) != 1 {
-		t.Fatalf("README scrape_configs: %d jobs, want 1", len(jobs))
+		t.Fatalf("docs/operate.md scrape_configs: %d jobs, want 1", len(jobs))
 	}
 	job := jobs[0].(map[string]any)
 	for _, sd := range job["kubernetes_sd_configs"].([]any) {
@@ -275,7 +275,7 @@ func (e *env) testReadmeScrapeConfig(t *testing.T) {
 	for _, timeout := range []string{"5s", "15s", "30s"} {
 		out, err := e.c.Promtool(ctx, dir, "check", "service-discovery", "--timeout="+timeout, path, job["job_name"].(string))
 		if err != nil {
-			t.Fatalf("the README's configuration: %v", err)
+			t.Fatalf("the configuration in docs/operate.md: %v", err)
 		}
 		var discovered []struct {
 			Labels map[string]string `json:"labels"`
@@ -295,6 +295,6 @@ func (e *env) testReadmeScrapeConfig(t *testing.T) {
 		}
 	}
 	if !slices.Equal(readme, operator) {
-		t.Errorf("the README's scrape configuration finds\n  %s\nthe ServiceMonitors' scrape\n  %s", strings.Join(readme, "\n  "), strings.Join(operator, "\n  "))
+		t.Errorf("the scrape configuration in docs/operate.md finds\n  %s\nthe ServiceMonitors' scrape\n  %s", strings.Join(readme, "\n  "), strings.Join(operator, "\n  "))
 	}
 }
