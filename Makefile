@@ -108,6 +108,10 @@ manifests: tools ## render the chart into manifests/: kustomize base, a componen
 chart-docs: ## rewrite the values table of the chart README from values.yaml
 	$(GO) run ./test/chartdoc
 
+.PHONY: flag-docs
+flag-docs: ## rewrite the flag tables of docs/ from the agent's and the webhook's flags
+	$(GO) run ./hack/flagdoc
+
 # Images are built without a container engine or a registry: knr-image
 # (test/tools/images, go-containerregistry) wraps the static binaries in
 # one-layer OCI images, one per platform, under one index. The Dockerfiles
