@@ -34,8 +34,8 @@ type pxCall struct {
 	check string
 }
 
-// portworx speaks the OpenStorage cluster REST API as documented in the
-// README: GET /v1/cluster/enumerate, DELETE /v1/cluster/{id}.
+// portworx speaks the OpenStorage cluster REST API as documented in
+// docs/cleanup-plugins.md: GET /v1/cluster/enumerate, DELETE /v1/cluster/{id}.
 type portworx struct {
 	mu        sync.Mutex
 	behaviour map[string]pxBehaviour
