@@ -76,7 +76,8 @@ e2e: tools build images ## tests against the real control plane and real nodes (
 # The e2e tag only adds files (none is built only without it), so one pass
 # with it covers every package.
 .PHONY: lint
-lint: tools ## go vet, staticcheck (pinned in test/tools) and gofmt
+lint: ## go vet, staticcheck (pinned in test/tools/staticcheck, built into bin/ unless there) and gofmt
+	./test/tools/staticcheck/build.sh
 	$(GO) vet -tags e2e ./...
 	$(BIN)/staticcheck -tags e2e ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
