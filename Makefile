@@ -76,10 +76,22 @@ e2e: tools build images ## tests against the real control plane and real nodes (
 # The e2e tag only adds files (none is built only without it), so one pass
 # with it covers every package.
 .PHONY: lint
-lint: tools ## go vet, staticcheck (pinned in test/tools) and gofmt
+lint: ## go vet, staticcheck (pinned in test/tools/staticcheck, built into bin/ unless there) and gofmt
+	./test/tools/staticcheck/build.sh
 	$(GO) vet -tags e2e ./...
 	$(BIN)/staticcheck -tags e2e ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# govulncheck reports the known vulnerabilities that the project's code
+# reaches, in the modules go.mod pins and the standard library of the Go that
+# runs it. The database is the one pinned in test/tools/vulndb (served by the
+# module proxy), so the check runs offline and its answer moves only with that
+# pin; bump it to learn of newer reports.
+.PHONY: vuln
+vuln: ## govulncheck (pinned in test/tools/govulncheck) against the vulnerability database pinned in test/tools/vulndb, offline
+	./test/tools/govulncheck/build.sh
+	@test -f $(BIN)/vulndb/index/db.json || { echo "make vuln: no vulnerability database in $(BIN)/vulndb"; exit 1; }
+	$(BIN)/govulncheck -db file://$(BIN)/vulndb -tags e2e ./...
 
 # Each fuzz target runs for FUZZTIME on top of its seed corpus
 # (testdata/fuzz/<target>/); a crasher is written there and fails the run.

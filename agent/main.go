@@ -75,7 +75,11 @@ func run(ctx context.Context, opts *agent.Options) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	cs, err := agent.BuildChecks(opts, client, log)
 	if err != nil {
 		return err
@@ -89,7 +93,15 @@ func run(ctx context.Context, opts *agent.Options) error {
 	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Log: log}
 	// The recorder's worker outlives ctx: Close drains it on the way out.
 	go recorder.Run(context.WithoutCancel(ctx))
-	a, err := agent.New(opts, client, cs, checks.NewMetrics(reg), agent.NewMetrics(reg), recorder, log)
+	checkMetrics, err := checks.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	agentMetrics, err := agent.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(opts, client, cs, checkMetrics, agentMetrics, recorder, log)
 	if err != nil {
 		return err
 	}

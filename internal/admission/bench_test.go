@@ -43,7 +43,7 @@ func (w *discardWriter) WriteHeader(int)             {}
 // the network; profile it with -cpuprofile / -memprofile.
 func BenchmarkServeHTTP(b *testing.B) {
 	body := benchReviewBody(b)
-	h := &Handler{Finalizer: fin, Metrics: NewMetrics(prometheus.NewRegistry())}
+	h := &Handler{Finalizer: fin, Metrics: newMetrics(b, prometheus.NewRegistry())}
 	rd := bytes.NewReader(body)
 	req, _ := http.NewRequest(http.MethodPost, "/mutate-node", io.NopCloser(rd))
 	w := &discardWriter{h: http.Header{}}

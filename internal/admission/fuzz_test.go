@@ -56,7 +56,7 @@ func FuzzReview(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	h := &Handler{Finalizer: fin, Metrics: NewMetrics(prometheus.NewRegistry())}
+	h := &Handler{Finalizer: fin, Metrics: newMetrics(f, prometheus.NewRegistry())}
 	panics := h.Metrics.requests.WithLabelValues(opUnknown, ResultPanic)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := post(t, h, body)

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,8 +13,9 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 }
 
-// NewMetrics registers the admission series on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the admission series on reg; it fails when one of them
+// is already there.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_cleanup_webhook_requests_total",
@@ -25,8 +27,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5},
 		}, []string{"operation"}),
 	}
-	reg.MustRegister(m.requests, m.duration)
-	return m
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("admission: register metrics: %w", err)
+		}
+	}
+	return m, nil
 }
 
 func (m *Metrics) observe(operation, result string, d time.Duration) {

@@ -50,7 +50,7 @@ func decodeReview(t testing.TB, b []byte) admissionv1.AdmissionReview {
 
 func TestServeAddsFinalizer(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := &Handler{Finalizer: fin, Metrics: NewMetrics(reg)}
+	h := &Handler{Finalizer: fin, Metrics: newMetrics(t, reg)}
 	req := nodeCreate(t, node("a/one"))
 	rec := post(t, h, reviewBody(t, req))
 	if rec.Code != http.StatusOK {
@@ -97,7 +97,7 @@ func TestServeBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			h := &Handler{Finalizer: fin, Metrics: NewMetrics(reg)}
+			h := &Handler{Finalizer: fin, Metrics: newMetrics(t, reg)}
 			method := tt.method
 			if method == "" {
 				method = http.MethodPost
@@ -163,7 +163,7 @@ func TestServeV1beta1IsAnsweredInKind(t *testing.T) {
 
 func TestServeRecoversPanicAsAllowed(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h := &Handler{Finalizer: fin, Metrics: NewMetrics(reg), policy: func(*admissionv1.AdmissionRequest, string) (*admissionv1.AdmissionResponse, string) {
+	h := &Handler{Finalizer: fin, Metrics: newMetrics(t, reg), policy: func(*admissionv1.AdmissionRequest, string) (*admissionv1.AdmissionResponse, string) {
 		panic("policy bug")
 	}}
 	rec := post(t, h, reviewBody(t, nodeCreate(t, node())))

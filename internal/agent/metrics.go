@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
@@ -20,8 +22,9 @@ type Metrics struct {
 	gateTimeouts      prometheus.Counter
 }
 
-// NewMetrics registers the agent metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the agent metrics on reg; it fails when one of them is
+// already there.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		verified: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_ready_verified",
@@ -65,7 +68,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"check"}),
 	}
 	buildInfo := version.BuildInfo("node_ready_build_info", "Build of the running agent; always 1.")
-	reg.MustRegister(m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, buildInfo)
+	for _, c := range []prometheus.Collector{m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, buildInfo} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("agent: register metrics: %w", err)
+		}
+	}
 	for _, op := range []string{"add", "remove"} {
 		for _, res := range []string{"success", "conflict", "error"} {
 			m.taintOps.WithLabelValues(op, res)
@@ -74,5 +81,5 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range deferReasons {
 		m.retaintDeferred.WithLabelValues(r)
 	}
-	return m
+	return m, nil
 }

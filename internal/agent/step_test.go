@@ -212,7 +212,15 @@ func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate fun
 	}
 	reg := prometheus.NewRegistry()
 	rec := &fakeRecorder{}
-	a, err := New(opts, f, []checks.Check{check}, checks.NewMetrics(reg), NewMetrics(reg), rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	checkMetrics, err := checks.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentMetrics, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(opts, f, []checks.Check{check}, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,8 +84,9 @@ type Metrics struct {
 	success  *prometheus.GaugeVec
 }
 
-// NewMetrics registers the check metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the check metrics on reg; it fails when one of them is
+// already there.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "node_check_duration_seconds",
@@ -101,8 +102,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Whether the last run of each verification check passed (1) or failed (0).",
 		}, []string{"check"}),
 	}
-	reg.MustRegister(m.duration, m.failures, m.success)
-	return m
+	for _, c := range []prometheus.Collector{m.duration, m.failures, m.success} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("checks: register metrics: %w", err)
+		}
+	}
+	return m, nil
 }
 
 // Runner runs a fixed set of checks concurrently, each under its own timeout.

@@ -30,7 +30,11 @@ func TestRunner(t *testing.T) {
 		fakeCheck{"hangs", func(context.Context) error { <-block; return nil }},
 	}
 	reg := prometheus.NewRegistry()
-	r := NewRunner(cs, 100*time.Millisecond, NewMetrics(reg))
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(cs, 100*time.Millisecond, m)
 	round := r.Run(context.Background())
 
 	if round.Passed() {
@@ -63,5 +67,17 @@ func TestRunner(t *testing.T) {
 func TestEmptyRoundDoesNotPass(t *testing.T) {
 	if (Round{}).Passed() {
 		t.Error("a round with no checks passed")
+	}
+}
+
+// A second registration on the same registry is an error the caller
+// returns, not a panic.
+func TestNewMetricsTwiceFails(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMetrics(reg); err == nil {
+		t.Fatal("second NewMetrics on one registry: no error")
 	}
 }

@@ -58,7 +58,7 @@ func NewHealth(reg prometheus.Registerer) (*Health, error) {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{h.healthy, h.probes} {
 			if err := reg.Register(c); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("cleanup: register health metrics: %w", err)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.operations, m.duration} {
 			if err := reg.Register(c); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("cleanup: register metrics: %w", err)
 			}
 		}
 	}

@@ -54,10 +54,12 @@ func (l *Loader) RegisterMetrics(reg prometheus.Registerer) error {
 		Name: "node_cleanup_config_valid",
 		Help: "1 when the cleanup configuration file is the one in use; 0 when it is invalid (the previous one runs, or with none node deletions are held).",
 	})
-	if err := reg.Register(l.valid); err != nil {
-		return err
+	for _, c := range []prometheus.Collector{l.valid, l.reloads} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("cleanup: register configuration metrics: %w", err)
+		}
 	}
-	return reg.Register(l.reloads)
+	return nil
 }
 
 // Load reads, validates and installs the configuration. An error leaves no

@@ -35,8 +35,12 @@ const Path = "/mutate-node"
 // Run serves until ctx ends, then shuts down within opts.ShutdownGrace.
 func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		version.BuildInfo("node_cleanup_webhook_build_info", "Build of the running webhook; always 1."))
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		version.BuildInfo("node_cleanup_webhook_build_info", "Build of the running webhook; always 1.")} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
 
 	store := &certs.Store{}
 	var listening atomic.Bool // ready = a certificate and an open admission listener
@@ -100,11 +104,15 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err := waitReady(ctx, store, log); err != nil {
 		return err
 	}
+	admissionMetrics, err := admission.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, &admission.Handler{
 		Finalizer:    opts.Finalizer,
 		MaxBodyBytes: opts.MaxBodyBytes,
-		Metrics:      admission.NewMetrics(reg),
+		Metrics:      admissionMetrics,
 		Log:          log,
 	})
 	srv := &http.Server{

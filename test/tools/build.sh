@@ -4,51 +4,9 @@
 # under test/tools/ differs from the one recorded in bin/.stamp-<tool>.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-bin="$root/bin"
-mkdir -p "$bin"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
-# build NAME MODULE_DIR PINNED_MODULE BINARY=PACKAGE...  ($LDFLAGS applies)
-# All packages of one tool go to one `go build -o bin/` so that the packages
-# they share compile once (the six Kubernetes binaries share most of theirs).
-build() {
-	local name=$1 dir=$2 mod=$3
-	shift 3
-	local version stamp="$bin/.stamp-$name" pinned
-	pinned=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
-	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "${LDFLAGS:-}${TAGS:-}" | sha256sum | cut -c1-12)"
-	if [[ -f "$stamp" && "$(cat "$stamp")" == "$version" ]] && all_present "$@"; then
-		return 0
-	fi
-	echo ">> building $name ($version)"
-	local start=$SECONDS spec pkgs=() out
-	out=$(mktemp -d "$bin/.build-$name.XXXXXX")
-	for spec in "$@"; do
-		pkgs+=("${spec#*=}")
-	done
-	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "${TAGS:-}" -ldflags "${LDFLAGS:-}" -o "$out/" "${pkgs[@]}")
-	# go build names each binary after the last element of its package path,
-	# skipping a major-version suffix (go.etcd.io/etcd/server/v3 -> server).
-	local pkg built
-	for spec in "$@"; do
-		pkg=${spec#*=}
-		built=$(basename "$pkg")
-		[[ $built =~ ^v[0-9]+$ ]] && built=$(basename "$(dirname "$pkg")")
-		mv "$out/$built" "$bin/${spec%%=*}"
-	done
-	rmdir "$out"
-	echo "$version" >"$stamp"
-	echo ">> built $name in $((SECONDS - start))s"
-}
-
-all_present() {
-	local p
-	for p in "$@"; do
-		[[ -x "$bin/${p%%=*}" ]] || return 1
-	done
-}
-
-tools="$root/test/tools"
 build etcd "$tools/etcd" go.etcd.io/etcd/server/v3 etcd=go.etcd.io/etcd/server/v3
 # Stamp the version the way Kubernetes' own build does, or the API server
 # reports v0.0.0-master and helm refuses charts with a kubeVersion.
@@ -71,7 +29,7 @@ for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
 	ldh+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8sminor"
 done
 LDFLAGS=$ldh build helm "$tools/helm" helm.sh/helm/v3 helm=helm.sh/helm/v3/cmd/helm
-build staticcheck "$tools/staticcheck" honnef.co/go/tools staticcheck=honnef.co/go/tools/cmd/staticcheck
+"$tools/staticcheck/build.sh"
 TAGS=no_btrfs,no_devmapper,no_zfs build containerd "$tools/containerd" github.com/containerd/containerd/v2 \
 	containerd=github.com/containerd/containerd/v2/cmd/containerd \
 	containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Shared by the scripts that build the pinned test tools (build.sh, and the
+# single-tool scripts such as staticcheck/build.sh that `make lint` runs
+# without the rest): the bin/ layout and the stamped, rebuild-when-stale
+# `build` function. Source it; it sets root, bin and tools.
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin="$root/bin"
+mkdir -p "$bin"
+
+# build NAME MODULE_DIR PINNED_MODULE BINARY=PACKAGE...  ($LDFLAGS applies)
+# All packages of one tool go to one `go build -o bin/` so that the packages
+# they share compile once (the six Kubernetes binaries share most of theirs).
+build() {
+	local name=$1 dir=$2 mod=$3
+	shift 3
+	local version stamp="$bin/.stamp-$name" pinned
+	pinned=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
+	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "${LDFLAGS:-}${TAGS:-}" | sha256sum | cut -c1-12)"
+	if [[ -f "$stamp" && "$(cat "$stamp")" == "$version" ]] && all_present "$@"; then
+		return 0
+	fi
+	echo ">> building $name ($version)"
+	local start=$SECONDS spec pkgs=() out
+	out=$(mktemp -d "$bin/.build-$name.XXXXXX")
+	for spec in "$@"; do
+		pkgs+=("${spec#*=}")
+	done
+	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "${TAGS:-}" -ldflags "${LDFLAGS:-}" -o "$out/" "${pkgs[@]}")
+	# go build names each binary after the last element of its package path,
+	# skipping a major-version suffix (go.etcd.io/etcd/server/v3 -> server).
+	local pkg built
+	for spec in "$@"; do
+		pkg=${spec#*=}
+		built=$(basename "$pkg")
+		[[ $built =~ ^v[0-9]+$ ]] && built=$(basename "$(dirname "$pkg")")
+		mv "$out/$built" "$bin/${spec%%=*}"
+	done
+	rmdir "$out"
+	echo "$version" >"$stamp"
+	echo ">> built $name in $((SECONDS - start))s"
+}
+
+all_present() {
+	local p
+	for p in "$@"; do
+		[[ -x "$bin/${p%%=*}" ]] || return 1
+	done
+}
+
+tools="$root/test/tools"
