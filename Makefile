@@ -6,8 +6,10 @@ SHELL := /usr/bin/env bash
 
 MODULE  := github.com/kube-node-ready/kube-node-ready
 # One version for the binaries (--version), the image tags, the kubectl plugin
-# and the chart (whose Chart.yaml TestChartCarriesVERSION keeps equal to it).
-VERSION ?= $(strip $(file < VERSION))
+# and the chart (whose Chart.yaml TestChartCarriesVERSION keeps equal to it):
+# the VERSION file; `make VERSION=x.y.z` overrides it, a VERSION environment
+# variable does not.
+VERSION := $(strip $(file < VERSION))
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/internal/version.Commit=$(COMMIT)
 BIN     := $(CURDIR)/bin
