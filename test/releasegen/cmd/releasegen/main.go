@@ -32,7 +32,7 @@ func run(args []string) error {
 		return err
 	}
 	if len(args) == 0 {
-		return fmt.Errorf("usage: releasegen sbom|chart ...")
+		return fmt.Errorf("usage: releasegen sbom|chart ARGS")
 	}
 	switch args[0] {
 	case "sbom":
