@@ -112,6 +112,7 @@ func TestRelease(t *testing.T) {
 		t.Run("SBOM "+img, func(t *testing.T) { checkSBOM(t, r, img, binaries[img]) })
 	}
 	t.Run("chart", func(t *testing.T) { checkChart(t, r) })
+	t.Run("chart pushed to an OCI registry", func(t *testing.T) { checkChartPush(t, r) })
 	t.Run("manifests", func(t *testing.T) { checkManifests(t, r) })
 	t.Run("kubectl plugin", func(t *testing.T) { checkPlugin(t, r) })
 }
