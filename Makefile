@@ -164,6 +164,8 @@ CHART        := kube-node-ready
 release: ## everything a release publishes, offline and reproducibly, into dist/release/VERSION (RELEASE_DIR=...)
 	@[[ '$(VERSION)' =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=$(VERSION) is not a semantic version x.y.z"; exit 1; }
 	@test -x $(BIN)/helm || { echo "make release: $(BIN)/helm missing: run make tools"; exit 1; }
+	@if [[ -n "$$(ls -A '$(RELEASE_DIR)' 2>/dev/null)" && ! -e '$(RELEASE_DIR)/SHA256SUMS' && ! -e '$(RELEASE_WORK)' ]]; then \
+		echo "make release: $(RELEASE_DIR) holds files and no release: not replacing it, pick another RELEASE_DIR"; exit 1; fi
 	rm -rf $(RELEASE_DIR)
 	mkdir -p $(RELEASE_WORK)
 	$(GO) build -o $(RELEASE_WORK)/releasegen ./test/releasegen/cmd/releasegen
