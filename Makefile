@@ -5,7 +5,11 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
 MODULE  := github.com/kube-node-ready/kube-node-ready
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# One version for the binaries (--version), the image tags, the kubectl plugin
+# and the chart (whose Chart.yaml TestChartCarriesVERSION keeps equal to it):
+# the VERSION file; `make VERSION=x.y.z` overrides it, a VERSION environment
+# variable does not.
+VERSION := $(strip $(file < VERSION))
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/internal/version.Commit=$(COMMIT)
 BIN     := $(CURDIR)/bin
@@ -36,7 +40,7 @@ build: ## build the agent, webhook and kubectl plugin binaries into bin/
 # archives' sha256. KREW_URI is where the archives are published.
 DIST           := $(CURDIR)/dist
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
-KREW_URI       ?= https://github.com/kube-node-ready/kube-node-ready/releases/download/$(VERSION)
+KREW_URI       ?= https://github.com/kube-node-ready/kube-node-ready/releases/download/v$(VERSION)
 
 .PHONY: dist
 dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and the krew manifest dist/node-ready.yaml
@@ -46,7 +50,7 @@ dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and 
 		d=$(DIST)/kubectl-node_ready_$${p%/*}_$${p#*/}; mkdir -p $$d; files=(kubectl-node_ready); \
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/kubectl-node_ready ./kubectl-node_ready; \
 		if [[ -f LICENSE ]]; then cp LICENSE $$d/; files+=(LICENSE); fi; \
-		tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH) -C $$d -cf - "$${files[@]}" | gzip -n > $$d.tar.gz; \
+		tar $(REPRO_TAR) -C $$d -cf - "$${files[@]}" | gzip -n > $$d.tar.gz; \
 		rm -rf $$d; \
 	done
 	plugins/krew/render.sh '$(VERSION)' '$(KREW_URI)' $(DIST) > $(DIST)/node-ready.yaml.tmp
@@ -130,29 +134,74 @@ flag-docs: ## rewrite the flag tables of docs/ from the agent's and the webhook'
 # describe the same image for people who build with Docker.
 IMAGE_REGISTRY ?= ghcr.io/kube-node-ready
 IMAGE_TAG      ?= $(VERSION)
+IMAGE_NAMES    := kube-node-ready-agent kube-node-ready-webhook
 PLATFORMS      ?= linux/amd64 linux/arm64
 PUSH           ?=
+# Where the images (IMAGES_DIR) and their per-platform binaries
+# (PLATFORM_BIN/<os>-<arch>/) go; make release points both into its own tree.
+IMAGES_DIR     ?= $(BIN)/images
+PLATFORM_BIN   ?= $(BIN)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# tar flags for archives whose bytes depend only on their files: sorted
+# entries, root-owned, dated the commit, modes independent of the umask.
+REPRO_TAR := --sort=name --owner=0 --group=0 --numeric-owner --mode=u+rwX,go+rX,go-w --mtime=@$(SOURCE_DATE_EPOCH)
 
 .PHONY: images
 images: ## OCI images of agent and webhook (amd64+arm64) as bin/images/*.tar; PUSH=registry/repo also pushes
 	@test -r /etc/ssl/certs/ca-certificates.crt || { echo "make images: /etc/ssl/certs/ca-certificates.crt missing: apt-get install ca-certificates"; exit 1; }
 	cd test/tools/images && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/knr-image .
-	mkdir -p $(BIN)/images
+	mkdir -p $(IMAGES_DIR)
 	for p in $(PLATFORMS); do \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$${p%/*}-$${p#*/}/kube-node-ready-agent ./agent; \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$${p%/*}-$${p#*/}/kube-node-ready-webhook ./webhook; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(PLATFORM_BIN)/$${p%/*}-$${p#*/}/kube-node-ready-agent ./agent; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(PLATFORM_BIN)/$${p%/*}-$${p#*/}/kube-node-ready-webhook ./webhook; \
 	done
-	for img in kube-node-ready-agent kube-node-ready-webhook; do \
-		bins=(); for p in $(PLATFORMS); do bins+=(--binary "$$p=$(BIN)/$${p%/*}-$${p#*/}/$$img"); done; \
+	for img in $(IMAGE_NAMES); do \
+		bins=(); for p in $(PLATFORMS); do bins+=(--binary "$$p=$(PLATFORM_BIN)/$${p%/*}-$${p#*/}/$$img"); done; \
 		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(BIN)/knr-image --ref $(IMAGE_REGISTRY)/$$img:$(IMAGE_TAG) "$${bins[@]}" \
 			--ca-bundle /etc/ssl/certs/ca-certificates.crt \
 			--label org.opencontainers.image.source=https://github.com/kube-node-ready/kube-node-ready \
 			--label org.opencontainers.image.version=$(VERSION) \
 			--label org.opencontainers.image.revision=$(COMMIT) \
 			--label org.opencontainers.image.title=$$img \
-			--out $(BIN)/images/$$img.tar $(if $(PUSH),--push $(PUSH)/$$img); \
+			--out $(IMAGES_DIR)/$$img.tar $(if $(PUSH),--push $(PUSH)/$$img); \
 	done
+
+# A release: everything published for VERSION, offline, into RELEASE_DIR —
+# both images as OCI archives with an SPDX SBOM each, the chart packaged, the
+# rendered manifests/, the kubectl plugin archives and krew manifest, and
+# SHA256SUMS. The chart is packaged and rendered from a copy that carries
+# VERSION. Same commit, same bytes: -trimpath binaries, archives dated
+# SOURCE_DATE_EPOCH (the commit time), helm's entry times fixed by releasegen.
+RELEASE_DIR  ?= $(DIST)/release/$(VERSION)
+RELEASE_WORK := $(RELEASE_DIR)/.work
+CHART        := kube-node-ready
+
+.PHONY: release
+release: ## everything a release publishes, offline and reproducibly, into dist/release/VERSION (RELEASE_DIR=...)
+	@[[ '$(VERSION)' =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=$(VERSION) is not a semantic version x.y.z"; exit 1; }
+	@test -x $(BIN)/helm || { echo "make release: $(BIN)/helm missing: run make tools"; exit 1; }
+	@if [[ -n "$$(ls -A '$(RELEASE_DIR)' 2>/dev/null)" && ! -e '$(RELEASE_DIR)/SHA256SUMS' && ! -e '$(RELEASE_WORK)' ]]; then \
+		echo "make release: $(RELEASE_DIR) holds files and no release: not replacing it, pick another RELEASE_DIR"; exit 1; fi
+	rm -rf $(RELEASE_DIR)
+	mkdir -p $(RELEASE_WORK)
+	$(GO) build -o $(RELEASE_WORK)/releasegen ./test/releasegen/cmd/releasegen
+	$(MAKE) --no-print-directory images IMAGES_DIR=$(RELEASE_WORK)/images PLATFORM_BIN=$(RELEASE_WORK) PUSH=
+	for img in $(IMAGE_NAMES); do \
+		mv $(RELEASE_WORK)/images/$$img.tar $(RELEASE_DIR)/$$img-$(VERSION).oci.tar; \
+		bins=(); for p in $(PLATFORMS); do bins+=(--binary "$$p=$(RELEASE_WORK)/$${p%/*}-$${p#*/}/$$img"); done; \
+		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(RELEASE_WORK)/releasegen sbom --name $$img --version $(VERSION) "$${bins[@]}" > $(RELEASE_DIR)/$$img-$(VERSION).spdx.json; \
+	done
+	$(MAKE) --no-print-directory dist DIST=$(RELEASE_DIR)
+	cp -R charts/$(CHART) $(RELEASE_WORK)/chart
+	sed -i -E 's/^version: .*/version: $(VERSION)/; s/^appVersion: .*/appVersion: "$(VERSION)"/' $(RELEASE_WORK)/chart/Chart.yaml
+	$(BIN)/helm package $(RELEASE_WORK)/chart -d $(RELEASE_DIR)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(RELEASE_WORK)/releasegen chart $(RELEASE_DIR)/$(CHART)-$(VERSION).tgz
+	$(GO) run ./test/manifestgen/cmd/manifestgen -helm $(BIN)/helm -chart $(RELEASE_WORK)/chart -out $(RELEASE_WORK)/manifests
+	cp manifests/README.md $(RELEASE_WORK)/manifests/
+	tar $(REPRO_TAR) -C $(RELEASE_WORK) -cf - manifests | gzip -n > $(RELEASE_DIR)/$(CHART)-manifests-$(VERSION).tar.gz
+	rm -rf $(RELEASE_WORK)
+	cd $(RELEASE_DIR) && LC_ALL=C sha256sum -- * > SHA256SUMS
+	@echo "release $(VERSION) in $(RELEASE_DIR):"; ls -l $(RELEASE_DIR)
 
 .PHONY: clean
 clean: ## remove built binaries and tools

@@ -47,6 +47,7 @@ type krewPlugin struct {
 func TestKrewManifest(t *testing.T) {
 	for _, tt := range []struct{ version, want string }{
 		{"v1.2.3", "v1.2.3"},
+		{"0.1.0", "v0.1.0"},
 		{"cf35e14-dirty", "v0.0.0-cf35e14-dirty"},
 	} {
 		t.Run(tt.version, func(t *testing.T) {

@@ -8,8 +8,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// These are overwritten at link time, e.g.
-// -ldflags "-X github.com/kube-node-ready/kube-node-ready/internal/version.Version=v0.1.0".
+// These are overwritten at link time by the Makefile, e.g.
+// -ldflags "-X github.com/kube-node-ready/kube-node-ready/internal/version.Version=0.1.0":
+// Version comes from the VERSION file at the repository root, the one version
+// the chart, the images and the kubectl plugin carry too.
 var (
 	// Version is the release the binary was built from.
 	Version = "dev"

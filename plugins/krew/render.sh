@@ -4,7 +4,7 @@
 #
 #   render.sh VERSION URI_BASE DIST_DIR > DIST_DIR/node-ready.yaml
 #
-# VERSION is the release (a git tag such as v0.3.0); URI_BASE is where the
+# VERSION is the release (0.3.0, the VERSION file, or its tag v0.3.0); URI_BASE is where the
 # archives will be downloaded from; DIST_DIR holds the four
 # kubectl-node_ready_<os>_<arch>.tar.gz that `make dist` built, whose sha256
 # go into the manifest.
@@ -14,9 +14,11 @@ if [[ $# -ne 3 ]]; then
 	exit 2
 fi
 version=$1 base=$2 dist=$3
-# krew wants a semantic version with a leading v: an untagged build
-# (git describe gives a commit) becomes a pre-release of v0.0.0.
-if [[ ! $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then
+# krew wants a semantic version with a leading v: 0.3.0 becomes v0.3.0, and
+# anything else (a commit from git describe) a pre-release of v0.0.0.
+if [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]]; then
+	version=v$version
+elif [[ ! $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then
 	version="v0.0.0-${version//[^0-9A-Za-z-]/-}"
 fi
 subst=(-e "s|{{VERSION}}|${version}|g" -e "s|{{URI_BASE}}|${base%/}|g")

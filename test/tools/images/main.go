@@ -137,7 +137,7 @@ func run(o options) error {
 	}
 
 	if o.out != "" {
-		if err := writeLayoutTar(o.out, idx, ref); err != nil {
+		if err := writeLayoutTar(o.out, idx, ref, o.created); err != nil {
 			return fmt.Errorf("write %s: %w", o.out, err)
 		}
 		d, _ := idx.Digest()
@@ -257,8 +257,11 @@ func buildTar(entries []tarEntry, mtime time.Time) ([]byte, error) {
 
 // writeLayoutTar writes idx as an OCI image layout and tars it. The index
 // entry carries the reference under both annotations importers read:
-// containerd's io.containerd.image.name and OCI's ref.name.
-func writeLayoutTar(out string, idx v1.ImageIndex, ref name.Reference) error {
+// containerd's io.containerd.image.name and OCI's ref.name. The tarball's
+// entries are dated mtime and owned by root, so its bytes (not only the
+// digests inside) are the same for the same commit: a release's SHA256SUMS
+// names the tarball.
+func writeLayoutTar(out string, idx v1.ImageIndex, ref name.Reference, mtime time.Time) error {
 	dir, err := os.MkdirTemp(filepath.Dir(out), ".knr-image-")
 	if err != nil {
 		return err
@@ -279,7 +282,7 @@ func writeLayoutTar(out string, idx v1.ImageIndex, ref name.Reference) error {
 	if err != nil {
 		return err
 	}
-	if err := tarDir(f, dir); err != nil {
+	if err := tarDir(f, dir, mtime); err != nil {
 		f.Close()
 		return err
 	}
@@ -289,7 +292,9 @@ func writeLayoutTar(out string, idx v1.ImageIndex, ref name.Reference) error {
 	return os.Rename(tmp, out)
 }
 
-func tarDir(w io.Writer, dir string) error {
+// tarDir tars dir's tree in lexical order (WalkDir's), keeping only each
+// entry's name, type, permissions and size from the file system.
+func tarDir(w io.Writer, dir string, mtime time.Time) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || p == dir {
@@ -300,13 +305,11 @@ func tarDir(w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		h, err := tar.FileInfoHeader(info, "")
-		if err != nil {
-			return err
-		}
-		h.Name = filepath.ToSlash(rel)
+		h := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(info.Mode().Perm()), ModTime: mtime, Typeflag: tar.TypeReg, Size: info.Size()}
 		if d.IsDir() {
-			h.Name += "/"
+			h.Name, h.Typeflag, h.Size = h.Name+"/", tar.TypeDir, 0
+		} else if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file or directory", rel)
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return err
