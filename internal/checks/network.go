@@ -141,10 +141,14 @@ func (n *Network) dial(ctx context.Context, peers []Endpoint, answered map[netip
 		mu     sync.Mutex
 		failed []string
 	)
+	// Pick the peers before the first goroutine writes to answered.
+	var todo []Endpoint
 	for _, p := range peers {
-		if answered[p.Addr] {
-			continue
+		if !answered[p.Addr] {
+			todo = append(todo, p)
 		}
+	}
+	for _, p := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
