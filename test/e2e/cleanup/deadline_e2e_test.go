@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,45 +80,6 @@ const (
 	outageMinTries  = 3 // --cleanup-deadline-min-attempts, by default
 	unhealthyProofs = 4
 )
-
-// flakyReceiver is a hook receiver whose health probe and POSTs fail on
-// their own switches; it counts both.
-type flakyReceiver struct {
-	mu                    sync.Mutex
-	probeDown, postFails  bool
-	posts, probes, failed int
-}
-
-func (f *flakyReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if r.URL.Path == "/healthz" {
-		f.probes++
-		if f.probeDown {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		return
-	}
-	f.posts++
-	if f.postFails {
-		f.failed++
-		w.WriteHeader(http.StatusInternalServerError)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
-}
-
-func (f *flakyReceiver) set(probeDown, postFails bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.probeDown, f.postFails = probeDown, postFails
-}
-
-func (f *flakyReceiver) failedPosts() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.failed
-}
 
 // TestCleanupDeadlineCountsRealAttempts: a node deleted while the webhook
 // was down for longer than --cleanup-deadline is not released by the first

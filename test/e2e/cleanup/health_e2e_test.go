@@ -22,40 +22,51 @@ const (
 	healthPeriod = 500 * time.Millisecond
 )
 
-// cmdbWithHealth is a hook receiver with a /healthz that answers 503 while
-// it is down; it counts the documents POSTed to it.
-type cmdbWithHealth struct {
-	mu     sync.Mutex
-	down   bool
-	posts  int
-	probes int
+// flakyReceiver is a hook receiver whose health probe (/healthz answers 503)
+// and POSTs (answered 500) fail on their own switches; it counts both.
+type flakyReceiver struct {
+	mu                    sync.Mutex
+	probeDown, postFails  bool
+	posts, probes, failed int
 }
 
-func (c *cmdbWithHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (f *flakyReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if r.URL.Path == "/healthz" {
-		c.probes++
-		if c.down {
+		f.probes++
+		if f.probeDown {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		return
 	}
-	c.posts++
-	if c.down {
+	f.posts++
+	if f.postFails {
+		f.failed++
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
-func (c *cmdbWithHealth) state() (posts, probes int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.posts, c.probes
+// set switches the probe's and the POSTs' failures.
+func (f *flakyReceiver) set(probeDown, postFails bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.probeDown, f.postFails = probeDown, postFails
 }
 
-func (c *cmdbWithHealth) setDown(down bool) { c.mu.Lock(); c.down = down; c.mu.Unlock() }
+func (f *flakyReceiver) state() (posts, probes int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.posts, f.probes
+}
+
+func (f *flakyReceiver) failedPosts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
+}
 
 // TestPluginHealth: the hook plugin's health probe (its healthURL) runs
 // every --plugin-health-interval and before a cleanup starts. While it
@@ -65,7 +76,7 @@ func (c *cmdbWithHealth) setDown(down bool) { c.mu.Lock(); c.down = down; c.mu.U
 // a Normal Event, and the node is cleaned up and goes.
 func TestPluginHealth(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
-	rcv := &cmdbWithHealth{down: true}
+	rcv := &flakyReceiver{probeDown: true, postFails: true}
 	serve(t, healthyAddr, rcv)
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
   hook:
@@ -138,7 +149,7 @@ func TestPluginHealth(t *testing.T) {
 		t.Errorf("%d probes in about 5 s at a %s interval", probes, healthPeriod)
 	}
 
-	rcv.setDown(false)
+	rcv.set(false, false)
 	e.waitGone(t, name, 30*time.Second)
 	waitFor(t, 20*time.Second, "a CleanupPluginHealthy Event", func() bool { return len(podEvents("CleanupPluginHealthy")) == 1 })
 	if v := w.Metric(t, "node_cleanup_plugin_healthy", `plugin="hook"`); v != 1 {
