@@ -12,8 +12,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -82,9 +80,7 @@ func TestControlPlane(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := rest.AnonymousClientConfig(cp.Config)
-		cfg.BearerToken = token
-		client, err := kubernetes.NewForConfig(cfg)
+		client, err := cp.TokenClient(token)
 		if err != nil {
 			t.Fatal(err)
 		}

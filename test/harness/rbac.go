@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -147,4 +149,12 @@ func (cp *ControlPlane) NodeToken(ctx context.Context, namespace, serviceAccount
 		return "", fmt.Errorf("token request for %s/%s bound to pod %s: %w", namespace, serviceAccount, podName, err)
 	}
 	return tok.Status.Token, nil
+}
+
+// TokenClient is a client of the API server that authenticates with token
+// alone (no client certificate of the harness), as a pod holding it would.
+func (cp *ControlPlane) TokenClient(token string) (*kubernetes.Clientset, error) {
+	cfg := rest.AnonymousClientConfig(cp.Config)
+	cfg.BearerToken = token
+	return kubernetes.NewForConfig(cfg)
 }

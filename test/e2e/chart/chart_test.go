@@ -26,8 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
@@ -187,9 +185,7 @@ func TestInstallAndOwnNodePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.AnonymousClientConfig(cp.Config)
-	cfg.BearerToken = token
-	agent, err := kubernetes.NewForConfig(cfg)
+	agent, err := cp.TokenClient(token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -393,9 +392,7 @@ func TestAgentReadsPodsOnlyWithTheDaemonSetGate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := rest.AnonymousClientConfig(cp.Config)
-			cfg.BearerToken = token
-			agent, err := kubernetes.NewForConfig(cfg)
+			agent, err := cp.TokenClient(token)
 			if err != nil {
 				t.Fatal(err)
 			}
