@@ -100,7 +100,7 @@ vuln: ## govulncheck (pinned in test/tools/govulncheck) against the vulnerabilit
 # Each fuzz target runs for FUZZTIME on top of its seed corpus
 # (testdata/fuzz/<target>/); a crasher is written there and fails the run.
 FUZZTIME ?= 10s
-FUZZ_TARGETS := ./internal/admission:FuzzReview ./internal/checks:FuzzParseResolvConf ./internal/checks:FuzzAnswer ./internal/kubectlplugin:FuzzParseCleanupStatus
+FUZZ_TARGETS := ./internal/webhook/admission:FuzzReview ./internal/agent/checks:FuzzParseResolvConf ./internal/agent/checks:FuzzAnswer ./internal/kubectlplugin:FuzzParseCleanupStatus
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (10s)
@@ -110,7 +110,7 @@ fuzz: ## run every fuzz target for FUZZTIME (10s)
 
 .PHONY: demo
 demo: tools build images ## helm install into a local cluster of real nodes and tell the story; Ctrl-C stops and cleans up
-	$(GO) run ./test/demo
+	$(GO) run ./hack/demo
 
 .PHONY: bench
 bench: tools build images ## benchmarks; results go to docs/benchmarks.md
@@ -118,18 +118,18 @@ bench: tools build images ## benchmarks; results go to docs/benchmarks.md
 
 .PHONY: manifests
 manifests: tools ## render the chart into manifests/: kustomize base, a component and overlay per option, uninstall, kube-node-ready.yaml
-	$(GO) run ./test/manifestgen/cmd/manifestgen -helm $(BIN)/helm -chart charts/kube-node-ready -out manifests
+	$(GO) run ./hack/manifestgen/cmd/manifestgen -helm $(BIN)/helm -chart charts/kube-node-ready -out manifests
 
 .PHONY: chart-docs
 chart-docs: ## rewrite the values table of the chart README from values.yaml
-	$(GO) run ./test/chartdoc
+	$(GO) run ./hack/chartdoc
 
 .PHONY: flag-docs
 flag-docs: ## rewrite the flag tables of docs/ from the agent's and the webhook's flags
 	$(GO) run ./hack/flagdoc
 
 # Images are built without a container engine or a registry: knr-image
-# (test/tools/images, go-containerregistry) wraps the static binaries in
+# (hack/images, go-containerregistry) wraps the static binaries in
 # one-layer OCI images, one per platform, under one index. The Dockerfiles
 # describe the same image for people who build with Docker.
 IMAGE_REGISTRY ?= ghcr.io/kube-node-ready
@@ -149,7 +149,7 @@ REPRO_TAR := --sort=name --owner=0 --group=0 --numeric-owner --mode=u+rwX,go+rX,
 .PHONY: images
 images: ## OCI images of agent and webhook (amd64+arm64) as bin/images/*.tar; PUSH=registry/repo also pushes
 	@test -r /etc/ssl/certs/ca-certificates.crt || { echo "make images: /etc/ssl/certs/ca-certificates.crt missing: apt-get install ca-certificates"; exit 1; }
-	cd test/tools/images && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/knr-image .
+	cd hack/images && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/knr-image .
 	mkdir -p $(IMAGES_DIR)
 	for p in $(PLATFORMS); do \
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(PLATFORM_BIN)/$${p%/*}-$${p#*/}/kube-node-ready-agent ./agent; \
@@ -184,7 +184,7 @@ release: ## everything a release publishes, offline and reproducibly, into dist/
 		echo "make release: $(RELEASE_DIR) holds files and no release: not replacing it, pick another RELEASE_DIR"; exit 1; fi
 	rm -rf $(RELEASE_DIR)
 	mkdir -p $(RELEASE_WORK)
-	$(GO) build -o $(RELEASE_WORK)/releasegen ./test/releasegen/cmd/releasegen
+	$(GO) build -o $(RELEASE_WORK)/releasegen ./hack/releasegen/cmd/releasegen
 	$(MAKE) --no-print-directory images IMAGES_DIR=$(RELEASE_WORK)/images PLATFORM_BIN=$(RELEASE_WORK) PUSH=
 	for img in $(IMAGE_NAMES); do \
 		mv $(RELEASE_WORK)/images/$$img.tar $(RELEASE_DIR)/$$img-$(VERSION).oci.tar; \
@@ -196,7 +196,7 @@ release: ## everything a release publishes, offline and reproducibly, into dist/
 	sed -i -E 's/^version: .*/version: $(VERSION)/; s/^appVersion: .*/appVersion: "$(VERSION)"/' $(RELEASE_WORK)/chart/Chart.yaml
 	$(BIN)/helm package $(RELEASE_WORK)/chart -d $(RELEASE_DIR)
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(RELEASE_WORK)/releasegen chart $(RELEASE_DIR)/$(CHART)-$(VERSION).tgz
-	$(GO) run ./test/manifestgen/cmd/manifestgen -helm $(BIN)/helm -chart $(RELEASE_WORK)/chart -out $(RELEASE_WORK)/manifests
+	$(GO) run ./hack/manifestgen/cmd/manifestgen -helm $(BIN)/helm -chart $(RELEASE_WORK)/chart -out $(RELEASE_WORK)/manifests
 	cp manifests/README.md $(RELEASE_WORK)/manifests/
 	tar $(REPRO_TAR) -C $(RELEASE_WORK) -cf - manifests | gzip -n > $(RELEASE_DIR)/$(CHART)-manifests-$(VERSION).tar.gz
 	rm -rf $(RELEASE_WORK)

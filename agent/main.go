@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
-	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
-	"github.com/kube-node-ready/kube-node-ready/internal/checks"
 )
 
 // Event reasons recorded on the Node.

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
-	"github.com/kube-node-ready/kube-node-ready/internal/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 )

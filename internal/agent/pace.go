@@ -8,7 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
 
 // next is the delay after a round: the start-up backoff while the node is

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // checkTable lists every check the agent knows, in the order they are
 // reported, each with a fresh configuration holding its defaults. Adding a
-// check is its file under internal/checks (the check and its Config), its
+// check is its file under internal/agent/checks (the check and its Config), its
 // test, and one row here.
 func checkTable() []checkRow {
 	return []checkRow{

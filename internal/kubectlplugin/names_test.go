@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
-	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 )
 
 // TestNamesMatchTheBinaries: the plugin's copies of the names are the
@@ -29,7 +29,7 @@ func TestNamesMatchTheBinaries(t *testing.T) {
 		{"bypass annotation", BypassAnnotation, a.SkipAnnotation},
 		{"finalizer", Finalizer, w.Finalizer},
 		{"skip-cleanup annotation", SkipCleanupAnnotation, w.SkipAnnotation},
-		{"cleanup status annotation", CleanupStatusAnnotation, finalizer.StatusAnnotation},
+		{"cleanup status annotation", CleanupStatusAnnotation, nodecleanup.StatusAnnotation},
 		{"reason passed", ReasonChecksPassed, agent.ReasonChecksPassed},
 		{"reason failing", ReasonChecksFailing, agent.ReasonChecksFailing},
 		{"reason recovering", ReasonRecovering, agent.ReasonRecovering},

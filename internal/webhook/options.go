@@ -12,7 +12,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
-	"github.com/kube-node-ready/kube-node-ready/internal/remediate"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
 // Certificate modes.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 )
 
 // RemoveFinalizers is the uninstall (and disable) command: it deletes the
@@ -64,7 +64,7 @@ func RemoveFinalizers(ctx context.Context, opts Options, out io.Writer) error {
 // cleanupsRunning lists the nodes being deleted that carry one of owned and
 // whose cleanup may be under way, with where each stands.
 func cleanupsRunning(ctx context.Context, client metadata.Interface, owned []string) ([]string, error) {
-	list, err := client.Resource(finalizer.NodesResource).List(ctx, metav1.ListOptions{})
+	list, err := client.Resource(nodecleanup.NodesResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func cleanupsRunning(ctx context.Context, client metadata.Interface, owned []str
 		if n.DeletionTimestamp == nil || !carriesAny(n.Finalizers, owned) {
 			continue
 		}
-		if p := finalizer.CleanupProgress(n); p.Running {
+		if p := nodecleanup.CleanupProgress(n); p.Running {
 			running = append(running, n.Name+": "+p.Reason)
 		}
 	}
@@ -118,7 +118,7 @@ func waitForCleanups(ctx context.Context, client metadata.Interface, owned []str
 func removeAll(ctx context.Context, client metadata.Interface, owned []string, logf func(string, ...any)) (int, error) {
 	changed, passes := 0, 0
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := client.Resource(finalizer.NodesResource).List(ctx, metav1.ListOptions{})
+		list, err := client.Resource(nodecleanup.NodesResource).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			logf("list nodes: %v (retrying)", err)
 			return false, nil
@@ -126,7 +126,7 @@ func removeAll(ctx context.Context, client metadata.Interface, owned []string, l
 		left := 0
 		for i := range list.Items {
 			n := &list.Items[i]
-			ok, err := finalizer.RemoveFinalizer(ctx, client, n.Name, n.UID, n.Finalizers, owned...)
+			ok, err := nodecleanup.RemoveFinalizer(ctx, client, n.Name, n.UID, n.Finalizers, owned...)
 			if err != nil {
 				logf("%v (retrying)", err)
 				left++
@@ -138,7 +138,7 @@ func removeAll(ctx context.Context, client metadata.Interface, owned []string, l
 			changed++
 			left++ // check again next pass
 			if n.DeletionTimestamp != nil {
-				logf("removed the finalizer from node %s, being deleted: its cleanup is skipped; %s", n.Name, finalizer.CleanupProgress(n).Reason)
+				logf("removed the finalizer from node %s, being deleted: its cleanup is skipped; %s", n.Name, nodecleanup.CleanupProgress(n).Reason)
 			} else {
 				logf("removed the finalizer from node %s", n.Name)
 			}

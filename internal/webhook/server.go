@@ -21,12 +21,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/admission"
-	"github.com/kube-node-ready/kube-node-ready/internal/certs"
-	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/admission"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/certs"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
 // Path is where the admission endpoint answers.

@@ -25,12 +25,12 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
-	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
-	"github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
-	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
-	"github.com/kube-node-ready/kube-node-ready/internal/leader"
-	"github.com/kube-node-ready/kube-node-ready/internal/remediate"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/leader"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
 // ReasonConfigInvalid is recorded on the webhook's Pod when a changed
@@ -63,7 +63,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "kube-node-ready-webhook")
 	identity := replicaIdentity(opts.PodName)
 
-	wcfg := finalizer.Config{
+	wcfg := nodecleanup.Config{
 		Finalizer:       opts.Finalizer,
 		Legacy:          opts.LegacyFinalizers,
 		SkipAnnotation:  opts.SkipAnnotation,
@@ -97,7 +97,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 		wcfg.BackfillAllowed = webhookConfigPresent(client, opts.WebhookConfigName, log)
 	}
 	factory := metadatainformer.NewSharedInformerFactory(mc, opts.ResyncPeriod)
-	ctrl, err := finalizer.New(mc, factory, wcfg, reg, log.With("component", "watcher"))
+	ctrl, err := nodecleanup.New(mc, factory, wcfg, reg, log.With("component", "watcher"))
 	if err != nil {
 		return err
 	}

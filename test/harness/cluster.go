@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/certs"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/certs"
 )
 
 // A cluster of real nodes: the control plane plus kube-controller-manager and

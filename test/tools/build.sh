@@ -48,12 +48,12 @@ LDFLAGS="-s -w -X github.com/prometheus/common/version.Version=$pv -X github.com
 # module of its own, so go-containerregistry never enters the agent's or the
 # webhook's dependencies; their stamp is the hash of their sources. The test
 # nodes' images (pause, CoreDNS) are rebuilt when either they or CoreDNS change.
-images_src=$(cat "$tools/images/go.mod" "$tools/images/go.sum" "$tools/images"/*.go "$tools/images"/pause/*.go | sha256sum | cut -c1-12)
+images_src=$(cat "$root/hack/images/go.mod" "$root/hack/images/go.sum" "$root/hack/images"/*.go "$root/hack/images"/pause/*.go | sha256sum | cut -c1-12)
 images_stamp="$images_src $(cat "$bin/.stamp-coredns")"
 if [[ ! -f "$bin/images/pause.tar" || ! -f "$bin/images/coredns.tar" || "$(cat "$bin/.stamp-images" 2>/dev/null)" != "$images_stamp" ]]; then
 	echo ">> building knr-image and the test nodes' images (pause, CoreDNS)"
 	mkdir -p "$bin/images"
-	(cd "$tools/images" && CGO_ENABLED=0 go build -trimpath -o "$bin/knr-image" . &&
+	(cd "$root/hack/images" && CGO_ENABLED=0 go build -trimpath -o "$bin/knr-image" . &&
 		CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/pause" ./pause)
 	arch=$(go env GOARCH)
 	"$bin/knr-image" --ref registry.k8s.io/pause:3.10.1 --binary "linux/$arch=$bin/pause" --out "$bin/images/pause.tar"

@@ -29,7 +29,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/certs"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 

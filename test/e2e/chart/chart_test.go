@@ -28,10 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/cleanup"
-	cleanupplugins "github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
+	"github.com/kube-node-ready/kube-node-ready/hack/manifestgen"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
+	cleanupplugins "github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
-	"github.com/kube-node-ready/kube-node-ready/test/manifestgen"
 )
 
 const (

@@ -29,7 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/finalizer"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -224,8 +224,8 @@ func TestCleanup(t *testing.T) {
 			Plugins map[string]string `json:"plugins"`
 			RetryIn string            `json:"retryIn"`
 		}
-		if err := json.Unmarshal([]byte(n.Annotations[finalizer.StatusAnnotation]), &st); err != nil {
-			t.Fatalf("%s on %s: %v (%q)", finalizer.StatusAnnotation, name, err, n.Annotations[finalizer.StatusAnnotation])
+		if err := json.Unmarshal([]byte(n.Annotations[nodecleanup.StatusAnnotation]), &st); err != nil {
+			t.Fatalf("%s on %s: %v (%q)", nodecleanup.StatusAnnotation, name, err, n.Annotations[nodecleanup.StatusAnnotation])
 		}
 		if st.Attempt < 2 || st.Plugins["volumeattachments"] != "done" || st.Plugins["local-volumes"] != "done" ||
 			!strings.HasPrefix(st.Plugins["portworx"], "failed: ") || !strings.Contains(st.Plugins["portworx"], "HTTP 500") || st.RetryIn == "" {
@@ -721,7 +721,7 @@ func watchStatus(t *testing.T, cp *harness.ControlPlane, node string) func() []s
 			if !ok {
 				continue
 			}
-			v := n.Annotations[finalizer.StatusAnnotation]
+			v := n.Annotations[nodecleanup.StatusAnnotation]
 			mu.Lock()
 			if v != "" && (len(seen) == 0 || seen[len(seen)-1] != v) {
 				seen = append(seen, v)

@@ -15,7 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 

@@ -13,7 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/cleanup/plugins"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 

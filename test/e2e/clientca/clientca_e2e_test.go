@@ -31,7 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/certs"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -186,7 +186,7 @@ func TestClientCA(t *testing.T) {
 	})
 }
 
-// newClientCert issues a client-auth certificate from ca: internal/certs
+// newClientCert issues a client-auth certificate from ca: internal/webhook/certs
 // only issues CAs and serving certificates, which Go's TLS server refuses
 // as client certificates.
 func newClientCert(ca certs.KeyPair, commonName string) (certs.KeyPair, error) {

@@ -12,7 +12,7 @@ import (
 
 // checkChartPush pushes the packaged chart with `helm push` to an OCI
 // registry (knr-registry, in memory on loopback, built from
-// test/tools/images), pulls it back, and expects the release's bytes.
+// hack/images), pulls it back, and expects the release's bytes.
 func checkChartPush(t *testing.T, r release) {
 	tmp := t.TempDir()
 	registry := filepath.Join(tmp, "knr-registry")

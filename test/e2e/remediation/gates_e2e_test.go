@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/remediate"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 

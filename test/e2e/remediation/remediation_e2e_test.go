@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/remediate"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
