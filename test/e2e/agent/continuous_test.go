@@ -111,7 +111,7 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 		}
 		m, err := api.ParseConditionMessage(c.Message)
 		return err == nil && slices.Equal(m.Failing, []string{"dns"}) && !m.Since.IsZero() &&
-			slices.Equal(m.Continuous, []string{"dns", "api"}) && slices.Equal(m.Bootstrap, []string{"network", "discovery"})
+			slices.Equal(m.Continuous, []string{"dns", "api"}) && slices.Equal(m.Bootstrap, []string{"network", "discovery", "daemonsets"})
 	})
 	time.Sleep(3 * time.Second) // several more rounds on the api-only node
 	if n := getNode(t, apiOnly.Name); !verified(n) {
