@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -346,6 +347,7 @@ func TestWhyCommand(t *testing.T) {
 
 func TestBypassRoundTrip(t *testing.T) {
 	api := newFake(testNode("a", "", []corev1.Taint{startupTaint}, nil, annotate("example.com/keep", "1")))
+	uid := string(api.nodes["a"].UID)
 	steps := []struct {
 		args      []string
 		wantOut   string
@@ -375,7 +377,7 @@ func TestBypassRoundTrip(t *testing.T) {
 		}
 	}
 	if len(api.patches) > 0 {
-		want := `{"metadata":{"annotations":{"node-ready/skip-verification":"true"},"uid":"uid-a"}}`
+		want := `{"metadata":{"annotations":{"node-ready/skip-verification":"true"},"uid":"` + uid + `"}}`
 		if api.patches[0] != want {
 			t.Errorf("patch %s, want %s", api.patches[0], want)
 		}
@@ -441,5 +443,43 @@ func TestCleanupSkip(t *testing.T) {
 				t.Errorf("patched %v although declined", api.patches)
 			}
 		})
+	}
+}
+
+// recreating is stdin that answers yes after the node was deleted and
+// re-created under the same name while the question was on screen.
+type recreating struct {
+	api  *fakeAPI
+	done bool
+}
+
+func (r *recreating) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, io.EOF
+	}
+	r.done = true
+	r.api.nodes["a"] = new(testNode("a", "true", nil, nil, deleting))
+	return copy(p, "y\n"), nil
+}
+
+// The skip annotation is for the node the person was shown: a node
+// re-created under the same name (a new UID) while they answered is left
+// untouched.
+func TestCleanupSkipLeavesANodeRecreatedMeanwhile(t *testing.T) {
+	api := newFake(testNode("a", "true", nil, nil, deleting))
+	shown := api.nodes["a"].UID
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), []string{"cleanup", "skip", "a"}, Env{
+		Stdin: &recreating{api: api}, Stdout: &out, Stderr: &errOut,
+		Connect: func(*Connection) (API, string, bool, error) { return api, "default", false, nil },
+		Now:     func() time.Time { return now },
+	})
+	n := api.nodes["a"]
+	if n.UID == shown {
+		t.Fatal("the fixture gave the re-created node the UID of the one it replaced")
+	}
+	if code != ExitError || n.Annotations[SkipCleanupAnnotation] != "" || len(api.patches) != 0 {
+		t.Errorf("exit %d, annotation %q, patches %v; want exit 1 and the new node untouched (stderr %q)",
+			code, n.Annotations[SkipCleanupAnnotation], api.patches, errOut.String())
 	}
 }
