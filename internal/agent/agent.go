@@ -300,6 +300,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		next := a.step(ctx, &inInitial, initial)
+		a.metrics.iterations.Inc()
 		a.due = time.Now().Add(next)
 		timer.Reset(next)
 	}
