@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
@@ -117,10 +118,10 @@ func NewOptions() *Options {
 	return &Options{
 		PodNamespace:     "kube-node-ready",
 		MetricsAddr:      ":8080",
-		StartupTaint:     "node-ready/unverified=true:NoSchedule",
-		UnhealthyTaint:   "node-ready/unhealthy=true:NoSchedule",
-		VerifiedLabel:    "node-ready/verified",
-		SkipAnnotation:   "node-ready/skip-verification",
+		StartupTaint:     api.StartupTaint,
+		UnhealthyTaint:   api.UnhealthyTaint,
+		VerifiedLabel:    api.VerifiedLabel,
+		SkipAnnotation:   api.SkipVerificationAnnotation,
 		WaitForTaints:    flagenv.StringList{"karpenter.sh/unregistered"},
 		Checks:           flagenv.StringList(slices.Clone(DefaultChecks)),
 		ContinuousChecks: flagenv.StringList{ContinuousAll},

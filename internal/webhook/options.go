@@ -4,6 +4,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
@@ -179,7 +180,7 @@ func NewOptions() *Options {
 	return &Options{
 		ListenAddress:     ":8443",
 		MetricsAddress:    ":8080",
-		Finalizer:         "infra.894.io/node-cleanup",
+		Finalizer:         api.Finalizer,
 		MaxBodyBytes:      3 << 20,
 		LogLevel:          "info",
 		CertMode:          CertModeSelfManaged,
@@ -205,7 +206,7 @@ func NewOptions() *Options {
 		CleanupWorkers:        16,
 		CleanupRetryBase:      5 * time.Second,
 		CleanupRetryMax:       5 * time.Minute,
-		SkipAnnotation:        "infra.894.io/skip-cleanup",
+		SkipAnnotation:        api.SkipCleanupAnnotation,
 		LeaderElect:           true,
 		LeaseName:             "kube-node-ready-webhook",
 		LeaseDuration:         15 * time.Second,
@@ -217,11 +218,11 @@ func NewOptions() *Options {
 		RemediationInterval:   30 * time.Second,
 		FleetBudget:           "10%",
 		RemediationNodeClaims: true,
-		StartupTaint:          "node-ready/unverified=true:NoSchedule",
-		UnhealthyTaint:        "node-ready/unhealthy=true:NoSchedule",
-		VerifiedLabel:         "node-ready/verified",
-		AgentSkipAnnotation:   "node-ready/skip-verification",
-		ProtectAnnotation:     "infra.894.io/protect",
+		StartupTaint:          api.StartupTaint,
+		UnhealthyTaint:        api.UnhealthyTaint,
+		VerifiedLabel:         api.VerifiedLabel,
+		AgentSkipAnnotation:   api.SkipVerificationAnnotation,
+		ProtectAnnotation:     api.ProtectAnnotation,
 		KubeAPIQPS:            50,
 		KubeAPIBurst:          100,
 
