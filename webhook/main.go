@@ -51,6 +51,9 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if removeFinalizers {
+		for _, w := range opts.Deprecations() {
+			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", name, w)
+		}
 		if err := webhook.RemoveFinalizers(ctx, *opts, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "%s remove-finalizers: %v\n", name, err)
 			os.Exit(1)
@@ -61,6 +64,9 @@ Flags:
 	// client-go (leader election, informers) logs through klog; same JSON stream.
 	klog.SetSlogLogger(logger)
 	logger.Info("starting", "version", version.Version, "commit", version.Commit)
+	for _, w := range opts.Deprecations() {
+		logger.Warn(w)
+	}
 	if err := webhook.Run(ctx, *opts, logger); err != nil {
 		logger.Error("webhook failed", "error", err)
 		os.Exit(1)

@@ -13,7 +13,7 @@ func TestValidateRefusesAStrandedFinalizer(t *testing.T) {
 		args []string
 		want string // "" means valid
 	}{
-		{"back-fill without cleanup", []string{"--cleanup=false"}, "--backfill adds --finalizer"},
+		{"back-fill without cleanup", []string{"--cleanup=false"}, "--backfill: adds --finalizer"},
 		{"admission-only replica", []string{"--cleanup=false", "--backfill=false"}, ""},
 		{"legacy names", []string{"--legacy-finalizers=example.com/old,example.com/older"}, ""},
 		{"legacy name equal to the finalizer", []string{"--legacy-finalizers=infra.894.io/node-cleanup"}, "--legacy-finalizers"},

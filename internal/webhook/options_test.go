@@ -3,6 +3,7 @@ package webhook
 import (
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,15 +78,20 @@ func TestValidateRejects(t *testing.T) {
 		{"unqualified finalizer", nil, []string{"--finalizer=x"}, "--finalizer"},
 		{"no workers", nil, []string{"--backfill-workers=0"}, "--backfill-workers"},
 		{"log level", nil, []string{"--log-level=loud"}, "--log-level"},
-		{"zero cleanup deadline", nil, []string{"--cleanup-deadline=0s"}, "--cleanup-deadline 0s must be positive"},
-		{"negative cleanup deadline", nil, []string{"--cleanup-deadline=-5m"}, "--cleanup-deadline -5m0s must be positive"},
-		{"unknown remediation policy", nil, []string{"--remediation=delete"}, `--remediation "delete" is not off, report or replace`},
-		{"zero unverified deadline", nil, []string{"--remediation=report", "--unverified-deadline=0s"}, "--unverified-deadline 0s must be positive"},
-		{"negative unverified deadline", nil, []string{"--remediation=replace", "--unverified-deadline=-1m"}, "--unverified-deadline -1m0s must be positive"},
+		{"zero cleanup deadline", nil, []string{"--cleanup-deadline=0s"}, "--cleanup-deadline: 0s must be positive"},
+		{"negative cleanup deadline", nil, []string{"--cleanup-deadline=-5m"}, "--cleanup-deadline: -5m0s must be positive"},
+		{"unknown remediation policy", nil, []string{"--remediation=delete"}, `--remediation: "delete" is not off, report or replace`},
+		{"zero unverified deadline", nil, []string{"--remediation=report", "--unverified-deadline=0s"}, "--unverified-deadline: 0s must be positive"},
+		{"negative unverified deadline", nil, []string{"--remediation=replace", "--unverified-deadline=-1m"}, "--unverified-deadline: -1m0s must be positive"},
 		{"bad max-replacing", nil, []string{"--remediation=replace", "--max-replacing=0"}, "--max-replacing"},
 		{"bad max-replacing share", nil, []string{"--remediation=replace", "--max-replacing=150%"}, "--max-replacing"},
-		{"bad fleet budget", nil, []string{"--remediation=replace", "--fleet-budget=many"}, "--fleet-budget"},
-		{"bad taint key", nil, []string{"--remediation=replace", "--startup-taint=not a key"}, "--startup-taint"},
+		{"bad fleet budget", nil, []string{"--remediation=replace", "--agent-fleet-budget=many"}, "--agent-fleet-budget: "},
+		{"bad taint key", nil, []string{"--remediation=replace", "--agent-startup-taint=not a key=true:NoSchedule"}, "--agent-startup-taint: "},
+		{"bare taint key", nil, []string{"--remediation=replace", "--agent-unhealthy-taint=node-ready/unhealthy"}, "--agent-unhealthy-taint: "},
+		{"bad taint effect", nil, []string{"--remediation=replace", "--agent-startup-taint=a/b=true:Sometimes"}, "--agent-startup-taint: "},
+		{"bad label", nil, []string{"--remediation=replace", "--agent-verified-label=no way"}, "--agent-verified-label: "},
+		{"bad old taint key names the old flag", nil, []string{"--remediation=replace", "--startup-taint=not a key"}, "-startup-taint"},
+		{"bad skip annotation", nil, []string{"--skip-cleanup-annotation="}, "--skip-cleanup-annotation: "},
 		{"remediation env twin", map[string]string{"KNR_WEBHOOK_REMEDIATION": "nuke"}, nil, "--remediation"},
 	}
 	for _, tt := range tests {
@@ -95,5 +101,68 @@ func TestValidateRejects(t *testing.T) {
 				t.Errorf("err = %v, want one naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// Every problem is reported at once, each in the form "--flag: problem".
+func TestValidateReportsEveryProblemInOneForm(t *testing.T) {
+	_, err := parse(t, nil, "--log-level=loud", "--max-body-bytes=1", "--remediation=replace", "--agent-fleet-budget=many")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{"--max-body-bytes: ", "--log-level: ", "--agent-fleet-budget: "}
+	if len(lines) != len(want) {
+		t.Fatalf("problems %q, want %d", lines, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+}
+
+// The flags renamed for one vocabulary with the agent keep their old names
+// for one release: set on the command line or by their old environment
+// twin, they set the new flag (a bare taint key becomes the default's taint
+// with that key) and each is named once in Deprecations.
+func TestRenamedFlagsStillWorkAndWarn(t *testing.T) {
+	o, err := parse(t, map[string]string{"KNR_WEBHOOK_FLEET_BUDGET": "3"},
+		"--remediation=replace",
+		"--startup-taint=example.com/new", "--unhealthy-taint=example.com/sick",
+		"--verified-label=example.com/ok", "--agent-skip-annotation=example.com/vouched",
+		"--skip-annotation=example.com/skip", "--metrics-address=:9090", "--metrics-address=:9091")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{o.StartupTaint, o.UnhealthyTaint, o.VerifiedLabel, o.AgentSkipAnnotation, o.FleetBudget, o.SkipAnnotation, o.MetricsAddress}
+	want := []string{"example.com/new=true:NoSchedule", "example.com/sick=true:NoSchedule", "example.com/ok", "example.com/vouched", "3", "example.com/skip", ":9091"}
+	if !slices.Equal(got, want) {
+		t.Errorf("options %q, want %q", got, want)
+	}
+	if taintKey(o.StartupTaint) != "example.com/new" {
+		t.Errorf("startup taint key %q", taintKey(o.StartupTaint))
+	}
+	warnings := o.Deprecations()
+	for _, old := range []string{"fleet-budget", "startup-taint", "unhealthy-taint", "verified-label", "agent-skip-annotation", "skip-annotation", "metrics-address"} {
+		n := 0
+		for _, w := range warnings {
+			if strings.Contains(w, "--"+old+" is deprecated") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d warnings about --%s in %q, want 1", n, old, warnings)
+		}
+	}
+	if len(warnings) != 7 {
+		t.Errorf("%d warnings, want 7: %q", len(warnings), warnings)
+	}
+}
+
+func TestNewFlagNamesDoNotWarn(t *testing.T) {
+	o, err := parse(t, nil, "--remediation=replace", "--agent-startup-taint=example.com/new=yes:NoExecute", "--agent-fleet-budget=2")
+	if err != nil || len(o.Deprecations()) != 0 || taintKey(o.StartupTaint) != "example.com/new" {
+		t.Errorf("err %v, warnings %q, key %q; want none, none, example.com/new", err, o.Deprecations(), taintKey(o.StartupTaint))
 	}
 }

@@ -145,15 +145,15 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 	}
 	maxReplacing, err := budget.Parse(opts.MaxReplacing)
 	if err != nil {
-		return nil, fmt.Errorf("--max-replacing %w", err)
+		return nil, fmt.Errorf("--max-replacing: %w", err)
 	}
 	fleet, err := budget.Parse(opts.FleetBudget)
 	if err != nil {
-		return nil, fmt.Errorf("--fleet-budget %w", err)
+		return nil, fmt.Errorf("--agent-fleet-budget: %w", err)
 	}
 	threshold, err := remediate.ParseBreakerThreshold(opts.RemediationBreakerThreshold)
 	if err != nil {
-		return nil, fmt.Errorf("--remediation-breaker-threshold %w", err)
+		return nil, fmt.Errorf("--remediation-breaker-threshold: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -166,8 +166,8 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 		FleetBudget:         fleet,
 		DryRun:              opts.RemediationDryRun,
 		Interval:            opts.RemediationInterval,
-		StartupTaint:        opts.StartupTaint,
-		UnhealthyTaint:      opts.UnhealthyTaint,
+		StartupTaint:        taintKey(opts.StartupTaint),
+		UnhealthyTaint:      taintKey(opts.UnhealthyTaint),
 		VerifiedLabel:       opts.VerifiedLabel,
 		AgentSkipAnnotation: opts.AgentSkipAnnotation,
 		ReplacingAnnotation: remediate.ReplacingAnnotation,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,7 +120,7 @@ func RemoveFinalizerPatch(uid types.UID, current []string, remove ...string) ([]
 		if !slices.Contains(remove, current[i]) {
 			continue
 		}
-		path := fmt.Sprintf("/metadata/finalizers/%d", i)
+		path := "/metadata/finalizers/" + strconv.Itoa(i)
 		ops = append(ops, jsonpatch.Test(path, current[i]), jsonpatch.Remove(path))
 	}
 	if len(ops) == 1 {

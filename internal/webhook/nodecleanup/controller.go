@@ -1,4 +1,4 @@
-// Package finalizer is the node watcher of the webhook binary. A
+// Package nodecleanup is the node watcher of the webhook binary. A
 // metadata-only informer sees every Node; while this replica holds the
 // leader Lease, two worker pools act on it:
 //
@@ -188,13 +188,13 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 	}
 	for _, col := range collectors {
 		if err := reg.Register(col); err != nil {
-			return nil, fmt.Errorf("finalizer: register metrics: %w", err)
+			return nil, fmt.Errorf("nodecleanup: register metrics: %w", err)
 		}
 	}
 	// Keep only what the watcher reads: at 5 000 nodes managedFields and
 	// annotations (some are kilobytes of JSON) would dominate the cache.
 	if err := inf.Informer().SetTransform(c.trim); err != nil {
-		return nil, fmt.Errorf("finalizer: set transform: %w", err)
+		return nil, fmt.Errorf("nodecleanup: set transform: %w", err)
 	}
 	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.observe(obj, true) },
@@ -202,7 +202,7 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 		DeleteFunc: c.forget,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("finalizer: add event handler: %w", err)
+		return nil, fmt.Errorf("nodecleanup: add event handler: %w", err)
 	}
 	return c, nil
 }
@@ -345,7 +345,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return errors.New("finalizer: node cache never synced")
+		return errors.New("nodecleanup: node cache never synced")
 	}
 	c.leader.Set(1)
 	defer c.leader.Set(0)
@@ -380,7 +380,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 	// Whatever the cache holds now is the work a previous leader may have left.
 	all, err := c.lister.List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("finalizer: list cached nodes: %w", err)
+		return fmt.Errorf("nodecleanup: list cached nodes: %w", err)
 	}
 	for _, obj := range all {
 		c.observe(obj, true)

@@ -97,3 +97,19 @@ func (c *Controller) unmark(ctx context.Context, n *corev1.Node) error {
 	}
 	return nil
 }
+
+// removeMark removes the replacing annotation from n (if it still holds the
+// value n was read with), logging why.
+func (c *Controller) removeMark(ctx context.Context, n *corev1.Node, why string) {
+	value, ok := n.Annotations[c.cfg.ReplacingAnnotation]
+	if !ok {
+		return
+	}
+	if err := c.unmark(ctx, n); err != nil {
+		c.log.Warn("cannot remove a replacing mark", "node", n.Name, "why", why, "error", err)
+		c.actions.WithLabelValues("unmark", "error").Inc()
+		return
+	}
+	c.log.Info("removed a replacing mark", "node", n.Name, "why", why, "annotation", c.cfg.ReplacingAnnotation, "value", value)
+	c.actions.WithLabelValues("unmark", "success").Inc()
+}

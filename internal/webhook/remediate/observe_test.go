@@ -45,7 +45,9 @@ func TestNewEpisodeRestartsTheClock(t *testing.T) {
 	}
 	s := node("state", time.Hour, taint(startup))
 	c.obs.observe(s, t0.Add(-time.Hour))
-	changed := node("state", time.Hour, taint(unhealthy), label("node-ready/verified", "false"))
+	changed := s.DeepCopy() // the same node, re-tainted as unhealthy
+	changed.Spec.Taints, changed.Labels["node-ready/verified"] = nil, "false"
+	taint(unhealthy)(changed)
 	if p := c.plan([]*corev1.Node{changed}, 10, t0); len(p.Overdue) != 0 {
 		t.Fatalf("a node whose state changed kept its old time: %v", names(p.Overdue))
 	}

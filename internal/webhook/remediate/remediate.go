@@ -31,25 +31,12 @@
 package remediate
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -100,16 +87,6 @@ const (
 	ReasonResumed = "RemediationResumed"
 )
 
-// Blocked reasons (the reason label of node_remediation_blocked_nodes).
-const (
-	blockedFleet     = "fleet_budget"
-	blockedMax       = "max_replacing"
-	blockedProtected = "protected"
-	blockedBreaker   = "circuit_breaker"
-)
-
-var blockedReasons = []string{blockedFleet, blockedMax, blockedProtected, blockedBreaker}
-
 // Config tunes the controller.
 type Config struct {
 	Policy Policy
@@ -146,160 +123,6 @@ type Config struct {
 	TotalNodes func() int
 	// Recorder records Events on Nodes; nil records none.
 	Recorder events.EventRecorder
-}
-
-// Controller is the remediation loop.
-type Controller struct {
-	client kubernetes.Interface
-	dyn    dynamic.Interface
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
-
-	// probe asks the API server whether it serves (an outage restarts every
-	// node's time).
-	probe func(context.Context) error
-
-	// Touched by the scan loop only; obs and brk are new each leadership.
-	obs       *observer
-	brk       *breaker
-	noted     map[types.UID]string    // last Event reason recorded per node, so a state is told once
-	tripped   bool                    // fleet budget hold logged
-	down      bool                    // API server outage logged
-	claimsLog map[string]bool         // NodeClaim API trouble ("absent", "forbidden") logged once
-	retried   map[types.UID]time.Time // first sight of a valid mark, or its last retry
-	freshHeld map[types.UID]string    // gate that held a node on the fresh read, logged once
-	claimList *claimCache             // this scan's NodeClaims, listed once when needed
-
-	overdue     prometheus.Gauge
-	replacing   prometheus.Gauge
-	blocked     *prometheus.GaugeVec
-	actions     *prometheus.CounterVec
-	scans       *prometheus.CounterVec
-	circuitOpen prometheus.Gauge
-}
-
-// New registers the metrics; Lead runs the loop.
-func New(client kubernetes.Interface, dyn dynamic.Interface, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Controller, error) {
-	c := &Controller{
-		client: client, dyn: dyn, cfg: cfg, log: log, now: time.Now,
-		noted: map[types.UID]string{}, claimsLog: map[string]bool{}, retried: map[types.UID]time.Time{},
-		freshHeld: map[types.UID]string{},
-		overdue: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "node_remediation_overdue_nodes",
-			Help: "Nodes carrying the startup or unhealthy taint past --unverified-deadline that are not being replaced.",
-		}),
-		replacing: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "node_remediation_replacing_nodes",
-			Help: "Unverified nodes still present that remediation marked as replacing or that are being deleted (counted against --max-replacing).",
-		}),
-		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "node_remediation_blocked_nodes",
-			Help: "Overdue nodes not replaced in the last scan, by reason (fleet_budget, max_replacing, protected, circuit_breaker).",
-		}, []string{"reason"}),
-		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "node_remediation_actions_total",
-			Help: "Remediation actions by action (report, dry_run, delete_nodeclaim, delete_node, unmark) and result (success, error).",
-		}, []string{"action", "result"}),
-		scans: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "node_remediation_scans_total",
-			Help: "Remediation scans by result: ok (nodes judged), api_unreachable (the API server did not answer; nothing judged, and every node's time restarts when it answers again).",
-		}, []string{"result"}),
-		circuitOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "node_remediation_circuit_open",
-			Help: "1 while the circuit breaker stops replacements because too many new nodes never verified (--remediation-breaker-threshold), else 0.",
-		}),
-	}
-	for _, reason := range blockedReasons {
-		c.blocked.WithLabelValues(reason)
-	}
-	for _, result := range []string{"ok", "api_unreachable"} {
-		c.scans.WithLabelValues(result)
-	}
-	c.probe = func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
-	}
-	for _, col := range []prometheus.Collector{c.overdue, c.replacing, c.blocked, c.actions, c.scans, c.circuitOpen} {
-		if err := reg.Register(col); err != nil {
-			return nil, fmt.Errorf("remediate: register metrics: %w", err)
-		}
-	}
-	return c, nil
-}
-
-// Lead watches the unverified nodes and scans them every Interval until ctx
-// ends (the process stops or leadership is lost).
-func (c *Controller) Lead(ctx context.Context) error {
-	defer utilruntime.HandleCrash()
-	if c.cfg.Policy == PolicyOff {
-		return nil
-	}
-	sel := c.cfg.VerifiedLabel + "!=true"
-	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	inf := factory.Core().V1().Nodes()
-	if err := inf.Informer().SetTransform(trim); err != nil {
-		return fmt.Errorf("remediate: set transform: %w", err)
-	}
-	lister := inf.Lister()
-	// A new leader, or this one again, judges nothing it has not watched for
-	// a deadline itself.
-	c.obs, c.brk = newObserver(c, c.now()), &breaker{cfg: c.cfg.Breaker}
-	if c.cfg.Policy != PolicyReplace {
-		c.brk.cfg = Breaker{} // nothing to stop: never opens
-	}
-	obs := c.obs
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { obs.observeObj(obj, c.now()) },
-		UpdateFunc: func(_, obj any) { obs.observeObj(obj, c.now()) },
-		DeleteFunc: obs.leaveObj,
-	}); err != nil {
-		return fmt.Errorf("remediate: add event handler: %w", err)
-	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("remediate: node cache never synced")
-	}
-	// A former leader's gauges would keep the alert firing: zero them when
-	// leadership ends.
-	defer func() {
-		c.overdue.Set(0)
-		c.replacing.Set(0)
-		c.circuitOpen.Set(0)
-		for _, reason := range blockedReasons {
-			c.blocked.WithLabelValues(reason).Set(0)
-		}
-	}()
-	c.log.Info("remediation running; every unverified node gets a full deadline from now before it is judged",
-		"policy", c.cfg.Policy, "unverified_deadline", c.cfg.Deadline, "dry_run", c.cfg.DryRun,
-		"nodeclaims", c.cfg.NodeClaims, "selector", sel,
-		"breaker_threshold", c.cfg.Breaker.Threshold, "breaker_window", c.cfg.Breaker.Window)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		nodes, err := lister.List(labels.Everything())
-		if err != nil {
-			c.log.Error("list cached unverified nodes", "error", err)
-			return
-		}
-		c.scan(ctx, nodes)
-	}, c.cfg.Interval)
-	return nil
-}
-
-// trim keeps what the decisions read: metadata and taints.
-func trim(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
-	}
-	n.ManagedFields = nil
-	n.Status = corev1.NodeStatus{}
-	return n, nil
 }
 
 // state returns which of the agent's taints n carries when it is unverified

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
@@ -18,15 +19,27 @@ var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 type nodeOpt func(*corev1.Node)
 
+// node is a new Node object created ago, with a UID of its own: two calls
+// with the same name are two incarnations of that name, as on a cluster
+// (marks are bound to a UID, so tests must not share one).
 func node(name string, created time.Duration, opts ...nodeOpt) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(t0.Add(-created)),
+		Name: name, UID: uuid.NewUUID(), CreationTimestamp: metav1.NewTime(t0.Add(-created)),
 		Labels: map[string]string{}, Annotations: map[string]string{},
 	}}
 	for _, o := range opts {
 		o(n)
 	}
 	return n
+}
+
+// recreated is n deleted and created again under its name: the same
+// labels, taints and annotations (a mark included), another UID.
+func recreated(n *corev1.Node) *corev1.Node {
+	again := n.DeepCopy()
+	again.UID = uuid.NewUUID()
+	again.ResourceVersion = ""
+	return again
 }
 
 func taint(key string) nodeOpt {
@@ -183,7 +196,7 @@ func TestPlan(t *testing.T) {
 			policy: PolicyReplace, maxReplacing: "3", fleet: "50%", total: 10,
 			nodes: []*corev1.Node{
 				node("old-format", time.Hour, taint(startup), annotation("infra.894.io/replacing", t0.Add(-time.Hour).Format(time.RFC3339))),
-				node("other-uid", time.Hour, taint(startup), marked(func(m *Mark) { m.UID = "uid-earlier" })),
+				node("other-uid", time.Hour, taint(startup), marked(func(m *Mark) { m.UID = uuid.NewUUID() })),
 				node("other-state", time.Hour, taint(unhealthy), label("node-ready/verified", "false"), marked(func(m *Mark) { m.Taint, m.Verified = startup, "" })),
 				node("not-ours", time.Hour, taint(startup), marked(func(m *Mark) { m.By = "someone" })),
 				node("young-stale", time.Minute, taint(startup), annotation("infra.894.io/replacing", t0.Add(-time.Hour).Format(time.RFC3339))),
@@ -380,8 +393,7 @@ func TestMarkValidity(t *testing.T) {
 	verified := n.DeepCopy()
 	verified.Labels["node-ready/verified"] = "true"
 	verified.Spec.Taints = nil
-	again := n.DeepCopy()
-	again.UID = "uid-new-incarnation"
+	again := recreated(n)
 	for name, m := range map[string]*corev1.Node{"verified": verified, "new incarnation": again} {
 		if _, ok := c.validMark(m); ok {
 			t.Errorf("%s: mark still valid", name)

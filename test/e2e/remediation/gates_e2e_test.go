@@ -302,7 +302,7 @@ func TestCircuitBreaker(t *testing.T) {
 // it is neither replaced nor counted against the agents' fleet budget, so
 // with a budget of 1 another overdue node is replaced.
 func TestBypassedNodeIsNeitherReplacedNorCounted(t *testing.T) {
-	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--fleet-budget=1")
+	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--agent-fleet-budget=1")
 	e.retainted(t, "bypassed")
 	patch := `{"metadata":{"annotations":{"node-ready/skip-verification":"true"}}}`
 	if _, err := e.cp.Client.CoreV1().Nodes().Patch(t.Context(), "bypassed", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

@@ -366,7 +366,7 @@ func TestDryRun(t *testing.T) {
 // replaced, neither a new node nor the re-tainted ones; once a re-tainted
 // node recovers, replacement resumes, one at a time.
 func TestFleetBudgetHoldsReplacement(t *testing.T) {
-	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--fleet-budget=2")
+	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--agent-fleet-budget=2")
 	for _, n := range []string{"retainted-1", "retainted-2", "retainted-3"} {
 		e.retainted(t, n)
 	}

@@ -1,0 +1,129 @@
+package webhook
+
+import (
+	"flag"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+)
+
+// AddFlags registers every option on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "address of the TLS admission endpoint (/mutate-node)")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, /healthz and /readyz (plain HTTP)")
+	fs.StringVar(&o.Finalizer, "finalizer", o.Finalizer, "finalizer added to every new Node")
+	fs.Var((*flagenv.StringList)(&o.LegacyFinalizers), "legacy-finalizers", "comma-separated older names of --finalizer this project wrote: removed with it after cleanup and by remove-finalizers, replaced by it on live nodes")
+	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest admission request body accepted; larger ones get HTTP 413")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&o.CertMode, "cert-mode", o.CertMode, "self-managed (CA and certificate in a Secret, caBundle written by the webhook) or files (e.g. from cert-manager)")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "serving certificate (files mode); reloaded when it changes")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "serving key (files mode); reloaded when it changes")
+	fs.StringVar(&o.ClientCAFile, "client-ca", o.ClientCAFile, "CA bundle for client certificates; when set, clients (the API server) must present one")
+	fs.DurationVar(&o.TLSReloadInterval, "tls-reload-interval", o.TLSReloadInterval, "how often certificate files are checked for changes")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of the Service and the certificate Secret")
+	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "the webhook's Service; its DNS names go into the self-managed certificate")
+	fs.StringVar(&o.CertSecretName, "cert-secret", o.CertSecretName, "Secret holding the self-managed CA and serving certificate; the chart creates it empty and the webhook fills it")
+	fs.StringVar(&o.LegacyCertSecretName, "legacy-cert-secret", o.LegacyCertSecretName, "Secret an earlier version created for its self-managed certificates: its CA is carried over into --cert-secret, then it is deleted if the webhook created it; empty for none")
+	fs.Var((*flagenv.StringList)(&o.ExtraSANs), "extra-sans", "comma-separated extra DNS names or IPs for the self-managed certificate")
+	fs.StringVar(&o.WebhookConfigName, "webhook-config-name", o.WebhookConfigName, "MutatingWebhookConfiguration whose caBundle the webhook writes (self-managed); empty to leave it alone")
+	fs.DurationVar(&o.CAValidity, "ca-validity", o.CAValidity, "lifetime of a new self-managed CA")
+	fs.DurationVar(&o.CertValidity, "cert-validity", o.CertValidity, "lifetime of a new self-managed serving certificate")
+	fs.Float64Var(&o.CertRenewBefore, "cert-renew-before", o.CertRenewBefore, "renew a certificate when this fraction of its lifetime is left")
+	fs.DurationVar(&o.CertSyncInterval, "cert-sync-interval", o.CertSyncInterval, "how often the Secret and caBundle are checked (self-managed)")
+	fs.BoolVar(&o.Backfill, "backfill", o.Backfill, "add the finalizer to existing Nodes that lack it (metadata-only informer)")
+	fs.IntVar(&o.BackfillWorkers, "backfill-workers", o.BackfillWorkers, "number of back-fill workers")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "how often every cached Node is re-examined")
+	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "time in-flight requests get to finish on SIGTERM")
+	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "run cleanup plugins when a Node with the finalizer is deleted, then remove the finalizer (needs API access; false only for an admission-only replica)")
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "cleanup configuration file (YAML, e.g. a mounted ConfigMap); reloaded when it changes; empty = built-in defaults (log plugin only)")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "how often the configuration file is checked for changes")
+	fs.StringVar(&o.SecretsDir, "secrets-dir", o.SecretsDir, "directory the cleanup plugins' secret files (tokenFile, urlFile, authHeaderFile) must be in, such as a mounted Secret; a file outside it, reached through .., or through a symlink leading out, is refused")
+	fs.IntVar(&o.CleanupWorkers, "cleanup-workers", o.CleanupWorkers, "nodes cleaned up at once")
+	fs.DurationVar(&o.CleanupRetryBase, "cleanup-retry-base", o.CleanupRetryBase, "first delay before retrying a failed node cleanup; doubles per failure")
+	fs.DurationVar(&o.CleanupRetryMax, "cleanup-retry-max", o.CleanupRetryMax, "longest delay between retries of a failed node cleanup")
+	fs.Var(&o.CleanupDeadline, "cleanup-deadline", "longest time failing critical plugins may hold a deleted node, from its deletion; then the finalizer is removed anyway with a Warning Event (off unless given)")
+	fs.IntVar(&o.CleanupDeadlineMinAttempts, "cleanup-deadline-min-attempts", o.CleanupDeadlineMinAttempts, "with --cleanup-deadline, the finalizer is removed only after this many failed attempts that called every critical plugin (one skipped because its health probe failed is not called), however long the node has been deleted")
+	fs.DurationVar(&o.PluginHealthInterval, "plugin-health-interval", o.PluginHealthInterval, "how often cleanup plugins that offer a health probe (portworx, notify, hook) are probed; they are also probed before a cleanup starts, and one whose probe fails is not run in that attempt; 0 turns probing off")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "plugins report what they would do and change nothing; finalizers are still removed")
+	fs.DurationVar(&o.CleanupWait, "cleanup-wait", o.CleanupWait, "remove-finalizers: longest wait for node cleanups in progress to finish before their finalizer is removed anyway (each node whose cleanup is cut short is named); 0 does not wait")
+	fs.StringVar(&o.SkipAnnotation, "skip-cleanup-annotation", o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to back-fill and clean up")
+	fs.StringVar(&o.LeaseName, "leader-elect-lease-name", o.LeaseName, "name of the leader Lease")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader Lease; empty = --namespace")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a standby waits after the last renewal before taking over")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it stops working")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between election attempts")
+	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this replica's name (Lease holder, Events); empty = host name")
+	fs.StringVar(&o.Remediation, "remediation", o.Remediation, "what happens to a node still carrying the key of --agent-startup-taint or --agent-unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (delete its Karpenter NodeClaim, else the Node)")
+	fs.DurationVar(&o.UnverifiedDeadline, "unverified-deadline", o.UnverifiedDeadline, "how long a node may stay unverified (startup or unhealthy taint) before --remediation acts, counted from when this replica first saw it unverified (never from the node's own clock), and never from before it began leading or the API server last answered again after an outage")
+	fs.StringVar(&o.MaxReplacing, "max-replacing", o.MaxReplacing, "most nodes replaced and still present at once: a count (\"1\") or a share of all nodes (\"5%\"), at least 1")
+	fs.BoolVar(&o.RemediationDryRun, "remediation-dry-run", o.RemediationDryRun, "with --remediation=replace, record what would be deleted (Event, log, metric) and delete nothing")
+	fs.DurationVar(&o.RemediationInterval, "remediation-interval", o.RemediationInterval, "time between remediation scans")
+	fs.StringVar(&o.FleetBudget, "agent-fleet-budget", o.FleetBudget, "the agents' --fleet-budget: while that many nodes are re-tainted (--agent-verified-label=false), nothing is replaced")
+	fs.StringVar(&o.RemediationBreakerThreshold, "remediation-breaker-threshold", o.RemediationBreakerThreshold, "circuit breaker: stop replacing while this share (\"50%\") of the latest --remediation-breaker-window new nodes went past --unverified-deadline without verifying (a broken agent image, CNI or subnet); resume when a new node verifies; \"off\" turns it off")
+	fs.IntVar(&o.RemediationBreakerWindow, "remediation-breaker-window", o.RemediationBreakerWindow, "how many of the latest new nodes (verified, or past the deadline) the circuit breaker counts")
+	fs.BoolVar(&o.RemediationNodeClaims, "remediation-nodeclaims", o.RemediationNodeClaims, "replace a node by deleting the Karpenter NodeClaim (karpenter.sh/v1) that owns it, when the API exists; else, or when absent or forbidden, delete the Node")
+	fs.StringVar(&o.StartupTaint, "agent-startup-taint", o.StartupTaint, "the agent's --startup-taint (key=value:Effect); a node carrying its key, not verified, is unverified")
+	fs.StringVar(&o.UnhealthyTaint, "agent-unhealthy-taint", o.UnhealthyTaint, "the agent's --unhealthy-taint (key=value:Effect); a node carrying its key, not verified, is unverified")
+	fs.StringVar(&o.VerifiedLabel, "agent-verified-label", o.VerifiedLabel, "the agent's --verified-label: \"true\" once verified, \"false\" while re-tainted; remediation watches the nodes where it is not \"true\"")
+	fs.StringVar(&o.AgentSkipAnnotation, "agent-skip-verification-annotation", o.AgentSkipAnnotation, "the agent's --skip-verification-annotation: a node carrying it set to \"true\" is never replaced and does not count against --agent-fleet-budget")
+	fs.StringVar(&o.ProtectAnnotation, "protect-annotation", o.ProtectAnnotation, "node annotation that, set to \"true\", keeps remediation from replacing the node (the chart's deletion protection uses the same)")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate limit to the API server")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
+}
+
+// Parse registers the flags (and the old names of renamed ones), applies their environment twins
+// (KNR_WEBHOOK_<FLAG>, dashes as underscores; POD_NAMESPACE and POD_NAME
+// from the downward API for --namespace and --pod-name, below their twins),
+// then parses args, so the command line wins.
+func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
+	o.AddFlags(fs)
+	o.renames = flagenv.AddRenamed(fs, o.renamed())
+	if err := flagenv.Apply(fs, EnvPrefix, map[string][]string{"namespace": {"POD_NAMESPACE"}, "pod-name": {"POD_NAME"}}); err != nil {
+		return err
+	}
+	return fs.Parse(args)
+}
+
+// renamed lists the flags renamed for one vocabulary with the agent; their
+// old names keep working for one release, with a warning (Deprecations).
+// The webhook's flags about the agent's objects say so in their names, and
+// take the agent's syntax: a whole taint where only a key was taken before.
+func (o *Options) renamed() []flagenv.Renamed {
+	return []flagenv.Renamed{
+		{Old: "metrics-address", New: "metrics-bind-address"},
+		{Old: "skip-annotation", New: "skip-cleanup-annotation"},
+		{Old: "startup-taint", New: "agent-startup-taint", Convert: taintOfKey(o.StartupTaint)},
+		{Old: "unhealthy-taint", New: "agent-unhealthy-taint", Convert: taintOfKey(o.UnhealthyTaint)},
+		{Old: "verified-label", New: "agent-verified-label"},
+		{Old: "agent-skip-annotation", New: "agent-skip-verification-annotation"},
+		{Old: "fleet-budget", New: "agent-fleet-budget"},
+	}
+}
+
+// taintOfKey converts the bare key an old taint flag took into a whole
+// taint with the value and effect of def (the flag's default): only the key
+// matters to the webhook.
+func taintOfKey(def string) func(string) (string, error) {
+	return func(key string) (string, error) {
+		if err := cli.QualifiedName(key); err != nil {
+			return "", err
+		}
+		t, err := cli.ParseTaint(def)
+		if err != nil {
+			return "", err
+		}
+		t.Key = key
+		return t.ToString(), nil
+	}
+}
+
+// Deprecations says, once per old flag name the command line or the
+// environment used, which flag replaces it: logged at start-up.
+func (o *Options) Deprecations() []string {
+	if o.renames == nil {
+		return nil
+	}
+	return o.renames.Warnings()
+}

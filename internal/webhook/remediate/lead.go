@@ -1,0 +1,89 @@
+package remediate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Lead watches the unverified nodes and scans them every Interval until ctx
+// ends (the process stops or leadership is lost).
+func (c *Controller) Lead(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	if c.cfg.Policy == PolicyOff {
+		return nil
+	}
+	// A new leader, or this one again, judges nothing it has not watched for
+	// a deadline itself.
+	c.obs, c.brk = newObserver(c, c.now()), &breaker{cfg: c.cfg.Breaker}
+	if c.cfg.Policy != PolicyReplace {
+		c.brk.cfg = Breaker{} // nothing to stop: never opens
+	}
+	sel := c.cfg.VerifiedLabel + "!=true"
+	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	lister, synced, err := c.watch(factory)
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("remediate: node cache never synced")
+	}
+	defer c.zero()
+	c.log.Info("remediation running; every unverified node gets a full deadline from now before it is judged",
+		"policy", c.cfg.Policy, "unverified_deadline", c.cfg.Deadline, "dry_run", c.cfg.DryRun,
+		"nodeclaims", c.cfg.NodeClaims, "selector", sel,
+		"breaker_threshold", c.cfg.Breaker.Threshold, "breaker_window", c.cfg.Breaker.Window)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		nodes, err := lister.List(labels.Everything())
+		if err != nil {
+			c.log.Error("list cached unverified nodes", "error", err)
+			return
+		}
+		c.scan(ctx, nodes)
+	}, c.cfg.Interval)
+	return nil
+}
+
+// watch sets up the node informer of factory (label-selected to the
+// unverified nodes) to feed this leadership's observer.
+func (c *Controller) watch(factory informers.SharedInformerFactory) (corelisters.NodeLister, cache.InformerSynced, error) {
+	inf := factory.Core().V1().Nodes()
+	if err := inf.Informer().SetTransform(trim); err != nil {
+		return nil, nil, fmt.Errorf("remediate: set transform: %w", err)
+	}
+	obs := c.obs
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { obs.observeObj(obj, c.now()) },
+		UpdateFunc: func(_, obj any) { obs.observeObj(obj, c.now()) },
+		DeleteFunc: obs.leaveObj,
+	}); err != nil {
+		return nil, nil, fmt.Errorf("remediate: add event handler: %w", err)
+	}
+	return inf.Lister(), inf.Informer().HasSynced, nil
+}
+
+// trim keeps what the decisions read: metadata and taints.
+func trim(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields = nil
+	n.Status = corev1.NodeStatus{}
+	return n, nil
+}

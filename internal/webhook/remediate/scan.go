@@ -1,0 +1,111 @@
+package remediate
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// scan checks the API server answers, then plans and acts once.
+func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
+	now := c.now()
+	if !c.contact(ctx, now) {
+		c.scans.WithLabelValues("api_unreachable").Inc()
+		return
+	}
+	c.resolveLeavers(ctx)
+	total := len(nodes)
+	if c.cfg.TotalNodes != nil {
+		total = max(total, c.cfg.TotalNodes())
+	}
+	wasOpen := c.brk.open
+	p := c.plan(nodes, total, now)
+	c.claimList = &claimCache{}
+	defer func() { c.claimList = nil }()
+
+	blocked := map[string]int{}
+	for _, reason := range p.Blocked {
+		blocked[reason]++
+	}
+	for _, reason := range blockedReasons {
+		c.blocked.WithLabelValues(reason).Set(float64(blocked[reason]))
+	}
+	c.replacing.Set(float64(p.Replacing))
+	for _, n := range p.Unmark {
+		c.removeMark(ctx, n, "the annotation is not a mark of this controller for this node's current incarnation and state")
+	}
+	c.tellFleet(p, blocked[blockedFleet] > 0)
+	if c.brk.open && !wasOpen {
+		c.tellBreakerOpen(p)
+	}
+
+	replaced := 0
+	for _, o := range p.Overdue {
+		n := o.Node
+		age := now.Sub(o.Since).Round(time.Second)
+		if c.cfg.Policy == PolicyReport {
+			c.note(n, "report", corev1.EventTypeWarning, ReasonUnverified,
+				"carries %s for %s, past --unverified-deadline=%s; policy report: nothing is done", o.Taint, age, c.cfg.Deadline)
+			continue
+		}
+		if reason, ok := p.Blocked[n.Name]; ok {
+			c.note(n, "blocked:"+reason, corev1.EventTypeWarning, ReasonUnverified,
+				"carries %s for %s, past --unverified-deadline=%s; not replaced: %s", o.Taint, age, c.cfg.Deadline, c.blockedText(reason, p))
+			continue
+		}
+		if c.replace(ctx, o, total, age) {
+			replaced++
+		}
+	}
+	c.overdue.Set(float64(len(p.Overdue) - replaced))
+	c.circuitOpen.Set(boolGauge(c.brk.open))
+	c.scans.WithLabelValues("ok").Inc()
+}
+
+// contact asks the API server whether it serves. After an outage (or a gap
+// in this replica's scans) every node's time restarts: the agents could not
+// verify while the control plane was away, so nodes get a fair chance. It
+// reports whether to go on with the scan.
+func (c *Controller) contact(ctx context.Context, now time.Time) bool {
+	err := c.probe(ctx)
+	maxGap := 3*c.cfg.Interval + 10*time.Second
+	if c.obs.contacted(err == nil, now, maxGap) {
+		c.log.Warn("the API server answers again after an outage; every unverified node gets a full deadline from now",
+			"unverified_deadline", c.cfg.Deadline)
+	}
+	if err != nil && !c.down {
+		c.log.Warn("the API server does not answer; judging nothing until it does", "error", err)
+	}
+	c.down = err != nil
+	return err == nil
+}
+
+// resolveLeavers reads again each node that left the unverified set since
+// the last scan: a new node that verified closes the circuit breaker, and a
+// node that is no longer unverified loses its replacing mark.
+func (c *Controller) resolveLeavers(ctx context.Context) {
+	for _, l := range c.obs.leavers() {
+		n, err := c.client.CoreV1().Nodes().Get(ctx, l.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && n.UID != l.uid) {
+			continue
+		}
+		if err != nil {
+			c.log.Warn("cannot read a node that left the unverified set", "node", l.name, "error", err)
+			continue
+		}
+		if _, unverified := c.state(n); unverified || n.DeletionTimestamp != nil {
+			continue
+		}
+		if l.fresh && n.Labels[c.cfg.VerifiedLabel] == "true" && c.brk.record(false) {
+			c.log.Info("circuit breaker closed: a new node verified; replacements may resume", "node", n.Name)
+			if c.cfg.Recorder != nil {
+				c.cfg.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonResumed, "Remediate", "%s",
+					"this new node verified: replacing nodes that never verify resumes")
+			}
+		}
+		c.removeMark(ctx, n, "the node left the unverified set")
+	}
+}
