@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 )
@@ -12,12 +14,12 @@ import (
 // agent's and the webhook's defaults (the copies keep their dependencies
 // out of the plugin; this keeps them honest).
 func TestNamesMatchTheBinaries(t *testing.T) {
-	a, w := agent.NewOptions(), webhook.NewOptions()
-	startup, err := agent.ParseTaint(a.StartupTaint)
+	a, w := app.NewOptions(), webhook.NewOptions()
+	startup, err := cli.ParseTaint(a.StartupTaint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unhealthy, err := agent.ParseTaint(a.UnhealthyTaint)
+	unhealthy, err := cli.ParseTaint(a.UnhealthyTaint)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,22 +1,24 @@
-package agent
+// Package app is the agent binary's front: its options (flags with
+// environment twins, validation), the table of checks and gates it builds
+// from them, and the table the check command prints. The loop it feeds is
+// package agent.
+package app
 
 import (
-	"errors"
 	"flag"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
-	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 )
 
 // EnvPrefix prefixes the environment twin of every agent flag.
@@ -24,16 +26,6 @@ const EnvPrefix = "KNR_AGENT"
 
 // DefaultChecks are the checks enabled by default; probe needs targets.
 var DefaultChecks = []string{"dns", "api", "network", "discovery"}
-
-// Gate names: checks that are enabled by their own flags rather than
-// --checks, and that are bootstrap checks unless --continuous-checks names them.
-const (
-	GateDaemonSets = "daemonsets"
-	GateConditions = "conditions"
-)
-
-// Gates lists the gate names.
-var Gates = []string{GateDaemonSets, GateConditions}
 
 // ContinuousAll in --continuous-checks stands for every enabled check (gates aside).
 const ContinuousAll = "all"
@@ -46,7 +38,7 @@ type Options struct {
 	PodIP string
 	// PodName is this agent's pod (downward API metadata.name); the DaemonSet gate never waits for its DaemonSet.
 	PodName string
-	// PodNamespace is the namespace of the agent and its headless Service.
+	// PodNamespace is the namespace of the agent, its headless Service and the re-taint Lease.
 	PodNamespace string
 	// Kubeconfig is a kubeconfig path; empty means the in-cluster configuration.
 	Kubeconfig string
@@ -92,22 +84,9 @@ type Options struct {
 	// DNSService is the cluster DNS Service (namespace/name), used by the
 	// discovery and network checks.
 	DNSService string
-	// checks holds each known check's own configuration (flags, defaults,
-	// validation), from checkTable.
+	// checks holds each known check's and gate's own configuration (flags,
+	// defaults, validation), from checkTable.
 	checks []checkRow
-	// DaemonSetGate waits, before the first untaint, until the pods of the
-	// DaemonSets that will run on this node are Ready.
-	DaemonSetGate bool
-	// DaemonSetExclude names DaemonSets (namespace/name, shell patterns) the gate does not wait for.
-	DaemonSetExclude flagenv.StringList
-	// DaemonSetExcludeSelector is a label selector of DaemonSets the gate does not wait for.
-	DaemonSetExcludeSelector string
-	// DaemonSetTimeout is how long the gate waits for one DaemonSet before it reports it and stops waiting; 0 waits for ever.
-	DaemonSetTimeout time.Duration
-	// RequireConditions are node conditions (Type=Status) that must hold before the first untaint.
-	RequireConditions flagenv.StringList
-	// AbsentConditions says what a required condition the node does not report means: "wait" or "pass".
-	AbsentConditions string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 }
@@ -132,9 +111,6 @@ func NewOptions() *Options {
 		RetaintThreshold: 3,
 		RecoverThreshold: 2,
 		MaxRetainted:     "10%",
-		DaemonSetGate:    true,
-		DaemonSetTimeout: 5 * time.Minute,
-		AbsentConditions: "wait",
 		DNSService:       "kube-system/kube-dns",
 		checks:           checkTable(),
 		LogLevel:         "info",
@@ -168,12 +144,6 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	for _, r := range o.checks {
 		r.config.AddFlags(fs)
 	}
-	fs.BoolVar(&o.DaemonSetGate, "gate.daemonsets", o.DaemonSetGate, "before the first untaint, wait until the pods of the DaemonSets that will run on this node are Ready")
-	fs.Var(&o.DaemonSetExclude, "gate.daemonsets.exclude", "comma-separated DaemonSets the gate does not wait for, as namespace/name (shell patterns: kube-system/*)")
-	fs.StringVar(&o.DaemonSetExcludeSelector, "gate.daemonsets.exclude-selector", o.DaemonSetExcludeSelector, "label selector of DaemonSets the gate does not wait for")
-	fs.DurationVar(&o.DaemonSetTimeout, "gate.daemonsets.timeout", o.DaemonSetTimeout, "how long one DaemonSet is waited for before it is reported and no longer waited for; 0 waits for ever")
-	fs.Var(&o.RequireConditions, "require-conditions", "comma-separated node conditions (Type=Status, such as Ready=True,NetworkUnavailable=False) that must hold before the first untaint")
-	fs.StringVar(&o.AbsentConditions, "require-conditions.absent", o.AbsentConditions, `what a required condition the node does not report means: "wait" (not met) or "pass"`)
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
 
@@ -189,38 +159,60 @@ func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 
 // Validate reports every invalid option, naming the flag.
 func (o *Options) Validate() error {
-	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
-	}
+	var p cli.Problems
 	if o.NodeName == "" {
-		bad("node-name", "required (set it from the downward API: spec.nodeName)")
+		p.Add("node-name", "required (set it from the downward API: spec.nodeName)")
 	} else if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
-		bad("node-name", "%q is not a node name: %s", o.NodeName, strings.Join(msgs, "; "))
+		p.Add("node-name", "%q is not a node name: %s", o.NodeName, strings.Join(msgs, "; "))
 	}
 	if o.PodIP != "" {
-		if _, err := netip.ParseAddr(o.PodIP); err != nil {
-			bad("pod-ip", "%v", err)
-		}
+		_, err := netip.ParseAddr(o.PodIP)
+		p.Check("pod-ip", err)
 	}
-	if _, err := ParseTaint(o.StartupTaint); err != nil {
-		bad("startup-taint", "%v", err)
+	_, err := cli.ParseTaint(o.StartupTaint)
+	p.Check("startup-taint", err)
+	_, err = cli.ParseTaint(o.UnhealthyTaint)
+	p.Check("retaint-taint", err)
+	p.Check("verified-label", cli.QualifiedName(o.VerifiedLabel))
+	p.Check("skip-annotation", cli.QualifiedName(o.SkipAnnotation))
+	o.validateChecks(&p)
+	if o.CheckTimeout <= 0 {
+		p.Add("check-timeout", "must be positive, got %s", o.CheckTimeout)
 	}
-	if _, err := ParseTaint(o.UnhealthyTaint); err != nil {
-		bad("retaint-taint", "%v", err)
+	if o.Period <= 0 {
+		p.Add("check-period", "must be positive, got %s", o.Period)
 	}
-	if msgs := validation.IsQualifiedName(o.VerifiedLabel); len(msgs) > 0 {
-		bad("verified-label", "%s", strings.Join(msgs, "; "))
+	if o.Jitter < 0 || o.Jitter >= 1 {
+		p.Add("check-jitter", "must be in [0, 1), got %g", o.Jitter)
 	}
-	if msgs := validation.IsQualifiedName(o.SkipAnnotation); len(msgs) > 0 {
-		bad("skip-annotation", "%s", strings.Join(msgs, "; "))
+	if o.InitialBackoff <= 0 {
+		p.Add("initial-backoff", "must be positive, got %s", o.InitialBackoff)
 	}
+	if o.InitialTries < 1 {
+		p.Add("initial-tries", "must be at least 1, got %d", o.InitialTries)
+	}
+	if o.RetaintThreshold < 1 {
+		p.Add("retaint-threshold", "must be at least 1, got %d", o.RetaintThreshold)
+	}
+	if o.RecoverThreshold < 1 {
+		p.Add("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
+	}
+	_, err = budget.Parse(o.MaxRetainted)
+	p.Check("max-retainted", err)
+	_, err = checks.ParseServiceRef(o.DNSService)
+	p.Check("check.discovery.service", err)
+	p.Check("log-level", cli.LogLevel(o.LogLevel))
+	return p.Err()
+}
+
+// validateChecks checks --checks, --continuous-checks and each row's own flags.
+func (o *Options) validateChecks(p *cli.Problems) {
 	if len(o.Checks) == 0 {
-		bad("checks", "at least one check must be enabled")
+		p.Add("checks", "at least one check must be enabled")
 	}
 	for _, c := range o.Checks {
 		if !slices.Contains(AllChecks, c) {
-			bad("checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
+			p.Add("checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
 		}
 	}
 	known := append(slices.Clone(AllChecks), Gates...)
@@ -228,66 +220,16 @@ func (o *Options) Validate() error {
 		switch {
 		case c == ContinuousAll && len(o.ContinuousChecks) == 1:
 		case c == ContinuousAll:
-			bad("continuous-checks", "%q stands alone, not with check names", ContinuousAll)
+			p.Add("continuous-checks", "%q stands alone, not with check names", ContinuousAll)
 		case !slices.Contains(known, c):
-			bad("continuous-checks", "unknown check %q (known: %s)", c, strings.Join(known, ","))
+			p.Add("continuous-checks", "unknown check %q (known: %s)", c, strings.Join(known, ","))
 		case !slices.Contains(o.Enabled(), c):
-			bad("continuous-checks", "check %q is not enabled (--checks=%s; gates by --gate.daemonsets and --require-conditions)", c, o.Checks.String())
+			p.Add("continuous-checks", "check %q is not enabled (--checks=%s; gates by --gate.daemonsets and --require-conditions)", c, o.Checks.String())
 		}
-	}
-	for _, e := range o.DaemonSetExclude {
-		if _, err := checks.ParseDaemonSetExclusion(e); err != nil {
-			bad("gate.daemonsets.exclude", "%v", err)
-		}
-	}
-	if _, err := labels.Parse(o.DaemonSetExcludeSelector); err != nil {
-		bad("gate.daemonsets.exclude-selector", "%q: %v", o.DaemonSetExcludeSelector, err)
-	}
-	if o.DaemonSetTimeout < 0 {
-		bad("gate.daemonsets.timeout", "must not be negative, got %s", o.DaemonSetTimeout)
-	}
-	for _, c := range o.RequireConditions {
-		if _, err := checks.ParseConditionRequirement(c); err != nil {
-			bad("require-conditions", "%v", err)
-		}
-	}
-	if o.AbsentConditions != "wait" && o.AbsentConditions != "pass" {
-		bad("require-conditions.absent", `want "wait" or "pass", got %q`, o.AbsentConditions)
-	}
-	if o.CheckTimeout <= 0 {
-		bad("check-timeout", "must be positive, got %s", o.CheckTimeout)
-	}
-	if o.Period <= 0 {
-		bad("check-period", "must be positive, got %s", o.Period)
-	}
-	if o.Jitter < 0 || o.Jitter >= 1 {
-		bad("check-jitter", "must be in [0, 1), got %g", o.Jitter)
-	}
-	if o.InitialBackoff <= 0 {
-		bad("initial-backoff", "must be positive, got %s", o.InitialBackoff)
-	}
-	if o.InitialTries < 1 {
-		bad("initial-tries", "must be at least 1, got %d", o.InitialTries)
-	}
-	if o.RetaintThreshold < 1 {
-		bad("retaint-threshold", "must be at least 1, got %d", o.RetaintThreshold)
-	}
-	if o.RecoverThreshold < 1 {
-		bad("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
-	}
-	if _, err := budget.Parse(o.MaxRetainted); err != nil {
-		bad("max-retainted", "%v", err)
 	}
 	for _, r := range o.checks {
-		errs = append(errs, r.config.Validate(slices.Contains(o.Checks, r.name))...)
+		p.Append(r.config.Validate(o.enabled(r))...)
 	}
-	if _, err := checks.ParseServiceRef(o.DNSService); err != nil {
-		bad("check.discovery.service", "%v", err)
-	}
-	if _, err := logging.ParseLevel(o.LogLevel); err != nil {
-		bad("log-level", "%v", err)
-	}
-	return errors.Join(errs...)
 }
 
 // Continuous reports whether the enabled check name is re-run every period
@@ -299,33 +241,57 @@ func (o *Options) Continuous(name string) bool {
 	return slices.Equal(o.ContinuousChecks, []string{ContinuousAll}) || slices.Contains(o.ContinuousChecks, name)
 }
 
-// Enabled lists the enabled checks and gates.
+// Enabled lists the enabled checks, then the enabled gates.
 func (o *Options) Enabled() []string {
 	out := slices.Clone([]string(o.Checks))
-	if o.DaemonSetGate {
-		out = append(out, GateDaemonSets)
-	}
-	if len(o.RequireConditions) > 0 {
-		out = append(out, GateConditions)
+	for _, r := range o.checks {
+		if r.gate() != nil && r.gate().Enabled() {
+			out = append(out, r.name)
+		}
 	}
 	return out
 }
 
-// ParseTaint parses key=value:Effect (value optional).
-func ParseTaint(s string) (corev1.Taint, error) {
-	kv, effect, ok := strings.Cut(s, ":")
-	if !ok {
-		return corev1.Taint{}, fmt.Errorf("%q: want key=value:Effect", s)
+// taints parses the startup and unhealthy taints.
+func (o *Options) taints() (startup, unhealthy corev1.Taint, err error) {
+	if startup, err = cli.ParseTaint(o.StartupTaint); err != nil {
+		return startup, unhealthy, err
 	}
-	key, value, _ := strings.Cut(kv, "=")
-	t := corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
-	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
-		return corev1.Taint{}, fmt.Errorf("%q: key: %s", s, strings.Join(msgs, "; "))
+	unhealthy, err = cli.ParseTaint(o.UnhealthyTaint)
+	return startup, unhealthy, err
+}
+
+// Config is the loop's configuration from validated options.
+func (o *Options) Config() (agent.Config, error) {
+	startup, unhealthy, err := o.taints()
+	if err != nil {
+		return agent.Config{}, err
 	}
-	switch t.Effect {
-	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-	default:
-		return corev1.Taint{}, fmt.Errorf("%q: effect must be NoSchedule, PreferNoSchedule or NoExecute", s)
+	fleetBudget, err := budget.Parse(o.MaxRetainted)
+	if err != nil {
+		return agent.Config{}, err
 	}
-	return t, nil
+	var continuous []string
+	for _, c := range o.Enabled() {
+		if o.Continuous(c) {
+			continuous = append(continuous, c)
+		}
+	}
+	return agent.Config{
+		NodeName:         o.NodeName,
+		LeaseNamespace:   o.PodNamespace,
+		Taints:           agent.Taints{Startup: startup, Unhealthy: unhealthy},
+		VerifiedLabel:    o.VerifiedLabel,
+		BypassAnnotation: o.SkipAnnotation,
+		WaitForTaints:    slices.Clone([]string(o.WaitForTaints)),
+		Continuous:       continuous,
+		CheckTimeout:     o.CheckTimeout,
+		Period:           o.Period,
+		Jitter:           o.Jitter,
+		InitialBackoff:   o.InitialBackoff,
+		InitialTries:     o.InitialTries,
+		Thresholds:       agent.Thresholds{Retaint: o.RetaintThreshold, Recover: o.RecoverThreshold},
+		FleetBudget:      fleetBudget,
+		FleetBudgetFlag:  "--max-retainted=" + o.MaxRetainted,
+	}, nil
 }
