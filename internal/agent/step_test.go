@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
@@ -27,9 +28,12 @@ type stubCheck struct{ err error }
 func (stubCheck) Name() string                { return "dns" }
 func (c stubCheck) Run(context.Context) error { return c.err }
 
+// testNode is a node as the API server returns it: each call is a new
+// object with a UID of its own, as a node deleted and created again under
+// the same name has.
 func testNode(name string, taints []corev1.Taint, labels, annotations map[string]string) *corev1.Node {
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + "name", Labels: labels, Annotations: annotations,
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: uuid.NewUUID(), Labels: labels, Annotations: annotations,
 			CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))},
 		Spec: corev1.NodeSpec{Taints: taints},
 	}
@@ -222,6 +226,19 @@ func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate fun
 // startTestAgentWith is startTestAgent with any checks (gates among them).
 func startTestAgentWith(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
 	t.Helper()
+	a, rec := newTestAgent(t, f, cs, mutate)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go a.view.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), a.view.informer.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	return a, rec
+}
+
+// newTestAgent builds an agent for node n1 on f; its node informer does not run yet.
+func newTestAgent(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
+	t.Helper()
 	cfg := testConfig()
 	if mutate != nil {
 		mutate(&cfg)
@@ -239,12 +256,6 @@ func startTestAgentWith(t *testing.T, f *fakeCluster, cs []checks.Check, mutate 
 	a, err := New(cfg, f, cs, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go a.view.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), a.view.informer.HasSynced) {
-		t.Fatal("informer did not sync")
 	}
 	return a, rec
 }
