@@ -2,26 +2,17 @@ package agent
 
 import (
 	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // ConditionType is the agent's own condition on its node: why the node is
 // (un)verified, for `kubectl describe node`.
-const ConditionType corev1.NodeConditionType = "KubeNodeReady"
-
-// Condition reasons.
-const (
-	ReasonChecksPassed  = "ChecksPassed"
-	ReasonChecksFailing = "ChecksFailing"
-	ReasonRecovering    = "Recovering"
-	ReasonBootstrapped  = "Bootstrapped"
-	ReasonBypassed      = "Bypassed"
-)
+const ConditionType = corev1.NodeConditionType(api.ConditionType)
 
 // ConditionState is what the condition says, without its timestamps.
 type ConditionState struct {
@@ -35,48 +26,43 @@ type CheckModes struct {
 	Continuous, Bootstrap []string
 }
 
-func (m CheckModes) String() string {
-	list := func(s []string) string {
-		if len(s) == 0 {
-			return "none"
-		}
-		return strings.Join(s, ",")
-	}
-	return "continuous: " + list(m.Continuous) + "; bootstrap: " + list(m.Bootstrap)
+// message is a condition message carrying the check lists.
+func (m CheckModes) message(summary string) api.ConditionMessage {
+	return api.ConditionMessage{Summary: summary, HasModes: true, Continuous: m.Continuous, Bootstrap: m.Bootstrap}
 }
 
 // FailingCondition is the condition while checks fail: which, and since when
 // (the first failed round of the streak), so it changes only when they do.
 func FailingCondition(failed []string, since time.Time, modes CheckModes) ConditionState {
-	return ConditionState{
-		Status: corev1.ConditionFalse, Reason: ReasonChecksFailing,
-		Message: fmt.Sprintf("failing: %s (since %s); %s", strings.Join(failed, ","), since.UTC().Format(time.RFC3339), modes),
-	}
+	m := modes.message("checks failing")
+	m.Failing, m.Since = failed, since
+	return ConditionState{Status: corev1.ConditionFalse, Reason: api.ReasonChecksFailing, Message: m.String()}
 }
 
 // PassingCondition is the condition after a passed round.
 func PassingCondition(modes CheckModes) ConditionState {
-	return ConditionState{Status: corev1.ConditionTrue, Reason: ReasonChecksPassed, Message: "all checks pass; " + modes.String()}
+	return ConditionState{Status: corev1.ConditionTrue, Reason: api.ReasonChecksPassed, Message: modes.message("all checks pass").String()}
 }
 
 // RecoveringCondition is the condition of a re-tainted node whose checks
 // pass again, until enough rounds in a row have passed to untaint it.
 func RecoveringCondition(passes, needed int, modes CheckModes) ConditionState {
-	return ConditionState{Status: corev1.ConditionFalse, Reason: ReasonRecovering,
-		Message: fmt.Sprintf("checks pass again: %d of %d passed rounds needed to untaint; %s", passes, needed, modes)}
+	m := modes.message("checks pass again, not yet enough rounds in a row to untaint")
+	m.Passed, m.Needed = passes, needed
+	return ConditionState{Status: corev1.ConditionFalse, Reason: api.ReasonRecovering, Message: m.String()}
 }
 
 // BootstrappedCondition is a bootstrap-only agent's condition once the node
 // is verified: nothing runs any more.
 func BootstrappedCondition(modes CheckModes) ConditionState {
-	return ConditionState{Status: corev1.ConditionTrue, Reason: ReasonBootstrapped,
-		Message: "verified; bootstrap-only: no further checks run on this node; " + modes.String()}
+	return ConditionState{Status: corev1.ConditionTrue, Reason: api.ReasonBootstrapped,
+		Message: modes.message("verified, bootstrap-only: no further checks run on this node").String()}
 }
 
 // BypassedCondition is the condition while the bypass annotation is set.
 func BypassedCondition(annotation string) ConditionState {
-	return ConditionState{Status: corev1.ConditionTrue, Reason: ReasonBypassed,
-		Message: "checks bypassed: annotation " + annotation + "=true"}
+	m := api.ConditionMessage{Summary: "checks bypassed", Annotation: annotation + "=true"}
+	return ConditionState{Status: corev1.ConditionTrue, Reason: api.ReasonBypassed, Message: m.String()}
 }
 
 // ConditionPatch is the strategic merge patch of the node's status that

@@ -2,11 +2,14 @@ package agent
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 func TestConditionPatch(t *testing.T) {
@@ -68,7 +71,41 @@ func TestConditionPatch(t *testing.T) {
 			}
 		})
 	}
-	if m := failing.Message; m != "failing: dns (since 2026-01-01T00:00:00Z); continuous: api; bootstrap: dns" {
+	if m := failing.Message; m != "checks failing; failing: dns; since: 2026-01-01T00:00:00Z; continuous: api; bootstrap: dns" {
 		t.Errorf("failing message %q", m)
+	}
+}
+
+// TestConditionMessagesReadBack: every condition the agent writes reads
+// back through api.ParseConditionMessage (what the kubectl plugin uses)
+// with what the agent meant.
+func TestConditionMessagesReadBack(t *testing.T) {
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	modes := CheckModes{Continuous: []string{"api"}, Bootstrap: []string{"dns", "network"}}
+	tests := []struct {
+		name string
+		cond ConditionState
+		want api.ConditionMessage
+	}{
+		{"failing", FailingCondition([]string{"dns", "api"}, since, modes), api.ConditionMessage{Failing: []string{"dns", "api"}, Since: since, HasModes: true, Continuous: modes.Continuous, Bootstrap: modes.Bootstrap}},
+		{"passing", PassingCondition(modes), api.ConditionMessage{HasModes: true, Continuous: modes.Continuous, Bootstrap: modes.Bootstrap}},
+		{"recovering", RecoveringCondition(1, 2, CheckModes{}), api.ConditionMessage{Passed: 1, Needed: 2, HasModes: true}},
+		{"bootstrapped", BootstrappedCondition(modes), api.ConditionMessage{HasModes: true, Continuous: modes.Continuous, Bootstrap: modes.Bootstrap}},
+		{"bypassed", BypassedCondition(api.SkipVerificationAnnotation), api.ConditionMessage{Annotation: api.SkipVerificationAnnotation + "=true"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := api.ParseConditionMessage(tt.cond.Message)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Summary == "" {
+				t.Errorf("message %q has no summary for people", tt.cond.Message)
+			}
+			got.Summary = ""
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("read back %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }

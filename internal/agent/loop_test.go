@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // The loop driven through its phases against the in-memory API server: the
@@ -157,6 +158,16 @@ func nodeCondition(n *corev1.Node, typ corev1.NodeConditionType) corev1.NodeCond
 	return corev1.NodeCondition{}
 }
 
+// conditionFailing decodes the checks the agent's condition on n says fail.
+func conditionFailing(t *testing.T, n *corev1.Node) []string {
+	t.Helper()
+	m, err := api.ParseConditionMessage(nodeCondition(n, ConditionType).Message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Failing
+}
+
 // TestConditionsGateThroughTheLoop: the conditions gate, built from its
 // flags' configuration, holds the startup taint and names itself on the
 // node; the condition changing wakes the loop, whose next round verifies
@@ -173,8 +184,8 @@ func TestConditionsGateThroughTheLoop(t *testing.T) {
 	if !HasTaint(n.Spec.Taints, startup) {
 		t.Fatal("untainted while the node reports no Ready condition")
 	}
-	if c := nodeCondition(n, ConditionType); !strings.Contains(c.Message, "failing: conditions") {
-		t.Errorf("condition message %q does not name the gate", c.Message)
+	if failing := conditionFailing(t, n); !slices.Equal(failing, []string{"conditions"}) {
+		t.Errorf("condition says failing %v, want the gate", failing)
 	}
 	woken(a)
 	f.update("n1", func(n *corev1.Node) {
@@ -219,8 +230,8 @@ func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 	if !HasTaint(n.Spec.Taints, startup) {
 		t.Fatal("untainted while a DaemonSet has no pod on the node")
 	}
-	if c := nodeCondition(n, ConditionType); !strings.Contains(c.Message, "failing: daemonsets") {
-		t.Errorf("condition message %q does not name the gate", c.Message)
+	if failing := conditionFailing(t, n); !slices.Equal(failing, []string{"daemonsets"}) {
+		t.Errorf("condition says failing %v, want the gate", failing)
 	}
 	time.Sleep(cfg.Timeout)
 	a.step(t.Context())
@@ -254,8 +265,8 @@ func TestBootstrapOnlyAgentRests(t *testing.T) {
 	if check.runs.Load() != 0 || len(f.patches) != 0 {
 		t.Errorf("%d rounds and %d node patches on a verified node, want none", check.runs.Load(), len(f.patches))
 	}
-	if c := nodeCondition(f.node("n1"), ConditionType); c.Reason != ReasonBootstrapped {
-		t.Errorf("condition reason %q, want %s", c.Reason, ReasonBootstrapped)
+	if c := nodeCondition(f.node("n1"), ConditionType); c.Reason != api.ReasonBootstrapped {
+		t.Errorf("condition reason %q, want %s", c.Reason, api.ReasonBootstrapped)
 	}
 	if err := a.Ready(); err != nil {
 		t.Errorf("Ready = %v", err)

@@ -1,14 +1,14 @@
 package kubectlplugin
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Cleanup states of a node, as Cleanup.State.
@@ -18,15 +18,10 @@ const (
 	CleanupDeleting = "deleting" // deletionTimestamp set
 )
 
-// CleanupStatus is the webhook's cleanup status annotation, read back.
+// CleanupStatus is the webhook's cleanup status document, read back, with
+// what the plugin shows of it.
 type CleanupStatus struct {
-	// Attempt counts cleanup attempts of the webhook replica, from 1.
-	Attempt int `json:"attempt"`
-	// Plugins maps each enabled plugin to its state: pending, running, done,
-	// skipped[: reason], dry run, failed: reason.
-	Plugins map[string]string `json:"plugins"`
-	// RetryIn is the delay before the next attempt, after a failed one.
-	RetryIn string `json:"retryIn,omitempty"`
+	api.CleanupStatus
 }
 
 // Cleanup is where a node's cleanup stands.
@@ -46,27 +41,14 @@ type Cleanup struct {
 	StatusError string `json:"statusError,omitempty"`
 }
 
-// ParseCleanupStatus reads the status annotation's value. Anything that is
-// not the JSON object the webhook writes is an error, never a panic: the
-// annotation is on an object anyone with patch rights can edit.
+// ParseCleanupStatus reads the status annotation's value (see
+// api.ParseCleanupStatus: anything else is an error, never a panic).
 func ParseCleanupStatus(value string) (*CleanupStatus, error) {
-	var s CleanupStatus
-	if err := json.Unmarshal([]byte(value), &s); err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
+	s, err := api.ParseCleanupStatus(value)
+	if err != nil {
+		return nil, err
 	}
-	if s.Attempt < 1 {
-		return nil, fmt.Errorf("attempt %d, want 1 or more", s.Attempt)
-	}
-	if s.Plugins == nil {
-		return nil, errors.New("no plugins")
-	}
-	return &s, nil
-}
-
-// pluginFailed reports whether a plugin state is a failure: "failed: reason",
-// or the bare result the webhook writes when a failure has no error.
-func pluginFailed(state string) bool {
-	return strings.HasPrefix(state, "failed") || state == "failure" || state == "timeout" || state == "panic"
+	return &CleanupStatus{*s}, nil
 }
 
 // Counts tallies the plugins by kind of state: failed, running, pending,
@@ -74,11 +56,11 @@ func pluginFailed(state string) bool {
 func (s *CleanupStatus) Counts() (failed, running, pending, finished int) {
 	for _, st := range s.Plugins {
 		switch {
-		case pluginFailed(st):
+		case api.PluginStateFailed(st):
 			failed++
-		case st == "running":
+		case st == api.PluginRunning:
 			running++
-		case st == "pending":
+		case st == api.PluginPending:
 			pending++
 		default:
 			finished++
@@ -114,7 +96,7 @@ func (s *CleanupStatus) PluginNames() []string {
 		names = append(names, name)
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		fa, fb := pluginFailed(s.Plugins[a]), pluginFailed(s.Plugins[b])
+		fa, fb := api.PluginStateFailed(s.Plugins[a]), api.PluginStateFailed(s.Plugins[b])
 		switch {
 		case fa && !fb:
 			return -1
@@ -129,8 +111,8 @@ func (s *CleanupStatus) PluginNames() []string {
 // CleanupOf reads where the node's cleanup stands from its deletion
 // timestamp, finalizers and annotations.
 func CleanupOf(node *corev1.Node) Cleanup {
-	c := Cleanup{State: CleanupNone, SkipRequested: node.Annotations[SkipCleanupAnnotation] == "true"}
-	if value, ok := node.Annotations[CleanupStatusAnnotation]; ok {
+	c := Cleanup{State: CleanupNone, SkipRequested: node.Annotations[api.SkipCleanupAnnotation] == "true"}
+	if value, ok := node.Annotations[api.CleanupStatusAnnotation]; ok {
 		s, err := ParseCleanupStatus(value)
 		if err != nil {
 			c.StatusError = err.Error()
@@ -147,7 +129,7 @@ func CleanupOf(node *corev1.Node) Cleanup {
 	c.State, c.DeletionTimestamp = CleanupDeleting, node.DeletionTimestamp
 	detail := ""
 	switch {
-	case !slices.Contains(node.Finalizers, Finalizer):
+	case !slices.Contains(node.Finalizers, api.Finalizer):
 		detail = "finalizer gone"
 	case c.SkipRequested:
 		detail = "skip requested"

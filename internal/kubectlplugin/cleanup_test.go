@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 func TestParseCleanupStatus(t *testing.T) {
@@ -59,7 +61,7 @@ func TestParseCleanupStatus(t *testing.T) {
 }
 
 func TestPluginNamesFailedFirst(t *testing.T) {
-	s := &CleanupStatus{Attempt: 1, Plugins: map[string]string{"b": "done", "z": "failed: x", "a": "running", "c": "timeout"}}
+	s := &CleanupStatus{api.CleanupStatus{Attempt: 1, Plugins: map[string]string{"b": "done", "z": "failed: x", "a": "running", "c": "timeout"}}}
 	if got, want := s.PluginNames(), []string{"c", "z", "a", "b"}; !slices.Equal(got, want) {
 		t.Errorf("PluginNames = %v, want %v", got, want)
 	}
@@ -74,7 +76,7 @@ func TestCleanupOf(t *testing.T) {
 		}
 		return n
 	}
-	ours := []string{Finalizer}
+	ours := []string{api.Finalizer}
 	status := `{"attempt":2,"plugins":{"portworx":"failed: HTTP 500","log":"done"},"retryIn":"20s"}`
 	tests := []struct {
 		name        string
@@ -84,15 +86,15 @@ func TestCleanupOf(t *testing.T) {
 		wantErr     bool
 	}{
 		{name: "a live node", node: node(false, ours, nil), wantState: CleanupNone, wantSummary: "none"},
-		{name: "skip set in advance", node: node(false, ours, map[string]string{SkipCleanupAnnotation: "true"}), wantState: CleanupSkip, wantSummary: "skip"},
-		{name: "skip annotation not true", node: node(false, ours, map[string]string{SkipCleanupAnnotation: "yes"}), wantState: CleanupNone, wantSummary: "none"},
+		{name: "skip set in advance", node: node(false, ours, map[string]string{api.SkipCleanupAnnotation: "true"}), wantState: CleanupSkip, wantSummary: "skip"},
+		{name: "skip annotation not true", node: node(false, ours, map[string]string{api.SkipCleanupAnnotation: "yes"}), wantState: CleanupNone, wantSummary: "none"},
 		{name: "deleting, webhook not started", node: node(true, ours, nil), wantState: CleanupDeleting, wantSummary: "deleting: not started"},
-		{name: "deleting with a status", node: node(true, ours, map[string]string{CleanupStatusAnnotation: status}),
+		{name: "deleting with a status", node: node(true, ours, map[string]string{api.CleanupStatusAnnotation: status}),
 			wantState: CleanupDeleting, wantSummary: "deleting: attempt 2, 1 failed"},
 		{name: "deleting with a malformed status: unreadable, not a crash",
-			node:      node(true, ours, map[string]string{CleanupStatusAnnotation: `{"attempt":2,"plugins":`}),
+			node:      node(true, ours, map[string]string{api.CleanupStatusAnnotation: `{"attempt":2,"plugins":`}),
 			wantState: CleanupDeleting, wantSummary: "deleting: status unreadable", wantErr: true},
-		{name: "deleting, skip requested", node: node(true, ours, map[string]string{SkipCleanupAnnotation: "true", CleanupStatusAnnotation: status}),
+		{name: "deleting, skip requested", node: node(true, ours, map[string]string{api.SkipCleanupAnnotation: "true", api.CleanupStatusAnnotation: status}),
 			wantState: CleanupDeleting, wantSummary: "deleting: skip requested"},
 		{name: "deleting, held by someone else's finalizer", node: node(true, []string{"example.com/other"}, nil),
 			wantState: CleanupDeleting, wantSummary: "deleting: finalizer gone"},

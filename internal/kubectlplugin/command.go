@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 )
 
@@ -106,18 +107,18 @@ var commands = []*command{
 		long: `Shows one line per node (sorted by name):
 
   NAME      the node
-  VERIFIED  the agent's label ` + VerifiedLabel + `: true, false (re-tainted), unknown (not set)
-  TAINT     which of the agent's taints the node carries: unverified (` + StartupTaintKey + `),
-            unhealthy (` + UnhealthyTaintKey + `), none
-  FAILING   the failing checks the agent's ` + ConditionType + ` condition names, "-" when none
+  VERIFIED  the agent's label ` + api.VerifiedLabel + `: true, false (re-tainted), unknown (not set)
+  TAINT     which of the agent's taints the node carries: unverified (` + api.StartupTaintKey + `),
+            unhealthy (` + api.UnhealthyTaintKey + `), none
+  FAILING   the failing checks the agent's ` + api.ConditionType + ` condition names, "-" when none
   AGE       since the node was created
-  CLEANUP   none; skip (` + SkipCleanupAnnotation + `=true set in advance); or, for a node
+  CLEANUP   none; skip (` + api.SkipCleanupAnnotation + `=true set in advance); or, for a node
             being deleted, "deleting:" and where its cleanup stands from the webhook's
-            ` + CleanupStatusAnnotation + ` annotation ("deleting: attempt 2, 1 failed"),
+            ` + api.CleanupStatusAnnotation + ` annotation ("deleting: attempt 2, 1 failed"),
             "not started", "status unreadable", "skip requested" or "finalizer gone"
 
--o wide adds REASON (the condition's reason), BYPASS (` + BypassAnnotation + `=true) and
-FINALIZER (` + Finalizer + ` present). -o json and -o yaml print a list of kind ` + ListKind + `
+-o wide adds REASON (the condition's reason), BYPASS (` + api.SkipVerificationAnnotation + `=true) and
+FINALIZER (` + api.Finalizer + ` present). -o json and -o yaml print a list of kind ` + ListKind + `
 (apiVersion ` + ListAPIVersion + `; fields are only ever added), with the condition and the
 parsed cleanup status of each node.`,
 		run: runStatus,
@@ -128,7 +129,7 @@ parsed cleanup status of each node.`,
 		long: `Shows for one node:
 
   - its verified label, our taints, the bypass annotation and its cleanup;
-  - the agent's ` + ConditionType + ` condition: status, reason, message, last transition and when it
+  - the agent's ` + api.ConditionType + ` condition: status, reason, message, last transition and when it
     was last written;
   - the agent's last reported round, read from that condition: the agent rewrites the condition
     only when the outcome changes (another check fails, the node recovers), so this is the
@@ -142,16 +143,16 @@ parsed cleanup status of each node.`,
 	},
 	{
 		path: "bypass", usage: "NODE", nargs: 1,
-		short: "Let a node through: set " + BypassAnnotation + "=true",
-		long: `Sets the annotation ` + BypassAnnotation + `=true on the node (a merge patch of that one
+		short: "Let a node through: set " + api.SkipVerificationAnnotation + "=true",
+		long: `Sets the annotation ` + api.SkipVerificationAnnotation + `=true on the node (a merge patch of that one
 annotation). The agent then removes its taints at once and never re-taints the node while the
 annotation is there. Undo with unbypass.`,
 		run: runBypass,
 	},
 	{
 		path: "unbypass", usage: "NODE", nargs: 1,
-		short: "Verify a node again: remove " + BypassAnnotation,
-		long: `Removes the annotation ` + BypassAnnotation + ` from the node (a merge patch of that one
+		short: "Verify a node again: remove " + api.SkipVerificationAnnotation,
+		long: `Removes the annotation ` + api.SkipVerificationAnnotation + ` from the node (a merge patch of that one
 annotation). The agent resumes its checks, and re-taints the node if they keep failing.`,
 		run: runUnbypass,
 	},
@@ -160,7 +161,7 @@ annotation). The agent resumes its checks, and re-taints the node if they keep f
 		outputs: []string{OutputJSON, OutputYAML},
 		short:   "Nodes being deleted whose cleanup holds them, plugin by plugin",
 		long: `Lists the nodes being deleted (deletionTimestamp set) that still carry the finalizer
-` + Finalizer + `, one line per cleanup plugin, from the webhook's ` + CleanupStatusAnnotation + `
+` + api.Finalizer + `, one line per cleanup plugin, from the webhook's ` + api.CleanupStatusAnnotation + `
 annotation: how long ago the node was deleted, the attempt, when the next attempt comes after a
 failed one, and each plugin's state (pending, running, done, skipped, failed: reason, dry run).
 An annotation that cannot be read shows as "unreadable"; a node without one as "not started".
@@ -169,8 +170,8 @@ An annotation that cannot be read shows as "unreadable"; a node without one as "
 	},
 	{
 		path: "cleanup skip", usage: "NODE [--yes]", nargs: 1, flags: []string{"yes"},
-		short: "Let a node go without cleanup: set " + SkipCleanupAnnotation + "=true",
-		long: `Sets the annotation ` + SkipCleanupAnnotation + `=true on the node (a merge patch of that one
+		short: "Let a node go without cleanup: set " + api.SkipCleanupAnnotation + "=true",
+		long: `Sets the annotation ` + api.SkipCleanupAnnotation + `=true on the node (a merge patch of that one
 annotation, guarded by the node's UID): the webhook removes its finalizer without running the
 cleanup plugins, also while a cleanup is running. Whatever the plugins would have cleaned up
 (volume attachments, storage, external inventories, notifications) stays as it is. On a node
@@ -339,7 +340,7 @@ func runCleanupStatus(ctx context.Context, inv *invocation) error {
 		return PrintList(inv.out, reports, inv.opts.Output)
 	}
 	if len(reports) == 0 {
-		fmt.Fprintln(inv.err, noneFound("No node is being deleted with the finalizer "+Finalizer, inv.opts.Selector))
+		fmt.Fprintln(inv.err, noneFound("No node is being deleted with the finalizer "+api.Finalizer, inv.opts.Selector))
 		return nil
 	}
 	return PrintCleanup(inv.out, reports, inv.now)
@@ -391,12 +392,12 @@ func runBypass(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if node.Annotations[BypassAnnotation] == "true" {
-		fmt.Fprintf(inv.out, "node/%s already bypassed (%s=true): nothing changed\n", name, BypassAnnotation)
+	if node.Annotations[api.SkipVerificationAnnotation] == "true" {
+		fmt.Fprintf(inv.out, "node/%s already bypassed (%s=true): nothing changed\n", name, api.SkipVerificationAnnotation)
 		return nil
 	}
 	value := "true"
-	patch, err := annotationPatch(string(node.UID), BypassAnnotation, &value)
+	patch, err := annotationPatch(string(node.UID), api.SkipVerificationAnnotation, &value)
 	if err != nil {
 		return err
 	}
@@ -404,7 +405,7 @@ func runBypass(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	fmt.Fprintf(inv.out, "node/%s bypassed: %s=true; the agent removes its taints now and does not re-taint the node until `%s unbypass %s`\n",
-		name, BypassAnnotation, Name, name)
+		name, api.SkipVerificationAnnotation, Name, name)
 	return nil
 }
 
@@ -414,18 +415,18 @@ func runUnbypass(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := node.Annotations[BypassAnnotation]; !ok {
-		fmt.Fprintf(inv.out, "node/%s is not bypassed (no %s): nothing changed\n", name, BypassAnnotation)
+	if _, ok := node.Annotations[api.SkipVerificationAnnotation]; !ok {
+		fmt.Fprintf(inv.out, "node/%s is not bypassed (no %s): nothing changed\n", name, api.SkipVerificationAnnotation)
 		return nil
 	}
-	patch, err := annotationPatch(string(node.UID), BypassAnnotation, nil)
+	patch, err := annotationPatch(string(node.UID), api.SkipVerificationAnnotation, nil)
 	if err != nil {
 		return err
 	}
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(inv.out, "node/%s unbypassed: %s removed; the agent checks the node again and re-taints it if its checks keep failing\n", name, BypassAnnotation)
+	fmt.Fprintf(inv.out, "node/%s unbypassed: %s removed; the agent checks the node again and re-taints it if its checks keep failing\n", name, api.SkipVerificationAnnotation)
 	return nil
 }
 
@@ -435,8 +436,8 @@ func runCleanupSkip(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if node.Annotations[SkipCleanupAnnotation] == "true" {
-		fmt.Fprintf(inv.out, "node/%s already has %s=true: nothing changed\n", name, SkipCleanupAnnotation)
+	if node.Annotations[api.SkipCleanupAnnotation] == "true" {
+		fmt.Fprintf(inv.out, "node/%s already has %s=true: nothing changed\n", name, api.SkipCleanupAnnotation)
 		return nil
 	}
 	c := CleanupOf(node)
@@ -447,7 +448,7 @@ func runCleanupSkip(ctx context.Context, inv *invocation) error {
 		}
 		fmt.Fprintf(inv.err, "The webhook will remove the finalizer %s without running the cleanup plugins;\n"+
 			"what they would clean up (volume attachments, storage, inventories, notifications) stays as it is.\n"+
-			"Skip cleanup of node %s? [y/N] ", Finalizer, name)
+			"Skip cleanup of node %s? [y/N] ", api.Finalizer, name)
 		yes, err := readYes(inv.stdin)
 		if err != nil {
 			return fmt.Errorf("read the answer: %w", err)
@@ -457,14 +458,14 @@ func runCleanupSkip(ctx context.Context, inv *invocation) error {
 		}
 	}
 	value := "true"
-	patch, err := annotationPatch(string(node.UID), SkipCleanupAnnotation, &value)
+	patch, err := annotationPatch(string(node.UID), api.SkipCleanupAnnotation, &value)
 	if err != nil {
 		return err
 	}
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(inv.out, "node/%s annotated %s=true: the webhook removes the finalizer %s without cleanup\n", name, SkipCleanupAnnotation, Finalizer)
+	fmt.Fprintf(inv.out, "node/%s annotated %s=true: the webhook removes the finalizer %s without cleanup\n", name, api.SkipCleanupAnnotation, api.Finalizer)
 	return nil
 }
 

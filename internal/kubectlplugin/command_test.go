@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // fakeAPI is API on a map of nodes; patches are applied as the API server
@@ -123,17 +125,17 @@ func (f *fakeAPI) ListNodeEvents(_ context.Context, namespace, name string) ([]e
 	return out, nil
 }
 
-// run runs the plugin on api with args and stdin.
-func run(api *fakeAPI, stdin string, args ...string) (code int, stdout, stderr string, conn *Connection) {
+// run runs the plugin on fapi with args and stdin.
+func run(fapi *fakeAPI, stdin string, args ...string) (code int, stdout, stderr string, conn *Connection) {
 	var out, errOut bytes.Buffer
 	code = Run(context.Background(), args, Env{
 		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
 		Connect: func(c *Connection) (API, string, bool, error) {
 			conn = c
 			if ns := c.Overrides.Context.Namespace; ns != "" {
-				return api, ns, true, nil
+				return fapi, ns, true, nil
 			}
-			return api, "default", false, nil
+			return fapi, "default", false, nil
 		},
 		Now: func() time.Time { return now },
 	})
@@ -203,13 +205,13 @@ func TestConnectionFlagsAreKubectls(t *testing.T) {
 
 func TestStatusCommand(t *testing.T) {
 	failing := condition(agentFailing())
-	api := newFake(
+	fapi := newFake(
 		testNode("b", "false", []corev1.Taint{unhealthyTaint}, failing),
 		testNode("a", "true", nil, nil, func(n *corev1.Node) { n.Labels["pool"] = "x" }),
-		testNode("c", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `garbage`)),
+		testNode("c", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `garbage`)),
 	)
 	t.Run("table", func(t *testing.T) {
-		code, out, _, _ := run(api, "", "status")
+		code, out, _, _ := run(fapi, "", "status")
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		if code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[1], "a ") || !strings.HasPrefix(lines[3], "c ") ||
 			!strings.Contains(lines[3], "deleting: status unreadable") {
@@ -217,18 +219,18 @@ func TestStatusCommand(t *testing.T) {
 		}
 	})
 	t.Run("selector", func(t *testing.T) {
-		code, out, _, _ := run(api, "", "status", "-l", "pool=x")
+		code, out, _, _ := run(fapi, "", "status", "-l", "pool=x")
 		if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "a ") {
 			t.Errorf("exit %d, output:\n%s\nwant only a", code, out)
 		}
-		code, out, errOut, _ := run(api, "", "status", "-l", "pool=none")
+		code, out, errOut, _ := run(fapi, "", "status", "-l", "pool=none")
 		if code != 0 || out != "" || errOut != "No nodes found matching pool=none.\n" {
 			t.Errorf("no match: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	})
 	for _, format := range []string{"json", "yaml"} {
 		t.Run(format, func(t *testing.T) {
-			code, out, _, _ := run(api, "", "status", "-o", format)
+			code, out, _, _ := run(fapi, "", "status", "-o", format)
 			var l List
 			if err := yaml.Unmarshal([]byte(out), &l); err != nil || code != 0 {
 				t.Fatalf("exit %d, %v:\n%s", code, err, out)
@@ -238,7 +240,7 @@ func TestStatusCommand(t *testing.T) {
 			}
 			b := l.Items[1]
 			if b.Name != "b" || b.Verified != "false" || strings.Join(b.Taints, ",") != "unhealthy" || strings.Join(b.Failing, ",") != "dns" ||
-				b.Condition == nil || b.Condition.Reason != ReasonChecksFailing || !b.Finalizer || b.Cleanup.State != CleanupNone {
+				b.Condition == nil || b.Condition.Reason != api.ReasonChecksFailing || !b.Finalizer || b.Cleanup.State != CleanupNone {
 				t.Errorf("item b = %+v", b)
 			}
 			c := l.Items[2]
@@ -248,9 +250,9 @@ func TestStatusCommand(t *testing.T) {
 		})
 	}
 	t.Run("forbidden", func(t *testing.T) {
-		api := newFake()
-		api.forbid["list nodes"] = true
-		code, _, errOut, _ := run(api, "", "status")
+		fapi := newFake()
+		fapi.forbid["list nodes"] = true
+		code, _, errOut, _ := run(fapi, "", "status")
 		if code != ExitError || !strings.Contains(errOut, "error: not allowed to list nodes: ") {
 			t.Errorf("exit %d, stderr %q: want 1 naming the verb and resource", code, errOut)
 		}
@@ -258,13 +260,13 @@ func TestStatusCommand(t *testing.T) {
 }
 
 func TestCleanupStatusCommand(t *testing.T) {
-	api := newFake(
+	fapi := newFake(
 		testNode("a", "true", nil, nil),
-		testNode("b", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `{"attempt":3,"plugins":{"volumeattachments":"done","portworx":"failed: HTTP 500"},"retryIn":"4s"}`)),
-		testNode("c", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `{"attempt":`)),
+		testNode("b", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `{"attempt":3,"plugins":{"volumeattachments":"done","portworx":"failed: HTTP 500"},"retryIn":"4s"}`)),
+		testNode("c", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `{"attempt":`)),
 		testNode("d", "true", nil, nil, deleting, func(n *corev1.Node) { n.Finalizers = nil }),
 	)
-	code, out, _, _ := run(api, "", "cleanup", "status")
+	code, out, _, _ := run(fapi, "", "cleanup", "status")
 	want := []string{
 		"NAME | DELETING | ATTEMPT | RETRY-IN | PLUGIN | STATE",
 		"b | 4m | 3 | 4s | portworx | failed: HTTP 500",
@@ -280,7 +282,7 @@ func TestCleanupStatusCommand(t *testing.T) {
 			t.Errorf("line %d: %q, want %q", i, got, want[i])
 		}
 	}
-	code, out, _, _ = run(api, "", "cleanup", "status", "-o", "json")
+	code, out, _, _ = run(fapi, "", "cleanup", "status", "-o", "json")
 	var l List
 	if err := json.Unmarshal([]byte(out), &l); err != nil || code != 0 {
 		t.Fatalf("exit %d, %v: %s", code, err, out)
@@ -300,10 +302,10 @@ func TestWhyCommand(t *testing.T) {
 			ReportingController: "kube-node-ready-agent"}
 	}
 	setup := func() *fakeAPI {
-		api := newFake(testNode("a", "false", []corev1.Taint{unhealthyTaint}, condition(agentFailing())))
-		api.events["default"] = []eventsv1.Event{event("default", "a", "NodeRetainted"), event("default", "b", "NodeVerified")}
-		api.events["other"] = []eventsv1.Event{event("other", "a", "Elsewhere")}
-		return api
+		fapi := newFake(testNode("a", "false", []corev1.Taint{unhealthyTaint}, condition(agentFailing())))
+		fapi.events["default"] = []eventsv1.Event{event("default", "a", "NodeRetainted"), event("default", "b", "NodeVerified")}
+		fapi.events["other"] = []eventsv1.Event{event("other", "a", "Elsewhere")}
+		return fapi
 	}
 	t.Run("all namespaces", func(t *testing.T) {
 		code, out, _, _ := run(setup(), "", "why", "a")
@@ -313,24 +315,24 @@ func TestWhyCommand(t *testing.T) {
 		}
 	})
 	t.Run("--namespace", func(t *testing.T) {
-		api := setup()
-		code, out, _, _ := run(api, "", "why", "a", "-n", "other")
-		if code != 0 || strings.Contains(out, "NodeRetainted") || !strings.Contains(out, "Elsewhere") || strings.Join(api.listed, ",") != "other" {
-			t.Errorf("exit %d, listed in %v, output:\n%s", code, api.listed, out)
+		fapi := setup()
+		code, out, _, _ := run(fapi, "", "why", "a", "-n", "other")
+		if code != 0 || strings.Contains(out, "NodeRetainted") || !strings.Contains(out, "Elsewhere") || strings.Join(fapi.listed, ",") != "other" {
+			t.Errorf("exit %d, listed in %v, output:\n%s", code, fapi.listed, out)
 		}
 	})
 	t.Run("all namespaces forbidden: default", func(t *testing.T) {
-		api := setup()
-		api.forbid["list events *"] = true
-		code, out, _, _ := run(api, "", "why", "a")
+		fapi := setup()
+		fapi.forbid["list events *"] = true
+		code, out, _, _ := run(fapi, "", "why", "a")
 		if code != 0 || !strings.Contains(out, "NodeRetainted") || !strings.Contains(out, "namespace default (listing all namespaces is not allowed)") {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
 	})
 	t.Run("events forbidden: the rest shown, a warning", func(t *testing.T) {
-		api := setup()
-		api.forbid["list events *"], api.forbid["list events default"] = true, true
-		code, out, errOut, _ := run(api, "", "why", "a")
+		fapi := setup()
+		fapi.forbid["list events *"], fapi.forbid["list events default"] = true, true
+		code, out, errOut, _ := run(fapi, "", "why", "a")
 		if code != 0 || !strings.Contains(out, "ChecksFailing") || !strings.Contains(out, "cannot list them: not allowed to list events.events.k8s.io") ||
 			!strings.Contains(errOut, "warning: Events not shown") {
 			t.Errorf("exit %d, stdout:\n%s\nstderr: %s", code, out, errOut)
@@ -345,7 +347,7 @@ func TestWhyCommand(t *testing.T) {
 }
 
 func TestBypassRoundTrip(t *testing.T) {
-	api := newFake(testNode("a", "", []corev1.Taint{startupTaint}, nil, annotate("example.com/keep", "1")))
+	fapi := newFake(testNode("a", "", []corev1.Taint{startupTaint}, nil, annotate("example.com/keep", "1")))
 	steps := []struct {
 		args      []string
 		wantOut   string
@@ -358,34 +360,34 @@ func TestBypassRoundTrip(t *testing.T) {
 		{[]string{"unbypass", "a"}, "node/a is not bypassed", "", false},
 	}
 	for _, st := range steps {
-		before := len(api.patches)
-		code, out, errOut, _ := run(api, "", st.args...)
+		before := len(fapi.patches)
+		code, out, errOut, _ := run(fapi, "", st.args...)
 		if code != 0 || !strings.Contains(out, st.wantOut) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %q", st.args, code, out, errOut, st.wantOut)
 		}
-		n := api.nodes["a"]
-		if got := n.Annotations[BypassAnnotation]; got != st.wantValue {
+		n := fapi.nodes["a"]
+		if got := n.Annotations[api.SkipVerificationAnnotation]; got != st.wantValue {
 			t.Errorf("%v: annotation %q, want %q", st.args, got, st.wantValue)
 		}
 		if n.Annotations["example.com/keep"] != "1" || len(n.Spec.Taints) != 1 {
 			t.Errorf("%v: touched more than the annotation: %v %v", st.args, n.Annotations, n.Spec.Taints)
 		}
-		if patched := len(api.patches) > before; patched != st.wantPatch {
+		if patched := len(fapi.patches) > before; patched != st.wantPatch {
 			t.Errorf("%v: patched %t, want %t", st.args, patched, st.wantPatch)
 		}
 	}
-	if len(api.patches) > 0 {
+	if len(fapi.patches) > 0 {
 		want := `{"metadata":{"annotations":{"node-ready/skip-verification":"true"},"uid":"uid-a"}}`
-		if api.patches[0] != want {
-			t.Errorf("patch %s, want %s", api.patches[0], want)
+		if fapi.patches[0] != want {
+			t.Errorf("patch %s, want %s", fapi.patches[0], want)
 		}
 	}
-	api.forbid["patch nodes"] = true
-	code, _, errOut, _ := run(api, "", "bypass", "a")
+	fapi.forbid["patch nodes"] = true
+	code, _, errOut, _ := run(fapi, "", "bypass", "a")
 	if code != ExitError || !strings.Contains(errOut, "error: not allowed to patch nodes a: ") {
 		t.Errorf("forbidden: exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut, _ = run(api, "", "unbypass", "gone")
+	code, _, errOut, _ = run(fapi, "", "unbypass", "gone")
 	if code != ExitError || errOut != "error: node gone not found\n" {
 		t.Errorf("not found: exit %d, stderr %q", code, errOut)
 	}
@@ -415,17 +417,17 @@ func TestCleanupSkip(t *testing.T) {
 			wantMessage: "node/a annotated"},
 		{name: "not deleting: said so", node: testNode("a", "true", nil, nil), stdin: "y\n", wantSkip: true,
 			wantPrompt: "The node is not being deleted"},
-		{name: "already set", node: testNode("a", "true", nil, nil, deleting, annotate(SkipCleanupAnnotation, "true")), stdin: "",
+		{name: "already set", node: testNode("a", "true", nil, nil, deleting, annotate(api.SkipCleanupAnnotation, "true")), stdin: "",
 			wantSkip: true, wantMessage: "already has infra.894.io/skip-cleanup=true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			api := newFake(tt.node)
-			code, out, errOut, _ := run(api, tt.stdin, append([]string{"cleanup", "skip", "a"}, tt.args...)...)
+			fapi := newFake(tt.node)
+			code, out, errOut, _ := run(fapi, tt.stdin, append([]string{"cleanup", "skip", "a"}, tt.args...)...)
 			if code != tt.wantCode {
 				t.Errorf("exit %d, want %d (stderr %q)", code, tt.wantCode, errOut)
 			}
-			if got := api.nodes["a"].Annotations[SkipCleanupAnnotation] == "true"; got != tt.wantSkip {
+			if got := fapi.nodes["a"].Annotations[api.SkipCleanupAnnotation] == "true"; got != tt.wantSkip {
 				t.Errorf("skip annotation set: %t, want %t", got, tt.wantSkip)
 			}
 			if tt.wantPrompt != "" && !strings.Contains(errOut, tt.wantPrompt) {
@@ -437,8 +439,8 @@ func TestCleanupSkip(t *testing.T) {
 			if !strings.Contains(out+errOut, tt.wantMessage) {
 				t.Errorf("output %q %q, want %q", out, errOut, tt.wantMessage)
 			}
-			if !tt.wantSkip && len(api.patches) != 0 {
-				t.Errorf("patched %v although declined", api.patches)
+			if !tt.wantSkip && len(fapi.patches) != 0 {
+				t.Errorf("patched %v although declined", fapi.patches)
 			}
 		})
 	}

@@ -1,50 +1,40 @@
 package kubectlplugin
 
 import (
-	"slices"
+	"reflect"
 	"testing"
-	"time"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
-// TestRoundOf reads every condition the agent writes, made with the
-// agent's own constructors.
+// TestRoundOf reads conditions in the agent's encoding (api.ConditionMessage)
+// and in shapes it does not know, which it keeps whole.
 func TestRoundOf(t *testing.T) {
-	m := agent.CheckModes{Continuous: []string{"api"}, Bootstrap: []string{"dns", "network"}}
+	failing := api.ConditionMessage{Summary: "checks failing", Failing: []string{"dns", "api"}, Since: since,
+		HasModes: true, Continuous: []string{"api"}, Bootstrap: []string{"dns", "network"}}
+	passing := api.ConditionMessage{Summary: "all checks pass", HasModes: true, Continuous: []string{"api"}}
 	tests := []struct {
-		name        string
-		cond        agent.ConditionState
-		wantOutcome string
-		wantDetail  string
-		wantFailing []string
-		wantSince   time.Time
-		wantCont    string
-		wantBoot    string
+		name, reason, message string
+		wantOutcome           string
+		wantDetail            string
+		wantMessage           api.ConditionMessage
 	}{
-		{name: "failing", cond: agent.FailingCondition([]string{"dns", "api"}, since, m),
-			wantOutcome: "failed", wantDetail: "failing: dns,api (since 2026-11-21T14:01:02Z)", wantFailing: []string{"dns", "api"},
-			wantSince: since, wantCont: "api", wantBoot: "dns,network"},
-		{name: "passing", cond: agent.PassingCondition(m), wantOutcome: "passed", wantDetail: "all checks pass", wantCont: "api", wantBoot: "dns,network"},
-		{name: "recovering", cond: agent.RecoveringCondition(1, 2, agent.CheckModes{}),
-			wantOutcome: "recovering", wantDetail: "checks pass again: 1 of 2 passed rounds needed to untaint", wantCont: "none", wantBoot: "none"},
-		{name: "bootstrapped", cond: agent.BootstrappedCondition(m),
-			wantOutcome: "bootstrapped", wantDetail: "verified; bootstrap-only: no further checks run on this node", wantCont: "api", wantBoot: "dns,network"},
-		{name: "bypassed", cond: agent.BypassedCondition(BypassAnnotation),
-			wantOutcome: "bypassed", wantDetail: "checks bypassed: annotation node-ready/skip-verification=true"},
-		{name: "someone else's reason", cond: agent.ConditionState{Reason: "Custom", Message: "hello; continuous"},
-			wantOutcome: "Custom", wantDetail: "hello; continuous"},
-		{name: "failing with a message in an unknown shape", cond: agent.ConditionState{Reason: ReasonChecksFailing, Message: "failing: dns"},
-			wantOutcome: "failed", wantDetail: "failing: dns", wantFailing: []string{"dns"}},
+		{name: "failing", reason: api.ReasonChecksFailing, message: failing.String(), wantOutcome: "failed", wantDetail: "checks failing", wantMessage: failing},
+		{name: "passing", reason: api.ReasonChecksPassed, message: passing.String(), wantOutcome: "passed", wantDetail: "all checks pass", wantMessage: passing},
+		{name: "recovering", reason: api.ReasonRecovering, message: "checks pass again; passed: 1/2", wantOutcome: "recovering", wantDetail: "checks pass again",
+			wantMessage: api.ConditionMessage{Summary: "checks pass again", Passed: 1, Needed: 2}},
+		{name: "bootstrapped", reason: api.ReasonBootstrapped, message: "verified", wantOutcome: "bootstrapped", wantDetail: "verified", wantMessage: api.ConditionMessage{Summary: "verified"}},
+		{name: "bypassed", reason: api.ReasonBypassed, message: "checks bypassed; annotation: a/b=true", wantOutcome: "bypassed", wantDetail: "checks bypassed",
+			wantMessage: api.ConditionMessage{Summary: "checks bypassed", Annotation: "a/b=true"}},
+		{name: "someone else's reason and message", reason: "Custom", message: "hello; continuous", wantOutcome: "Custom", wantDetail: "hello; continuous"},
+		{name: "failing with a message in an unknown shape", reason: api.ReasonChecksFailing, message: "failing; since: yesterday",
+			wantOutcome: "failed", wantDetail: "failing; since: yesterday"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := RoundOf(tt.cond.Reason, tt.cond.Message)
-			if r.Outcome != tt.wantOutcome || r.Detail != tt.wantDetail || r.Continuous != tt.wantCont || r.Bootstrap != tt.wantBoot {
-				t.Errorf("round %+v\nwant outcome %q detail %q continuous %q bootstrap %q", r, tt.wantOutcome, tt.wantDetail, tt.wantCont, tt.wantBoot)
-			}
-			if !slices.Equal(r.Failing, tt.wantFailing) || !r.Since.Equal(tt.wantSince) {
-				t.Errorf("failing %v since %v, want %v since %v", r.Failing, r.Since, tt.wantFailing, tt.wantSince)
+			r := RoundOf(tt.reason, tt.message)
+			if r.Outcome != tt.wantOutcome || r.Detail != tt.wantDetail || !reflect.DeepEqual(r.Message, tt.wantMessage) {
+				t.Errorf("round %+v\nwant outcome %q detail %q message %+v", r, tt.wantOutcome, tt.wantDetail, tt.wantMessage)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -44,14 +45,14 @@ func fleet() []corev1.Node {
 		testNode("ip-10-0-1-8", "", []corev1.Taint{startupTaint}, failing),
 		testNode("ip-10-0-1-9", "false", []corev1.Taint{unhealthyTaint}, failing),
 		testNode("ip-10-0-2-1", "false", []corev1.Taint{unhealthyTaint}, condition(agent.RecoveringCondition(1, 2, modes))),
-		testNode("ip-10-0-2-2", "true", nil, condition(agent.BypassedCondition(BypassAnnotation)), annotate(BypassAnnotation, "true")),
+		testNode("ip-10-0-2-2", "true", nil, condition(agent.BypassedCondition(api.SkipVerificationAnnotation)), annotate(api.SkipVerificationAnnotation, "true")),
 		testNode("ip-10-0-2-3", "true", nil, condition(agent.PassingCondition(modes)), deleting,
-			annotate(CleanupStatusAnnotation, `{"attempt":2,"plugins":{"volumeattachments":"done","local-volumes":"done","portworx":"failed: portworx: decommission node ip-10-0-2-3: HTTP 500","notify":"done","log":"skipped: after portworx failed"},"retryIn":"20s"}`)),
-		testNode("ip-10-0-2-4", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `{"attempt":1,"plugins":{"volumeattachments":"running","portworx":"pending"}}`),
-			annotate(SkipCleanupAnnotation, "true")),
-		testNode("ip-10-0-2-5", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `{"attempt":1,"plu`)),
+			annotate(api.CleanupStatusAnnotation, `{"attempt":2,"plugins":{"volumeattachments":"done","local-volumes":"done","portworx":"failed: portworx: decommission node ip-10-0-2-3: HTTP 500","notify":"done","log":"skipped: after portworx failed"},"retryIn":"20s"}`)),
+		testNode("ip-10-0-2-4", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `{"attempt":1,"plugins":{"volumeattachments":"running","portworx":"pending"}}`),
+			annotate(api.SkipCleanupAnnotation, "true")),
+		testNode("ip-10-0-2-5", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `{"attempt":1,"plu`)),
 		testNode("ip-10-0-2-6", "true", nil, nil, deleting),
-		testNode("ip-10-0-2-7", "true", nil, nil, annotate(SkipCleanupAnnotation, "true")),
+		testNode("ip-10-0-2-7", "true", nil, nil, annotate(api.SkipCleanupAnnotation, "true")),
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Output formats of -o.
@@ -34,6 +36,15 @@ func age(t, now time.Time) string {
 func list(names []string) string {
 	if len(names) == 0 {
 		return "-"
+	}
+	return strings.Join(names, ",")
+}
+
+// orNone joins names, or "none" when there are none (as the agent's
+// condition says it).
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
 	}
 	return strings.Join(names, ",")
 }
@@ -81,9 +92,9 @@ func PrintCleanup(w io.Writer, reports []NodeReport, now time.Time) error {
 		}
 		switch {
 		case c.StatusError != "":
-			row("-", "-", "-", "unreadable: "+CleanupStatusAnnotation+": "+c.StatusError)
+			row("-", "-", "-", "unreadable: "+api.CleanupStatusAnnotation+": "+c.StatusError)
 		case c.Status == nil:
-			row("-", "-", "-", "not started: no "+CleanupStatusAnnotation+" yet (is the webhook running?)")
+			row("-", "-", "-", "not started: no "+api.CleanupStatusAnnotation+" yet (is the webhook running?)")
 		default:
 			retry := c.Status.RetryIn
 			if retry == "" {
@@ -97,7 +108,7 @@ func PrintCleanup(w io.Writer, reports []NodeReport, now time.Time) error {
 			}
 		}
 		if c.SkipRequested {
-			row("-", "-", "-", "skip requested: "+SkipCleanupAnnotation+"=true, the webhook removes the finalizer without cleanup")
+			row("-", "-", "-", "skip requested: "+api.SkipCleanupAnnotation+"=true, the webhook removes the finalizer without cleanup")
 		}
 	}
 	return tw.Flush()
@@ -150,7 +161,7 @@ func stamp(t, now time.Time) string {
 func PrintWhy(w io.Writer, why Why, now time.Time) error {
 	r := why.Report
 	tw := newTable(w)
-	taint, keys := "none", "neither "+StartupTaintKey+" nor "+UnhealthyTaintKey
+	taint, keys := "none", "neither "+api.StartupTaintKey+" nor "+api.UnhealthyTaintKey
 	if len(r.Taints) > 0 {
 		var names []string
 		for _, t := range r.Taints {
@@ -159,15 +170,15 @@ func PrintWhy(w io.Writer, why Why, now time.Time) error {
 		taint, keys = strings.Join(r.Taints, ","), strings.Join(names, ", ")
 	}
 	fmt.Fprintf(tw, "Node:\t%s\n", r.Name)
-	fmt.Fprintf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, VerifiedLabel)
+	fmt.Fprintf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, api.VerifiedLabel)
 	fmt.Fprintf(tw, "Taint:\t%s\t(%s)\n", taint, keys)
-	fmt.Fprintf(tw, "Bypass:\t%t\t(annotation %s)\n", r.Bypass, BypassAnnotation)
+	fmt.Fprintf(tw, "Bypass:\t%t\t(annotation %s)\n", r.Bypass, api.SkipVerificationAnnotation)
 	fmt.Fprintf(tw, "Cleanup:\t%s\n", r.Cleanup.Summary)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nCondition %s:\n", ConditionType)
+	fmt.Fprintf(w, "\nCondition %s:\n", api.ConditionType)
 	if c := r.Condition; c == nil {
 		fmt.Fprintf(w, "  not set: no kube-node-ready agent has reported on this node\n")
 	} else {
@@ -216,23 +227,29 @@ func printRound(w io.Writer, c *Condition, now time.Time) {
 	case "passed":
 		outcome = "passed: every check passed"
 	case "failed":
-		outcome = "failed: " + list(round.Failing)
-		if !round.Since.IsZero() {
-			outcome += ", failing since " + stamp(round.Since, now)
+		outcome = "failed: " + list(round.Message.Failing)
+		if !round.Message.Since.IsZero() {
+			outcome += ", failing since " + stamp(round.Message.Since, now)
 		}
 	case "recovering":
-		outcome = "passing again after a re-taint: " + strings.TrimPrefix(round.Detail, "checks pass again: ")
+		outcome = "passing again after a re-taint"
+		if m := round.Message; m.Needed > 0 {
+			outcome += fmt.Sprintf(": %d of %d passed rounds needed to untaint", m.Passed, m.Needed)
+		}
 	case "bootstrapped":
 		outcome = "verified; bootstrap-only agent, no rounds run on this node any more"
 	case "bypassed":
-		outcome = "no checks: bypassed (" + round.Detail + ")"
+		outcome = "no checks: bypassed"
+		if a := round.Message.Annotation; a != "" {
+			outcome += " (annotation " + a + ")"
+		}
 	default:
 		outcome += ": " + round.Detail
 	}
 	fmt.Fprintf(tw, "  Outcome:\t%s\n", outcome)
-	if round.Continuous != "" {
-		fmt.Fprintf(tw, "  Continuous checks:\t%s\n", round.Continuous)
-		fmt.Fprintf(tw, "  Bootstrap checks:\t%s\n", round.Bootstrap)
+	if round.Message.HasModes {
+		fmt.Fprintf(tw, "  Continuous checks:\t%s\n", orNone(round.Message.Continuous))
+		fmt.Fprintf(tw, "  Bootstrap checks:\t%s\n", orNone(round.Message.Bootstrap))
 	}
 	_ = tw.Flush()
 }

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // ListAPIVersion and ListKind head the -o json|yaml output. Fields are only
@@ -62,11 +64,11 @@ func Report(node *corev1.Node) NodeReport {
 		Verified:          "unknown",
 		Taints:            OurTaints(node),
 		Failing:           []string{},
-		Bypass:            node.Annotations[BypassAnnotation] == "true",
-		Finalizer:         slices.Contains(node.Finalizers, Finalizer),
+		Bypass:            node.Annotations[api.SkipVerificationAnnotation] == "true",
+		Finalizer:         slices.Contains(node.Finalizers, api.Finalizer),
 		Cleanup:           CleanupOf(node),
 	}
-	if v := node.Labels[VerifiedLabel]; v == "true" || v == "false" {
+	if v := node.Labels[api.VerifiedLabel]; v == "true" || v == "false" {
 		r.Verified = v
 	}
 	if c := ConditionOf(node); c != nil {
@@ -74,15 +76,15 @@ func Report(node *corev1.Node) NodeReport {
 			Status: string(c.Status), Reason: c.Reason, Message: c.Message,
 			LastHeartbeatTime: c.LastHeartbeatTime, LastTransitionTime: c.LastTransitionTime,
 		}
-		if round := RoundOf(c.Reason, c.Message); round.Failing != nil {
-			r.Failing = round.Failing
+		if round := RoundOf(c.Reason, c.Message); round.Message.Failing != nil {
+			r.Failing = round.Message.Failing
 		}
 	}
 	return r
 }
 
 // ourTaints are the agent's taint keys and the names status gives them.
-var ourTaints = []struct{ key, name string }{{StartupTaintKey, "unverified"}, {UnhealthyTaintKey, "unhealthy"}}
+var ourTaints = []struct{ key, name string }{{api.StartupTaintKey, "unverified"}, {api.UnhealthyTaintKey, "unhealthy"}}
 
 // taintKey is the key of the taint status calls name.
 func taintKey(name string) string {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 var (
@@ -22,8 +23,8 @@ var (
 )
 
 var (
-	startupTaint   = corev1.Taint{Key: StartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
-	unhealthyTaint = corev1.Taint{Key: UnhealthyTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	startupTaint   = corev1.Taint{Key: api.StartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	unhealthyTaint = corev1.Taint{Key: api.UnhealthyTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 )
 
 // testNode is a node as the agent and the webhook leave it: cond is the
@@ -31,14 +32,14 @@ var (
 func testNode(name string, verified string, taints []corev1.Taint, cond *agent.ConditionState, mutate ...func(*corev1.Node)) corev1.Node {
 	n := corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), CreationTimestamp: created,
-			Labels: map[string]string{}, Finalizers: []string{Finalizer}},
+			Labels: map[string]string{}, Finalizers: []string{api.Finalizer}},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"},
 		}},
 	}
 	if verified != "" {
-		n.Labels[VerifiedLabel] = verified
+		n.Labels[api.VerifiedLabel] = verified
 	}
 	if cond != nil {
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
@@ -94,23 +95,23 @@ func TestStatusLine(t *testing.T) {
 			node: testNode("e", "false", []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoExecute}, unhealthyTaint, startupTaint}, nil),
 			want: "e | false | unverified,unhealthy | - | 26h | none", wantWide: "- | false | true"},
 		{name: "bypassed",
-			node: testNode("f", "true", nil, condition(agent.BypassedCondition(BypassAnnotation)), annotate(BypassAnnotation, "true")),
+			node: testNode("f", "true", nil, condition(agent.BypassedCondition(api.SkipVerificationAnnotation)), annotate(api.SkipVerificationAnnotation, "true")),
 			want: "f | true | none | - | 26h | none", wantWide: "Bypassed | true | true"},
 		{name: "no agent, no finalizer, label neither true nor false",
 			node: testNode("g", "maybe", []corev1.Taint{startupTaint}, nil, func(n *corev1.Node) { n.Finalizers = nil }),
 			want: "g | unknown | unverified | - | 26h | none", wantWide: "- | false | false"},
 		{name: "skip-cleanup set in advance",
-			node: testNode("h", "true", nil, nil, annotate(SkipCleanupAnnotation, "true")),
+			node: testNode("h", "true", nil, nil, annotate(api.SkipCleanupAnnotation, "true")),
 			want: "h | true | none | - | 26h | skip", wantWide: "- | false | true"},
 		{name: "being deleted, a plugin failed",
 			node: testNode("i", "true", nil, nil, deleting,
-				annotate(CleanupStatusAnnotation, `{"attempt":2,"plugins":{"portworx":"failed: HTTP 500","volumeattachments":"done"},"retryIn":"20s"}`)),
+				annotate(api.CleanupStatusAnnotation, `{"attempt":2,"plugins":{"portworx":"failed: HTTP 500","volumeattachments":"done"},"retryIn":"20s"}`)),
 			want: "i | true | none | - | 26h | deleting: attempt 2, 1 failed", wantWide: "- | false | true"},
 		{name: "being deleted, status annotation garbled",
-			node: testNode("j", "true", nil, nil, deleting, annotate(CleanupStatusAnnotation, `not json at all`)),
+			node: testNode("j", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `not json at all`)),
 			want: "j | true | none | - | 26h | deleting: status unreadable", wantWide: "- | false | true"},
 		{name: "condition message the plugin does not know",
-			node: testNode("k", "false", []corev1.Taint{startupTaint}, &agent.ConditionState{Status: corev1.ConditionFalse, Reason: ReasonChecksFailing, Message: "something else"}),
+			node: testNode("k", "false", []corev1.Taint{startupTaint}, &agent.ConditionState{Status: corev1.ConditionFalse, Reason: api.ReasonChecksFailing, Message: "something else"}),
 			want: "k | false | unverified | - | 26h | none", wantWide: "ChecksFailing | false | true"},
 	}
 	for _, tt := range tests {

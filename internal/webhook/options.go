@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
@@ -175,7 +176,7 @@ func NewOptions() *Options {
 	return &Options{
 		ListenAddress:     ":8443",
 		MetricsAddress:    ":8080",
-		Finalizer:         "infra.894.io/node-cleanup",
+		Finalizer:         api.Finalizer,
 		MaxBodyBytes:      3 << 20,
 		LogLevel:          "info",
 		CertMode:          CertModeSelfManaged,
@@ -201,7 +202,7 @@ func NewOptions() *Options {
 		CleanupWorkers:        16,
 		CleanupRetryBase:      5 * time.Second,
 		CleanupRetryMax:       5 * time.Minute,
-		SkipAnnotation:        "infra.894.io/skip-cleanup",
+		SkipAnnotation:        api.SkipCleanupAnnotation,
 		LeaderElect:           true,
 		LeaseName:             "kube-node-ready-webhook",
 		LeaseDuration:         15 * time.Second,
@@ -213,11 +214,11 @@ func NewOptions() *Options {
 		RemediationInterval:   30 * time.Second,
 		FleetBudget:           "10%",
 		RemediationNodeClaims: true,
-		StartupTaint:          "node-ready/unverified",
-		UnhealthyTaint:        "node-ready/unhealthy",
-		VerifiedLabel:         "node-ready/verified",
-		AgentSkipAnnotation:   "node-ready/skip-verification",
-		ProtectAnnotation:     "infra.894.io/protect",
+		StartupTaint:          api.StartupTaintKey,
+		UnhealthyTaint:        api.UnhealthyTaintKey,
+		VerifiedLabel:         api.VerifiedLabel,
+		AgentSkipAnnotation:   api.SkipVerificationAnnotation,
+		ProtectAnnotation:     api.ProtectAnnotation,
 		KubeAPIQPS:            50,
 		KubeAPIBurst:          100,
 

@@ -8,10 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // StartupTaint is the taint every simulated node is created with.
-var StartupTaint = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+var StartupTaint = corev1.Taint{Key: api.StartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 
 // Node is a simulated node: a Node object plus the address the process that
 // plays it binds to (its InternalIP, and its pod IP).

@@ -8,6 +8,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 const (
@@ -25,7 +27,7 @@ const (
 	// WebhookPort is where the webhook serves admission.
 	WebhookPort = 8443
 	// Finalizer is the finalizer the webhook manages by default.
-	Finalizer = "infra.894.io/node-cleanup"
+	Finalizer = api.Finalizer
 )
 
 // StartWebhook runs a webhook replica named name with its admission

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
@@ -96,10 +97,10 @@ func NewOptions() *Options {
 	return &Options{
 		PodNamespace:     "kube-node-ready",
 		MetricsAddr:      ":8080",
-		StartupTaint:     "node-ready/unverified=true:NoSchedule",
-		UnhealthyTaint:   "node-ready/unhealthy=true:NoSchedule",
-		VerifiedLabel:    "node-ready/verified",
-		SkipAnnotation:   "node-ready/skip-verification",
+		StartupTaint:     api.StartupTaint,
+		UnhealthyTaint:   api.UnhealthyTaint,
+		VerifiedLabel:    api.VerifiedLabel,
+		SkipAnnotation:   api.SkipVerificationAnnotation,
 		WaitForTaints:    flagenv.StringList{"karpenter.sh/unregistered"},
 		Checks:           flagenv.StringList(slices.Clone(DefaultChecks)),
 		ContinuousChecks: flagenv.StringList{ContinuousAll},

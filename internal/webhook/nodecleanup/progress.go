@@ -1,12 +1,13 @@
 package nodecleanup
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Progress is where the cleanup of a node being deleted stands, as its
@@ -27,10 +28,11 @@ func CleanupProgress(m *metav1.PartialObjectMetadata) Progress {
 	if !ok {
 		return Progress{Running: true, Reason: "cleanup not started or just started (no status yet)"}
 	}
-	var s cleanupStatus
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+	st, err := api.ParseCleanupStatus(raw)
+	if err != nil {
 		return Progress{Running: true, Reason: "cleanup status unreadable: " + err.Error()}
 	}
+	s := cleanupStatus{CleanupStatus: *st}
 	states := make([]string, 0, len(s.Plugins))
 	for name, st := range s.Plugins {
 		states = append(states, name+": "+st)

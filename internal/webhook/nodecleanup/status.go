@@ -10,13 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
 // StatusAnnotation shows on a node being cleaned up the attempt and each
 // plugin's state (pending, running, done, skipped, failed: reason), so
 // `kubectl describe node` shows where its cleanup stands.
-const StatusAnnotation = "infra.894.io/cleanup-status"
+const StatusAnnotation = api.CleanupStatusAnnotation
 
 // statusDelay is how long a first cleanup attempt runs before its status is
 // shown: a cleanup that finishes sooner (the common case, and every node of
@@ -27,14 +28,10 @@ var statusDelay = 2 * time.Second
 // maxReason bounds one plugin's failure reason in the annotation.
 const maxReason = 200
 
-// cleanupStatus is the content of StatusAnnotation.
+// cleanupStatus is the content of StatusAnnotation, with the plugins'
+// order, which decides when a pending plugin starts running.
 type cleanupStatus struct {
-	// Attempt counts this node's cleanup attempts in this replica, from 1.
-	Attempt int `json:"attempt"`
-	// Plugins maps each enabled plugin to its state.
-	Plugins map[string]string `json:"plugins"`
-	// RetryIn is the delay before the next attempt, after a failed one.
-	RetryIn string `json:"retryIn,omitempty"`
+	api.CleanupStatus
 
 	after map[string][]string
 }
@@ -42,9 +39,9 @@ type cleanupStatus struct {
 // newStatus is an attempt's status before any plugin has finished: the
 // plugins that run after nothing are running, the others pending.
 func newStatus(after map[string][]string, attempt int) *cleanupStatus {
-	s := &cleanupStatus{Attempt: attempt, Plugins: make(map[string]string, len(after)), after: after}
+	s := &cleanupStatus{CleanupStatus: api.CleanupStatus{Attempt: attempt, Plugins: make(map[string]string, len(after))}, after: after}
 	for name := range after {
-		s.Plugins[name] = "pending"
+		s.Plugins[name] = api.PluginPending
 	}
 	s.startReady()
 	return s
@@ -52,18 +49,18 @@ func newStatus(after map[string][]string, attempt int) *cleanupStatus {
 
 // finish records a plugin's outcome and starts the plugins it held back.
 func (s *cleanupStatus) finish(r cleanup.PluginResult) {
-	state := "done"
+	state := api.PluginDone
 	switch {
 	case r.Result == cleanup.ResultSkipped && r.Err != nil:
-		state = "skipped: " + r.Err.Error()
+		state = api.PluginSkipped + ": " + r.Err.Error()
 	case r.Result == cleanup.ResultSkipped:
-		state = "skipped"
+		state = api.PluginSkipped
 	case r.Result == cleanup.ResultDryRun:
-		state = "dry run"
+		state = api.PluginDryRun
 	case r.Failed():
 		state = r.Result
 		if r.Err != nil {
-			state = "failed: " + r.Err.Error()
+			state = api.PluginFailed + ": " + r.Err.Error()
 		}
 	}
 	if len(state) > maxReason {
@@ -76,11 +73,11 @@ func (s *cleanupStatus) finish(r cleanup.PluginResult) {
 // startReady marks pending plugins whose predecessors all finished as running.
 func (s *cleanupStatus) startReady() {
 	for name, deps := range s.after {
-		if s.Plugins[name] != "pending" {
+		if s.Plugins[name] != api.PluginPending {
 			continue
 		}
-		if !slices.ContainsFunc(deps, func(d string) bool { st := s.Plugins[d]; return st == "pending" || st == "running" }) {
-			s.Plugins[name] = "running"
+		if !slices.ContainsFunc(deps, func(d string) bool { st := s.Plugins[d]; return st == api.PluginPending || st == api.PluginRunning }) {
+			s.Plugins[name] = api.PluginRunning
 		}
 	}
 }
@@ -89,7 +86,7 @@ func (s *cleanupStatus) startReady() {
 func (s *cleanupStatus) unfinished() int {
 	n := 0
 	for _, st := range s.Plugins {
-		if st == "pending" || st == "running" {
+		if st == api.PluginPending || st == api.PluginRunning {
 			n++
 		}
 	}

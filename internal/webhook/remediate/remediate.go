@@ -52,6 +52,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
 
@@ -77,7 +78,7 @@ func ParsePolicy(s string) (Policy, error) {
 // ReplacingAnnotation marks a node being replaced (value: a JSON Mark);
 // such a node counts against the replacement budget until it is gone or
 // leaves the unverified set. Removing it releases the budget.
-const ReplacingAnnotation = "infra.894.io/replacing"
+const ReplacingAnnotation = api.ReplacingAnnotation
 
 // NodeClaims is Karpenter's NodeClaim API.
 var NodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}

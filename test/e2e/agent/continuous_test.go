@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -104,8 +106,12 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 	// Why, on the node: the condition names the failing check and the modes.
 	waitNode(t, dnsToo.Name, 5*time.Second, "condition ChecksFailing naming dns", func(n *corev1.Node) bool {
 		c := condition(n)
-		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == "ChecksFailing" &&
-			strings.HasPrefix(c.Message, "failing: dns (since ") && strings.Contains(c.Message, "continuous: dns,api; bootstrap: network,discovery")
+		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != api.ReasonChecksFailing {
+			return false
+		}
+		m, err := api.ParseConditionMessage(c.Message)
+		return err == nil && slices.Equal(m.Failing, []string{"dns"}) && !m.Since.IsZero() &&
+			slices.Equal(m.Continuous, []string{"dns", "api"}) && slices.Equal(m.Bootstrap, []string{"network", "discovery", "daemonsets"})
 	})
 	time.Sleep(3 * time.Second) // several more rounds on the api-only node
 	if n := getNode(t, apiOnly.Name); !verified(n) {

@@ -20,6 +20,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -32,9 +33,9 @@ func TestBypassRoundTrip(t *testing.T) {
 	cp.StartAgent(t, n, append(agentArgs, "--checks=dns,api", "--check.dns.names=does-not-exist.default.svc.cluster.local")...)
 	waitNode(t, n.Name, 15*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
 		c := condition(n)
-		return c != nil && c.Reason == kubectlplugin.ReasonChecksFailing
+		return c != nil && c.Reason == api.ReasonChecksFailing
 	})
-	if !hasTaint(getNode(t, n.Name), kubectlplugin.StartupTaintKey) {
+	if !hasTaint(getNode(t, n.Name), api.StartupTaintKey) {
 		t.Fatal("node untainted although its dns check fails")
 	}
 
@@ -43,7 +44,7 @@ func TestBypassRoundTrip(t *testing.T) {
 		t.Errorf("bypass said %q", r.stdout)
 	}
 	node := getNode(t, n.Name)
-	if node.Annotations[kubectlplugin.BypassAnnotation] != "true" || node.Annotations["example.com/keep"] != "1" {
+	if node.Annotations[api.SkipVerificationAnnotation] != "true" || node.Annotations["example.com/keep"] != "1" {
 		t.Errorf("annotations after bypass: %v; want the bypass set and the rest kept", node.Annotations)
 	}
 	if !slices.ContainsFunc(node.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == kubectlplugin.FieldManager }) {
@@ -51,7 +52,7 @@ func TestBypassRoundTrip(t *testing.T) {
 	}
 	waitNode(t, n.Name, 15*time.Second, "untainted by the agent", func(n *corev1.Node) bool {
 		c := condition(n)
-		return !hasTaint(n, kubectlplugin.StartupTaintKey) && c != nil && c.Reason == kubectlplugin.ReasonBypassed
+		return !hasTaint(n, api.StartupTaintKey) && c != nil && c.Reason == api.ReasonBypassed
 	})
 	rows := rowsOf(table(t, plugin(t, "status", "-o", "wide").stdout), n.Name)
 	if len(rows) != 1 || rows[0]["BYPASS"] != "true" || rows[0]["TAINT"] != "none" || rows[0]["REASON"] != "Bypassed" {
@@ -66,7 +67,7 @@ func TestBypassRoundTrip(t *testing.T) {
 		t.Errorf("unbypass said %q", r.stdout)
 	}
 	node = getNode(t, n.Name)
-	if _, ok := node.Annotations[kubectlplugin.BypassAnnotation]; ok || node.Annotations["example.com/keep"] != "1" {
+	if _, ok := node.Annotations[api.SkipVerificationAnnotation]; ok || node.Annotations["example.com/keep"] != "1" {
 		t.Errorf("annotations after unbypass: %v; want the bypass gone and the rest kept", node.Annotations)
 	}
 	if again := plugin(t, "unbypass", n.Name); !strings.HasPrefix(again.stdout, "node/kp-bypass is not bypassed") {
@@ -74,7 +75,7 @@ func TestBypassRoundTrip(t *testing.T) {
 	}
 	waitNode(t, n.Name, 15*time.Second, "the agent checking again", func(n *corev1.Node) bool {
 		c := condition(n)
-		return c != nil && c.Reason == kubectlplugin.ReasonChecksFailing
+		return c != nil && c.Reason == api.ReasonChecksFailing
 	})
 }
 
@@ -137,7 +138,7 @@ func TestKubeconfigContextAndPermissions(t *testing.T) {
 	if r := run("", "bypass", "kp-ctx", "--kubeconfig", kubeconfig); r.code != 1 || !forbidden.MatchString(r.stderr) {
 		t.Errorf("bypass as the viewer: %s; want exit 1 and %s", r, forbidden)
 	}
-	if _, ok := getNode(t, "kp-ctx").Annotations[kubectlplugin.BypassAnnotation]; ok {
+	if _, ok := getNode(t, "kp-ctx").Annotations[api.SkipVerificationAnnotation]; ok {
 		t.Fatal("the refused bypass changed the node")
 	}
 	// why as the viewer: the node and its condition, and why no Events.
@@ -151,7 +152,7 @@ func TestKubeconfigContextAndPermissions(t *testing.T) {
 	if r := run("", "--context", "admin", "bypass", "kp-ctx", "--kubeconfig", kubeconfig); r.code != 0 {
 		t.Errorf("bypass with --context admin: %s", r)
 	}
-	if getNode(t, "kp-ctx").Annotations[kubectlplugin.BypassAnnotation] != "true" {
+	if getNode(t, "kp-ctx").Annotations[api.SkipVerificationAnnotation] != "true" {
 		t.Error("bypass with --context admin did not set the annotation")
 	}
 	if r := run("", "status", "--kubeconfig="+kubeconfig, "--context=nobody"); r.code != 1 ||

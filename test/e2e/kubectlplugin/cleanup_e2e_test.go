@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -76,7 +77,7 @@ func deleteNode(t *testing.T, name string) {
 
 func addFinalizer(t *testing.T, name string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, kubectlplugin.Finalizer)
+	patch := fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, api.Finalizer)
 	if _, err := cp.Client.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +114,12 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 	w.WaitReady(t, 30*time.Second)
 	// The webhook back-fills its finalizer (no admission webhook configured here).
 	waitNode(t, name, 30*time.Second, "the finalizer back-filled", func(n *corev1.Node) bool {
-		return slices.Contains(n.Finalizers, kubectlplugin.Finalizer)
+		return slices.Contains(n.Finalizers, api.Finalizer)
 	})
 	deleteNode(t, name)
 	var status *kubectlplugin.CleanupStatus
 	waitNode(t, name, 30*time.Second, "a second failed attempt in the status annotation", func(n *corev1.Node) bool {
-		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[kubectlplugin.CleanupStatusAnnotation])
+		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
 		status = s
 		return err == nil && s.Attempt >= 2 && strings.HasPrefix(s.Plugins["hook"], "failed: ")
 	})
@@ -167,10 +168,10 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 	}
 	attempts := status.Attempt
 	waitNode(t, name, 15*time.Second, "another failed attempt after the n", func(n *corev1.Node) bool {
-		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[kubectlplugin.CleanupStatusAnnotation])
+		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
 		return err == nil && s.Attempt > attempts
 	})
-	if n := getNode(t, name); n.Annotations[kubectlplugin.SkipCleanupAnnotation] != "" || !slices.Contains(n.Finalizers, kubectlplugin.Finalizer) {
+	if n := getNode(t, name); n.Annotations[api.SkipCleanupAnnotation] != "" || !slices.Contains(n.Finalizers, api.Finalizer) {
 		t.Fatalf("after n: annotations %v finalizers %v; want no skip and the finalizer kept", n.Annotations, n.Finalizers)
 	}
 
@@ -201,7 +202,7 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 // node whose status annotation is garbled shows as unreadable (not a crash),
 // one without an annotation as not started; an empty stdin declines a skip.
 func TestCleanupStatusUnreadableAndNotStarted(t *testing.T) {
-	newNode(t, "kp-garbled", harness.NodeOptions{Annotations: map[string]string{kubectlplugin.CleanupStatusAnnotation: `{"attempt":2,"plugins":{"hook":"fai`}})
+	newNode(t, "kp-garbled", harness.NodeOptions{Annotations: map[string]string{api.CleanupStatusAnnotation: `{"attempt":2,"plugins":{"hook":"fai`}})
 	newNode(t, "kp-waiting", harness.NodeOptions{})
 	for _, name := range []string{"kp-garbled", "kp-waiting"} {
 		addFinalizer(t, name)
@@ -233,7 +234,7 @@ func TestCleanupStatusUnreadableAndNotStarted(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "Node kp-garbled: cleanup deleting: status unreadable.") || !strings.Contains(r.stderr, "cancelled") {
 		t.Errorf("cleanup skip with an empty stdin: %s", r)
 	}
-	if n := getNode(t, "kp-garbled"); n.Annotations[kubectlplugin.SkipCleanupAnnotation] != "" {
+	if n := getNode(t, "kp-garbled"); n.Annotations[api.SkipCleanupAnnotation] != "" {
 		t.Errorf("declined skip set the annotation: %v", n.Annotations)
 	}
 }

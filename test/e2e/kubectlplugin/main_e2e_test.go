@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -193,7 +193,7 @@ func waitNode(t *testing.T, name string, timeout time.Duration, what string, con
 // condition is the agent's condition on n, or nil.
 func condition(n *corev1.Node) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == kubectlplugin.ConditionType {
+		if n.Status.Conditions[i].Type == api.ConditionType {
 			return &n.Status.Conditions[i]
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -94,19 +95,23 @@ func TestStatusAndWhy(t *testing.T) {
 		"--retaint-threshold=2", "--max-retainted=100%")...)
 
 	isVerified := func(n *corev1.Node) bool {
-		return n.Labels[kubectlplugin.VerifiedLabel] == "true" && !hasTaint(n, kubectlplugin.StartupTaintKey)
+		return n.Labels[api.VerifiedLabel] == "true" && !hasTaint(n, api.StartupTaintKey)
 	}
 	waitNode(t, verified.Name, 20*time.Second, "verified", isVerified)
 	waitNode(t, broken.Name, 20*time.Second, "verified", isVerified)
 	waitEvent(t, broken.Name, "NodeVerified")
 	healthy.Store(false)
 	waitNode(t, broken.Name, 20*time.Second, "re-tainted", func(n *corev1.Node) bool {
-		return hasTaint(n, kubectlplugin.UnhealthyTaintKey) && n.Labels[kubectlplugin.VerifiedLabel] == "false"
+		return hasTaint(n, api.UnhealthyTaintKey) && n.Labels[api.VerifiedLabel] == "false"
 	})
 	waitEvent(t, broken.Name, "NodeRetainted")
 	waitNode(t, failing.Name, 20*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
 		c := condition(n)
-		return c != nil && strings.HasPrefix(c.Message, "failing: dns ")
+		if c == nil {
+			return false
+		}
+		m, err := api.ParseConditionMessage(c.Message)
+		return err == nil && slices.Contains(m.Failing, "dns")
 	})
 
 	t.Run("table", func(t *testing.T) {
@@ -163,7 +168,7 @@ func TestStatusAndWhy(t *testing.T) {
 				}
 				seen++
 				n := getNode(t, item.Name)
-				verified := n.Labels[kubectlplugin.VerifiedLabel]
+				verified := n.Labels[api.VerifiedLabel]
 				if verified == "" {
 					verified = "unknown"
 				}
@@ -171,8 +176,8 @@ func TestStatusAndWhy(t *testing.T) {
 					t.Errorf("%s: verified %q failing %v created %v; server: label %q, created %v; want failing %q",
 						item.Name, item.Verified, item.Failing, item.CreationTimestamp, verified, n.CreationTimestamp, want)
 				}
-				if hasTaint(n, kubectlplugin.StartupTaintKey) != slices.Contains(item.Taints, "unverified") ||
-					hasTaint(n, kubectlplugin.UnhealthyTaintKey) != slices.Contains(item.Taints, "unhealthy") {
+				if hasTaint(n, api.StartupTaintKey) != slices.Contains(item.Taints, "unverified") ||
+					hasTaint(n, api.UnhealthyTaintKey) != slices.Contains(item.Taints, "unhealthy") {
 					t.Errorf("%s: taints %v, server %v", item.Name, item.Taints, n.Spec.Taints)
 				}
 				c := condition(n)
@@ -201,7 +206,7 @@ func TestStatusAndWhy(t *testing.T) {
 		out := plugin(t, "why", "kp-broken").stdout
 		for _, re := range []string{
 			`(?m)^Verified:\s+false`, `(?m)^Taint:\s+unhealthy\s+\(node-ready/unhealthy\)`,
-			`(?m)^  Status:\s+False$`, `(?m)^  Reason:\s+ChecksFailing$`, `(?m)^  Message:\s+failing: probe \(since `,
+			`(?m)^  Status:\s+False$`, `(?m)^  Reason:\s+ChecksFailing$`, `(?m)^  Message:\s+checks failing; failing: probe; since: `,
 			`(?m)^  Last transition:\s+\d{4}-`, `(?m)^  Outcome:\s+failed: probe, failing since `, `(?m)^  Continuous checks:\s+dns,api,probe$`,
 			`the agent rewrites it only when\nthe outcome changes`,
 			`(?m)^Events \(events.k8s.io/v1 about Node kp-broken, all namespaces, newest last\):$`,

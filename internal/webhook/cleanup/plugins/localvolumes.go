@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
@@ -23,7 +24,7 @@ import (
 const LocalVolumesName = "local-volumes"
 
 // LocalVolumesAnnotation on a StorageClass opts its volumes in.
-const LocalVolumesAnnotation = "infra.894.io/cleanup-local-volumes"
+const LocalVolumesAnnotation = api.LocalVolumesAnnotation
 
 // ReasonLocalVolumesHostnameShared is the Warning Event on a deleted Node
 // whose local volumes were left alone because another live Node carries the

@@ -1,0 +1,59 @@
+package api
+
+// The defaults of the names kube-node-ready writes. Each is configurable by
+// a flag of the binary that writes it; the names here are what a user who
+// sets nothing sees.
+const (
+	// StartupTaintKey is the taint new nodes start with; the agent removes
+	// it once every check passed.
+	StartupTaintKey = "node-ready/unverified"
+	// StartupTaint is the startup taint in the flags' key=value:Effect form.
+	StartupTaint = StartupTaintKey + "=true:NoSchedule"
+	// UnhealthyTaintKey is the taint the agent puts on a verified node whose
+	// checks keep failing.
+	UnhealthyTaintKey = "node-ready/unhealthy"
+	// UnhealthyTaint is the unhealthy taint in key=value:Effect form.
+	UnhealthyTaint = UnhealthyTaintKey + "=true:NoSchedule"
+	// VerifiedLabel is "true" once the node is verified, "false" while it is
+	// re-tainted.
+	VerifiedLabel = "node-ready/verified"
+	// SkipVerificationAnnotation set to "true" makes the agent untaint at
+	// once and never re-taint.
+	SkipVerificationAnnotation = "node-ready/skip-verification"
+
+	// Finalizer holds a deleted Node until its cleanup ran.
+	Finalizer = "infra.894.io/node-cleanup"
+	// SkipCleanupAnnotation set to "true" makes the webhook remove the
+	// finalizer without cleanup (the emergency bypass).
+	SkipCleanupAnnotation = "infra.894.io/skip-cleanup"
+	// ProtectAnnotation set to "true" keeps remediation from deleting a node.
+	ProtectAnnotation = "infra.894.io/protect"
+	// CleanupStatusAnnotation holds a CleanupStatus document on a node whose
+	// cleanup is slow or failing.
+	CleanupStatusAnnotation = "infra.894.io/cleanup-status"
+	// ReplacingAnnotation marks a node remediation is replacing (value: a
+	// JSON mark only remediation reads).
+	ReplacingAnnotation = "infra.894.io/replacing"
+	// LocalVolumesAnnotation on a node names the local-volumes plugin's
+	// storage classes for it.
+	LocalVolumesAnnotation = "infra.894.io/cleanup-local-volumes"
+
+	// ConditionType is the agent's condition on its node.
+	ConditionType = "KubeNodeReady"
+)
+
+// The reasons of the agent's condition.
+const (
+	// ReasonChecksPassed: the latest round passed (status True).
+	ReasonChecksPassed = "ChecksPassed"
+	// ReasonChecksFailing: checks fail (status False).
+	ReasonChecksFailing = "ChecksFailing"
+	// ReasonRecovering: a re-tainted node's checks pass again, not yet
+	// enough rounds in a row to untaint it (status False).
+	ReasonRecovering = "Recovering"
+	// ReasonBootstrapped: verified by a bootstrap-only agent; nothing runs
+	// any more (status True).
+	ReasonBootstrapped = "Bootstrapped"
+	// ReasonBypassed: the skip-verification annotation is set (status True).
+	ReasonBypassed = "Bypassed"
+)
