@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -66,6 +67,7 @@ func run(ctx context.Context, opts *app.Options) error {
 	log := logging.New(os.Stdout, opts.LogLevel).With("node", opts.NodeName)
 	// client-go logs through klog; send those lines through the same JSON logger.
 	klog.SetSlogLogger(log)
+	warnDeprecated(log, opts)
 	// Bind the metrics port before anything else: a clash stops the start.
 	metricsLn, err := metricsserver.Listen(opts.MetricsAddr)
 	if err != nil {
@@ -123,6 +125,7 @@ func run(ctx context.Context, opts *app.Options) error {
 
 func runCheck(ctx context.Context, opts *app.Options) int {
 	log := logging.New(os.Stderr, opts.LogLevel).With("node", opts.NodeName)
+	warnDeprecated(log, opts)
 	client, err := newClient(opts.Kubeconfig)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
@@ -138,6 +141,13 @@ func runCheck(ctx context.Context, opts *app.Options) int {
 		return 1
 	}
 	return 0
+}
+
+// warnDeprecated logs, once at start-up, each old flag name in use.
+func warnDeprecated(log *slog.Logger, opts *app.Options) {
+	for _, w := range opts.Deprecations() {
+		log.Warn(w)
+	}
 }
 
 func newClient(path string) (*kube.Client, error) {

@@ -54,8 +54,8 @@ type Options struct {
 	UnhealthyTaint string
 	// VerifiedLabel is set to "true" when verified and "false" when re-tainted.
 	VerifiedLabel string
-	// SkipAnnotation set to "true" on the node untaints it at once and disables re-tainting.
-	SkipAnnotation string
+	// SkipVerificationAnnotation set to "true" on the node untaints it at once and disables re-tainting.
+	SkipVerificationAnnotation string
 	// WaitForTaints are taint keys (such as karpenter.sh/unregistered) that must be gone before the agent untaints.
 	WaitForTaints flagenv.StringList
 	// Checks are the enabled checks.
@@ -80,8 +80,8 @@ type Options struct {
 	RetaintThreshold int
 	// RecoverThreshold is the number of consecutive passed rounds that untaint a re-tainted node.
 	RecoverThreshold int
-	// MaxRetainted caps re-tainted nodes in the cluster: a count ("5") or a share of all nodes ("10%"); at least 1.
-	MaxRetainted string
+	// FleetBudget caps re-tainted nodes in the cluster: a count ("5") or a share of all nodes ("10%"); at least 1.
+	FleetBudget string
 	// DNSService is the cluster DNS Service (namespace/name), used by the
 	// discovery and network checks.
 	DNSService string
@@ -90,31 +90,42 @@ type Options struct {
 	checks []checkRow
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// renames records the renamed flags the command line or environment used.
+	renames *flagenv.Renames
+}
+
+// renamedFlags are the flags renamed to share one vocabulary with the
+// webhook's flags about the agent's objects; the old names keep working,
+// with a warning, until the next minor release.
+var renamedFlags = []flagenv.Renamed{
+	{Old: "retaint-taint", New: "unhealthy-taint"},
+	{Old: "max-retainted", New: "fleet-budget"},
+	{Old: "skip-annotation", New: "skip-verification-annotation"},
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		PodNamespace:     "kube-node-ready",
-		MetricsAddr:      ":8080",
-		StartupTaint:     api.StartupTaint,
-		UnhealthyTaint:   api.UnhealthyTaint,
-		VerifiedLabel:    api.VerifiedLabel,
-		SkipAnnotation:   api.SkipVerificationAnnotation,
-		WaitForTaints:    flagenv.StringList{"karpenter.sh/unregistered"},
-		Checks:           flagenv.StringList(slices.Clone(DefaultChecks)),
-		ContinuousChecks: flagenv.StringList{ContinuousAll},
-		CheckTimeout:     3 * time.Second,
-		Period:           60 * time.Second,
-		Jitter:           0.1,
-		InitialBackoff:   time.Second,
-		InitialTries:     5,
-		RetaintThreshold: 3,
-		RecoverThreshold: 2,
-		MaxRetainted:     "10%",
-		DNSService:       "kube-system/kube-dns",
-		checks:           checkTable(),
-		LogLevel:         "info",
+		PodNamespace:               "kube-node-ready",
+		MetricsAddr:                ":8080",
+		StartupTaint:               api.StartupTaint,
+		UnhealthyTaint:             api.UnhealthyTaint,
+		VerifiedLabel:              api.VerifiedLabel,
+		SkipVerificationAnnotation: api.SkipVerificationAnnotation,
+		WaitForTaints:              flagenv.StringList{"karpenter.sh/unregistered"},
+		Checks:                     flagenv.StringList(slices.Clone(DefaultChecks)),
+		ContinuousChecks:           flagenv.StringList{ContinuousAll},
+		CheckTimeout:               3 * time.Second,
+		Period:                     60 * time.Second,
+		Jitter:                     0.1,
+		InitialBackoff:             time.Second,
+		InitialTries:               5,
+		RetaintThreshold:           3,
+		RecoverThreshold:           2,
+		FleetBudget:                "10%",
+		DNSService:                 "kube-system/kube-dns",
+		checks:                     checkTable(),
+		LogLevel:                   "info",
 	}
 }
 
@@ -127,9 +138,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig path; empty uses the in-cluster configuration")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
 	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified")
-	fs.StringVar(&o.UnhealthyTaint, "retaint-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; the startup taint is only ever removed unless this names it")
+	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; the startup taint is only ever removed unless this names it")
 	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, `label set to "true" when verified and "false" when re-tainted`)
-	fs.StringVar(&o.SkipAnnotation, "skip-annotation", o.SkipAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
+	fs.StringVar(&o.SkipVerificationAnnotation, "skip-verification-annotation", o.SkipVerificationAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
 	fs.Var(&o.WaitForTaints, "wait-for-taints", "comma-separated taint keys that must be gone from the node before it is untainted")
 	fs.Var(&o.Checks, "checks", "comma-separated checks to run: "+strings.Join(AllChecks, ","))
 	fs.Var(&o.ContinuousChecks, "continuous-checks", `comma-separated enabled checks re-run every period once verified (only they re-taint); the others run only until the first untaint; "all" is every enabled check, empty is bootstrap-only`)
@@ -140,7 +151,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.InitialTries, "initial-tries", o.InitialTries, "start-up rounds on the backoff before retrying every check-period")
 	fs.IntVar(&o.RetaintThreshold, "retaint-threshold", o.RetaintThreshold, "consecutive failed rounds that re-taint the node")
 	fs.IntVar(&o.RecoverThreshold, "recover-threshold", o.RecoverThreshold, "consecutive passed rounds that untaint a re-tainted node")
-	fs.StringVar(&o.MaxRetainted, "max-retainted", o.MaxRetainted, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
+	fs.StringVar(&o.FleetBudget, "fleet-budget", o.FleetBudget, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
 	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name), for the discovery and network checks")
 	for _, r := range o.checks {
 		r.config.AddFlags(fs)
@@ -148,9 +159,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
 
-// Parse registers the flags, applies environment twins, then parses args.
+// Parse registers the flags (and the old names of renamed ones), applies
+// environment twins, then parses args.
 func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 	o.AddFlags(fs)
+	o.renames = flagenv.AddRenamed(fs, renamedFlags)
 	aliases := map[string][]string{"node-name": {"NODE_NAME"}, "pod-ip": {"POD_IP"}, "pod-name": {"POD_NAME"}, "pod-namespace": {"POD_NAMESPACE"}}
 	if err := flagenv.Apply(fs, EnvPrefix, aliases); err != nil {
 		return err
@@ -173,9 +186,9 @@ func (o *Options) Validate() error {
 	_, err := cli.ParseTaint(o.StartupTaint)
 	p.Check("startup-taint", err)
 	_, err = cli.ParseTaint(o.UnhealthyTaint)
-	p.Check("retaint-taint", err)
+	p.Check("unhealthy-taint", err)
 	p.Check("verified-label", cli.QualifiedName(o.VerifiedLabel))
-	p.Check("skip-annotation", cli.QualifiedName(o.SkipAnnotation))
+	p.Check("skip-verification-annotation", cli.QualifiedName(o.SkipVerificationAnnotation))
 	o.validateChecks(&p)
 	if o.CheckTimeout <= 0 {
 		p.Add("check-timeout", "must be positive, got %s", o.CheckTimeout)
@@ -198,8 +211,8 @@ func (o *Options) Validate() error {
 	if o.RecoverThreshold < 1 {
 		p.Add("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
 	}
-	_, err = budget.Parse(o.MaxRetainted)
-	p.Check("max-retainted", err)
+	_, err = budget.Parse(o.FleetBudget)
+	p.Check("fleet-budget", err)
 	_, err = checks.ParseServiceRef(o.DNSService)
 	p.Check("check.discovery.service", err)
 	p.Check("log-level", cli.LogLevel(o.LogLevel))
@@ -231,6 +244,15 @@ func (o *Options) validateChecks(p *cli.Problems) {
 	for _, r := range o.checks {
 		p.Append(r.config.Validate(o.enabled(r))...)
 	}
+}
+
+// Deprecations says, once per old flag name the command line or the
+// environment used, which flag replaces it: logged at start-up.
+func (o *Options) Deprecations() []string {
+	if o.renames == nil {
+		return nil
+	}
+	return o.renames.Warnings()
 }
 
 // Continuous reports whether the enabled check name is re-run every period
@@ -268,7 +290,7 @@ func (o *Options) Config() (agent.Config, error) {
 	if err != nil {
 		return agent.Config{}, err
 	}
-	fleetBudget, err := budget.Parse(o.MaxRetainted)
+	fleetBudget, err := budget.Parse(o.FleetBudget)
 	if err != nil {
 		return agent.Config{}, err
 	}
@@ -283,7 +305,7 @@ func (o *Options) Config() (agent.Config, error) {
 		LeaseNamespace:   o.PodNamespace,
 		Taints:           agent.Taints{Startup: startup, Unhealthy: unhealthy},
 		VerifiedLabel:    o.VerifiedLabel,
-		BypassAnnotation: o.SkipAnnotation,
+		BypassAnnotation: o.SkipVerificationAnnotation,
 		WaitForTaints:    slices.Clone([]string(o.WaitForTaints)),
 		Continuous:       continuous,
 		CheckTimeout:     o.CheckTimeout,
@@ -293,6 +315,6 @@ func (o *Options) Config() (agent.Config, error) {
 		InitialTries:     o.InitialTries,
 		Thresholds:       agent.Thresholds{Retaint: o.RetaintThreshold, Recover: o.RecoverThreshold},
 		FleetBudget:      fleetBudget,
-		FleetBudgetFlag:  "--max-retainted=" + o.MaxRetainted,
+		FleetBudgetFlag:  "--fleet-budget=" + o.FleetBudget,
 	}, nil
 }

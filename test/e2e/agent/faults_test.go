@@ -32,7 +32,7 @@ func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 	publishPeers(t, nodes...)
 	var agents []*agent
 	for _, n := range nodes {
-		agents = append(agents, startAgent(t, n, "--max-retainted=100%"))
+		agents = append(agents, startAgent(t, n, "--fleet-budget=100%"))
 	}
 	for _, n := range nodes {
 		waitNode(t, n.Name, 20*time.Second, "verified", verified)
