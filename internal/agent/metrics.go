@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		retaintSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "node_ready_retaint_suppressed_total",
-			Help: "Re-taints refused because the fleet budget (--max-retainted) was used up.",
+			Help: "Re-taints refused because the fleet budget (--fleet-budget) was used up.",
 		}),
 		retaintDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_ready_retaint_deferred_total",
