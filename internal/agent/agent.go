@@ -122,7 +122,7 @@ func New(cfg Config, client Client, cs []checks.Check, checkMetrics *checks.Metr
 	for _, c := range cs {
 		name := c.Name()
 		if g, ok := c.(checks.Gate); ok {
-			g.Attach(a)
+			g.Attach(gateHost{a})
 			a.gates = append(a.gates, g)
 		}
 		on := a.continuous(name)
@@ -152,15 +152,15 @@ func (a *Agent) watchNode() error {
 		// The initial list is not news: Run starts with a round anyway.
 		AddFunc: func(_ any, initialList bool) {
 			if !initialList {
-				a.Wake()
+				a.signal()
 			}
 		},
-		DeleteFunc: func(any) { a.Wake() },
+		DeleteFunc: func(any) { a.signal() },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := newObj.(*corev1.Node)
 			if ok1 && ok2 && a.relevantChange(o, n) {
-				a.Wake()
+				a.signal()
 			}
 		},
 	})

@@ -7,34 +7,38 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// The agent is its gates' host (checks.GateHost): they read its node view,
-// wake its loop and report through it.
+// gateHost is what the agent's gates see of it (checks.GateHost): its node
+// view, its loop's wake-up, and its metrics, log and Events.
+type gateHost struct{ a *Agent }
 
 // Node implements checks.GateHost.
-func (a *Agent) Node() *corev1.Node { return a.view.node() }
+func (h gateHost) Node() *corev1.Node { return h.a.view.node() }
 
 // Verifying implements checks.GateHost.
-func (a *Agent) Verifying() bool {
-	node := a.view.node()
-	return node != nil && !a.bootstrapped(node)
+func (h gateHost) Verifying() bool {
+	node := h.a.view.node()
+	return node != nil && !h.a.bootstrapped(node)
 }
 
-// Wake implements checks.GateHost: the loop runs a round now, or right
-// after the one it is running.
-func (a *Agent) Wake() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
+// Wake implements checks.GateHost.
+func (h gateHost) Wake() { h.a.signal() }
 
 // DaemonSetTimedOut implements checks.GateHost.
-func (a *Agent) DaemonSetTimedOut(ds string, waited, timeout time.Duration) {
+func (h gateHost) DaemonSetTimedOut(ds string, waited, timeout time.Duration) {
+	a := h.a
 	a.metrics.gateTimeouts.Inc()
 	a.log.Warn("gate gave up waiting for a DaemonSet; no longer waited for", "daemonset", ds, "waited_seconds", waited.Seconds())
 	if node := a.view.node(); node != nil {
 		a.event(node, corev1.EventTypeWarning, ReasonGateTimeout, "Verify",
 			"DaemonSet %s not Ready on this node after %s; no longer waited for", ds, timeout)
+	}
+}
+
+// signal asks the loop for a round now, or right after the one it is running.
+func (a *Agent) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
 	}
 }
 
