@@ -14,13 +14,28 @@ import (
 // fails tb with what cond said last.
 func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	tb.Helper()
+	poll(tb, 250*time.Millisecond, timeout, what, cond)
+}
+
+// WaitFor is Eventually for a condition with nothing to say, polled every
+// 100 ms: for what is quick to check and soon true.
+func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	poll(tb, 100*time.Millisecond, timeout, what, func() (bool, string) { return cond(), "" })
+}
+
+func poll(tb testing.TB, interval, timeout time.Duration, what string, cond func() (bool, string)) {
+	tb.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(tb.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(tb.Context(), interval, timeout, true, func(context.Context) (bool, error) {
 		ok, msg := cond()
 		last = msg
 		return ok, nil
 	})
 	if err != nil {
+		if last == "" {
+			tb.Fatalf("%s: not within %s", what, timeout)
+		}
 		tb.Fatalf("%s: not within %s: %s", what, timeout, last)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // Helm runs bin/helm against the API server with the admin kubeconfig and
@@ -20,6 +21,25 @@ func (cp *ControlPlane) Helm(ctx context.Context, args ...string) (string, error
 		return string(out), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// ChartDir is the chart's directory in this tree.
+func ChartDir() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "charts", "kube-node-ready"), nil
+}
+
+// HelmT is Helm for a test: an error fails it.
+func (cp *ControlPlane) HelmT(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := cp.Helm(tb.Context(), args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
 
 // LocalImageValues are the chart values every install on real nodes needs:

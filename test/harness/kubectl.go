@@ -27,7 +27,21 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, stdin io.Reader, args ...st
 // 10 s, and an error fails the test.
 func (cp *ControlPlane) KubectlT(tb testing.TB, stdin string, args ...string) string {
 	tb.Helper()
-	out, err := cp.Kubectl(context.Background(), strings.NewReader(stdin), append([]string{"--request-timeout=10s"}, args...)...)
+	return cp.KubectlOK(tb, stdin, append([]string{"--request-timeout=10s"}, args...)...)
+}
+
+// KubectlOK is Kubectl for a test, with stdin as text (none when empty)
+// and no time limit of its own: for the commands that wait (rollout status,
+// wait, logs), which KubectlT's request timeout would cut short. It also
+// works in a Cleanup function (after the test's context is cancelled). An
+// error fails the test.
+func (cp *ControlPlane) KubectlOK(tb testing.TB, stdin string, args ...string) string {
+	tb.Helper()
+	var in io.Reader
+	if stdin != "" {
+		in = strings.NewReader(stdin)
+	}
+	out, err := cp.Kubectl(context.Background(), in, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -101,27 +101,63 @@ func setupNamespace() error {
 // setup (which typically stores the plane in a package variable), runs the
 // tests, prints the component logs if they failed, stops the plane and exits.
 func MainWithControlPlane(m *testing.M, opts Options, setup func(context.Context, *ControlPlane) error) {
+	mainWith(m, "control plane", time.Minute, func(ctx context.Context) (environment, error) {
+		cp, err := Start(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return cp, setup(ctx, cp)
+	})
+}
+
+// MainWithCluster is MainWithControlPlane for packages whose tests share
+// one cluster of real nodes (StartCluster with opts); setup runs once the
+// cluster is up, for what every test needs on it (cert-manager, say).
+func MainWithCluster(m *testing.M, opts ClusterOptions, setup func(context.Context, *Cluster) error) {
+	mainWith(m, "cluster", clusterSetupTimeout, func(ctx context.Context) (environment, error) {
+		c, err := StartCluster(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return c, setup(ctx, c)
+	})
+}
+
+// clusterSetupTimeout bounds starting a cluster of real nodes and the
+// setup of MainWithCluster: minutes on a busy machine with several nodes
+// and a deployment such as cert-manager's.
+const clusterSetupTimeout = 6 * time.Minute
+
+// environment is what the Main functions start: a control plane or a cluster.
+type environment interface {
+	Logs(n int) string
+	Stop()
+}
+
+// mainWith enters the network namespace, brings the environment up with
+// up (within timeout), runs the tests, prints the components' logs if
+// anything failed, stops it and exits. up returns the environment it
+// started also with an error of its setup, so that it is stopped.
+func mainWith(m *testing.M, what string, timeout time.Duration, up func(context.Context) (environment, error)) {
 	if err := EnterNetworkNamespace(); err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
 		os.Exit(1)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	cp, err := Start(ctx, opts)
-	if err == nil {
-		err = setup(ctx, cp)
-		if err != nil {
-			cp.Stop()
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	env, err := up(ctx)
 	cancel()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "harness: start control plane:", err)
+		fmt.Fprintf(os.Stderr, "harness: start %s: %v\n", what, err)
+		if env != nil {
+			fmt.Fprintf(os.Stderr, "%s logs:\n%s", what, env.Logs(40))
+			env.Stop()
+		}
 		os.Exit(1)
 	}
 	code := m.Run()
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "control plane logs:\n%s", cp.Logs(40))
+		fmt.Fprintf(os.Stderr, "%s logs:\n%s", what, env.Logs(40))
 	}
-	cp.Stop()
+	env.Stop()
 	os.Exit(code)
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -93,4 +96,58 @@ func (cp *ControlPlane) NewAddress() (string, error) {
 		return "", fmt.Errorf("out of node addresses")
 	}
 	return fmt.Sprintf("10.213.%d.%d", 1+(n-1)/254, 1+(n-1)%254), nil
+}
+
+// NewNode is CreateNode for a test: an error fails it, and the node is
+// removed when the test ends (RemoveNode).
+func (cp *ControlPlane) NewNode(tb testing.TB, name string, opts NodeOptions) Node {
+	tb.Helper()
+	n, err := cp.CreateNode(tb.Context(), name, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cp.RemoveNode(tb, name) })
+	return n
+}
+
+// RemoveNode clears the node's finalizers and deletes it, so that it really
+// goes; a node already gone is fine. It works in a Cleanup function; an
+// error fails tb.
+func (cp *ControlPlane) RemoveNode(tb testing.TB, name string) {
+	tb.Helper()
+	ctx := context.Background()
+	nodes := cp.Client.CoreV1().Nodes()
+	if _, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		tb.Errorf("clear finalizers of node %s: %v", name, err)
+	}
+	if err := nodes.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		tb.Errorf("delete node %s: %v", name, err)
+	}
+}
+
+// GetNode reads the node (also in a Cleanup function); an error fails tb.
+func (cp *ControlPlane) GetNode(tb testing.TB, name string) *corev1.Node {
+	tb.Helper()
+	n, err := cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// NodeExists reports whether the node is there (being deleted or not); an
+// error other than not found fails tb.
+func (cp *ControlPlane) NodeExists(tb testing.TB, name string) bool {
+	tb.Helper()
+	_, err := cp.Client.CoreV1().Nodes().Get(tb.Context(), name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		tb.Fatal(err)
+	}
+	return err == nil
+}
+
+// WaitNodeGone waits until the node is deleted for good (not found).
+func (cp *ControlPlane) WaitNodeGone(tb testing.TB, name string, timeout time.Duration) {
+	tb.Helper()
+	WaitFor(tb, timeout, "node "+name+" gone", func() bool { return !cp.NodeExists(tb, name) })
 }

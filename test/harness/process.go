@@ -133,6 +133,16 @@ func (p *Process) Log() (string, error) {
 	return string(b), err
 }
 
+// LogT is Log for a test: an error fails tb.
+func (p *Process) LogT(tb testing.TB) string {
+	tb.Helper()
+	text, err := p.Log()
+	if err != nil {
+		tb.Fatalf("log of %s: %v", p.Name, err)
+	}
+	return text
+}
+
 // Tail returns the last n lines of the process's log.
 func (p *Process) Tail(n int) string {
 	b, err := os.ReadFile(p.LogPath)

@@ -50,7 +50,7 @@ var rbacKinds = map[string]bool{
 // "webhook.remediation.policy=replace". The policies are compiled by the API
 // server asynchronously: a test that relies on a denial waits for the first.
 func (cp *ControlPlane) ApplyChartRBAC(ctx context.Context, namespace string, set ...string) error {
-	root, err := RepoRoot()
+	chart, err := ChartDir()
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (cp *ControlPlane) ApplyChartRBAC(ctx context.Context, namespace string, se
 	if err := os.WriteFile(values, []byte(chartRBACValues), 0o644); err != nil {
 		return err
 	}
-	args := []string{"template", ChartRelease, filepath.Join(root, "charts", "kube-node-ready"),
+	args := []string{"template", ChartRelease, chart,
 		"--namespace", namespace, "--values", values}
 	for _, v := range set {
 		args = append(args, "--set", v)

@@ -1,13 +1,5 @@
 //go:build e2e
 
-// Package certmanager_test installs the chart with
-// webhook.certificates.mode=cert-manager onto a real node that runs
-// cert-manager's controller and CA injector (built from cert-manager's pinned
-// module by `make tools`), and checks the whole path: cert-manager
-// issues the webhook's Certificate, its CA injector writes the Secret's CA
-// into the MutatingWebhookConfiguration, the webhook serves that certificate,
-// and the API server's admission calls reach it over TLS — also after
-// cert-manager renews the certificate, with no restart of the webhook.
 package certmanager_test
 
 import (
@@ -19,7 +11,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"log"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,48 +39,6 @@ var (
 	c     *harness.Cluster
 	chart string
 )
-
-func TestMain(m *testing.M) {
-	if err := harness.EnterNetworkNamespace(); err != nil {
-		fmt.Fprintln(os.Stderr, "harness:", err)
-		os.Exit(1)
-	}
-	root, err := harness.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	chart = filepath.Join(root, "charts", "kube-node-ready")
-	images, err := harness.CertManagerImages()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "harness:", err)
-		os.Exit(1)
-	}
-	// One real node carries everything: CoreDNS, cert-manager, the agent and
-	// both webhook replicas.
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	c, err = harness.StartCluster(ctx, harness.ClusterOptions{
-		Options: harness.Options{Logf: log.Printf}, Nodes: 1, CoreDNSReplicas: 1, ProjectImages: true, Images: images,
-	})
-	if err != nil {
-		cancel()
-		fmt.Fprintln(os.Stderr, "harness: start cluster:", err)
-		os.Exit(1)
-	}
-	err = c.DeployCertManager(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "harness: cert-manager: %v\ncluster logs:\n%s", err, c.Logs(40))
-		c.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "cluster logs:\n%s", c.Logs(40))
-	}
-	c.Stop()
-	os.Exit(code)
-}
 
 func TestChartWithCertManager(t *testing.T) {
 	t.Cleanup(func() {
@@ -131,7 +80,7 @@ func testInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	helm(t, "install", release, chart, "--namespace", namespace, "--create-namespace", "--values", path, "--wait", "--timeout", "4m")
+	c.HelmT(t, "install", release, chart, "--namespace", namespace, "--create-namespace", "--values", path, "--wait", "--timeout", "4m")
 	t.Logf("helm install --wait took %s", time.Since(start).Round(time.Millisecond))
 }
 
@@ -147,8 +96,8 @@ type issue struct {
 // (the chart's privateKey) for the webhook Service's names, chaining to
 // ca.crt, its key matching.
 func testCertificateIssued(t *testing.T) *issue {
-	kubectl(t, "wait", "-n", namespace, "--for=condition=Ready", "issuer/"+webhook+"-selfsigned", "--timeout=60s")
-	kubectl(t, "wait", "-n", namespace, "--for=condition=Ready", "certificate/"+webhook, "--timeout=2m")
+	c.KubectlOK(t, "", "wait", "-n", namespace, "--for=condition=Ready", "issuer/"+webhook+"-selfsigned", "--timeout=60s")
+	c.KubectlOK(t, "", "wait", "-n", namespace, "--for=condition=Ready", "certificate/"+webhook, "--timeout=2m")
 	is := readIssue(t)
 	svc := webhook + "." + namespace + ".svc"
 	for _, name := range []string{svc, svc + ".cluster.local"} {
@@ -187,7 +136,7 @@ func testCAInjected(t *testing.T, is *issue) {
 // serves the Secret's tls.crt to a client that trusts only the injected
 // caBundle and checks the Service name the API server uses.
 func testWebhookServes(t *testing.T, is *issue) {
-	kubectl(t, "rollout", "status", "-n", namespace, "deployment/"+webhook, "--timeout=2m")
+	c.KubectlOK(t, "", "rollout", "status", "-n", namespace, "deployment/"+webhook, "--timeout=2m")
 	for _, p := range webhookPods(t) {
 		if !ready(&p) {
 			t.Errorf("webhook pod %s not Ready", p.Name)
@@ -209,7 +158,7 @@ func testWebhookServes(t *testing.T, is *issue) {
 // through without it. The webhooks' request counter agrees.
 func testAdmission(t *testing.T, node string) {
 	before := admissions(t)
-	out := kubectlIn(t, harness.NodeYAML(node, nil), "create", "-f", "-", "-o", "json")
+	out := c.KubectlOK(t, harness.NodeYAML(node, nil), "create", "-f", "-", "-o", "json")
 	var created corev1.Node
 	if err := json.Unmarshal([]byte(out), &created); err != nil {
 		t.Fatalf("kubectl create node: %v\n%s", err, out)
@@ -242,7 +191,7 @@ func testRenewal(t *testing.T, old *issue) {
 	start := time.Now()
 	renew := fmt.Sprintf(`[{"op":"add","path":"/status/conditions/-","value":{"type":"Issuing","status":"True","reason":"ManuallyTriggered","message":"renewal requested by the kube-node-ready test","lastTransitionTime":%q}}]`,
 		time.Now().UTC().Format(time.RFC3339))
-	kubectl(t, "patch", "certificate", webhook, "-n", namespace, "--subresource=status", "--type=json", "-p", renew)
+	c.KubectlOK(t, "", "patch", "certificate", webhook, "-n", namespace, "--subresource=status", "--type=json", "-p", renew)
 
 	var is *issue
 	harness.Eventually(t, 2*time.Minute, "certificate re-issued", func() (bool, string) {
@@ -256,7 +205,7 @@ func testRenewal(t *testing.T, old *issue) {
 	if string(is.caPEM) == string(old.caPEM) {
 		t.Fatalf("the self-signed Issuer's renewal kept ca.crt; this test expects a new CA")
 	}
-	kubectl(t, "wait", "-n", namespace, "--for=condition=Ready", "certificate/"+webhook, "--timeout=60s")
+	c.KubectlOK(t, "", "wait", "-n", namespace, "--for=condition=Ready", "certificate/"+webhook, "--timeout=60s")
 	harness.Eventually(t, time.Minute, "new CA injected beside the old one", func() (bool, string) {
 		b := caBundle(t)
 		return bundleHas(b, is.caPEM) && bundleHas(b, old.caPEM), fmt.Sprintf("caBundle holds the new CA: %v, the old CA: %v", bundleHas(b, is.caPEM), bundleHas(b, old.caPEM))
@@ -330,7 +279,7 @@ func pemCerts(b []byte) [][]byte {
 // testCertManagerRBAC: the RBAC written for cert-manager was enough: no
 // request of either component was forbidden, and neither restarted.
 func testCertManagerRBAC(t *testing.T) {
-	logs := kubectl(t, "logs", "-n", harness.CertManagerNamespace, "-l", "app.kubernetes.io/instance=cert-manager", "--tail=-1", "--prefix")
+	logs := c.KubectlOK(t, "", "logs", "-n", harness.CertManagerNamespace, "-l", "app.kubernetes.io/instance=cert-manager", "--tail=-1", "--prefix")
 	for _, l := range strings.Split(logs, "\n") {
 		if strings.Contains(strings.ToLower(l), "forbidden") {
 			t.Errorf("cert-manager was refused: %s", l)
@@ -366,7 +315,7 @@ func readIssue(t *testing.T) *issue {
 	if err != nil {
 		t.Fatalf("tls.crt and tls.key: %v", err)
 	}
-	rev := kubectl(t, "get", "certificate", webhook, "-n", namespace, "-o", "jsonpath={.status.revision}")
+	rev := c.KubectlOK(t, "", "get", "certificate", webhook, "-n", namespace, "-o", "jsonpath={.status.revision}")
 	n, _ := strconv.Atoi(strings.TrimSpace(rev))
 	return &issue{cert: pair.Leaf, caPEM: s.Data["ca.crt"], revision: n}
 }
@@ -469,32 +418,5 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	slices.Sort(out)
-	return out
-}
-
-func helm(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := c.Helm(t.Context(), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := c.Kubectl(t.Context(), nil, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func kubectlIn(t *testing.T, stdin string, args ...string) string {
-	t.Helper()
-	out, err := c.Kubectl(t.Context(), strings.NewReader(stdin), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
 }

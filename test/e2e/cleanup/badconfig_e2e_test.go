@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -34,7 +33,7 @@ const (
 func TestInvalidConfigAtStartHoldsDeletionsOnly(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	ctx := t.Context()
-	px := &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}
+	px := newPortworx()
 	serve(t, pxBadConfig, px)
 	token := cp.Dir + "/px-token" // the Secret key is missing: not written yet
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
@@ -61,7 +60,7 @@ func TestInvalidConfigAtStartHoldsDeletionsOnly(t *testing.T) {
 
 	// Admission: a created node gets the finalizer (once the caBundle is in).
 	var admitted string
-	waitFor(t, 30*time.Second, "a created node gets the finalizer from admission", func() bool {
+	harness.WaitFor(t, 30*time.Second, "a created node gets the finalizer from admission", func() bool {
 		n, err := cp.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "admitted-"}}, metav1.CreateOptions{})
 		if err == nil && slices.Contains(n.Finalizers, fin) {
 			admitted = n.Name
@@ -95,15 +94,7 @@ func TestInvalidConfigAtStartHoldsDeletionsOnly(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "degraded: cleanup configuration invalid") || !strings.Contains(string(body), "tokenFile") {
 		t.Errorf("/readyz = %d %q, want 200 naming the invalid configuration", resp.StatusCode, body)
 	}
-	waitFor(t, 10*time.Second, "CleanupConfigInvalid Event on the Pod", func() bool {
-		list, err := cp.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false
-		}
-		return slices.ContainsFunc(list.Items, func(ev eventsv1.Event) bool {
-			return ev.Reason == "CleanupConfigInvalid" && ev.Regarding.Name == pod && strings.Contains(ev.Note, "node deletions are held")
-		})
-	})
+	cp.WaitEvent(t, 10*time.Second, "Pod", pod, "CleanupConfigInvalid", "node deletions are held")
 	if calls := px.callsFor(admitted); len(calls) != 0 {
 		t.Errorf("portworx called %d times without a valid configuration", len(calls))
 	}

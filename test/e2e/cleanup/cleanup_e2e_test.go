@@ -1,9 +1,5 @@
 //go:build e2e
 
-// Package cleanup tests node cleanup end to end: two real
-// kube-node-ready-webhook processes (leader-elected, least-privilege RBAC as
-// docs/cleanup-plugins.md documents it) against a real kube-apiserver, real kubectl, and
-// loopback HTTP servers that speak the Portworx and chat formats.
 package cleanup
 
 import (
@@ -22,41 +18,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
-
-func TestMain(m *testing.M) { harness.Main(m) }
-
-const (
-	ipA        = "10.213.0.20" // webhook replica A (admission goes here)
-	ipB        = "10.213.0.21" // webhook replica B
-	pxAddr     = "10.213.0.30:9001"
-	chatAddr   = "10.213.0.31:8080"
-	ns         = "knr-system"
-	mwc        = harness.WebhookConfigName
-	fin        = harness.Finalizer
-	skipAnnot  = "infra.894.io/skip-cleanup"
-	optedClass = "local-e2e"
-)
-
-type env struct {
-	cp         *harness.ControlPlane
-	dir        string
-	configPath string
-	px         *portworx
-	chat       *chat
-	procs      []*harness.Daemon
-	tokenFile  string
-	urlFile    string
-}
 
 func (e *env) config(extra string) string {
 	return fmt.Sprintf(`%splugins:
@@ -86,7 +57,7 @@ func TestCleanup(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	e := &env{cp: cp, dir: cp.Dir, px: &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}, chat: &chat{}}
+	e := &env{cp: cp, dir: cp.Dir, px: newPortworx(), chat: &chat{}}
 	serve(t, pxAddr, e.px)
 	serve(t, chatAddr, e.chat)
 	e.tokenFile = writeFile(t, e.dir, "px-token", "px-token\n")
@@ -120,7 +91,7 @@ func TestCleanup(t *testing.T) {
 		t.Fatalf("both replicas report node_cleanup_leader 1")
 	}
 	// Admission reaches replica A once the caBundle is in place.
-	waitFor(t, 30*time.Second, "a created node gets the finalizer from admission", func() bool {
+	harness.WaitFor(t, 30*time.Second, "a created node gets the finalizer from admission", func() bool {
 		n, err := cp.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}, metav1.CreateOptions{})
 		return err == nil && slices.Contains(n.Finalizers, fin)
 	})
@@ -175,7 +146,7 @@ func TestCleanup(t *testing.T) {
 				return err
 			},
 		} {
-			waitFor(t, 10*time.Second, "volumeattachment, local volume and its claim gone", func() bool { return apierrors.IsNotFound(gone()) })
+			harness.WaitFor(t, 10*time.Second, "volumeattachment, local volume and its claim gone", func() bool { return apierrors.IsNotFound(gone()) })
 		}
 		for _, keep := range []string{keepClass, keepNode} {
 			if p, err := cp.Client.CoreV1().PersistentVolumes().Get(ctx, keep, metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
@@ -185,13 +156,13 @@ func TestCleanup(t *testing.T) {
 		if v, err := cp.Client.StorageV1().VolumeAttachments().Get(ctx, otherVA, metav1.GetOptions{}); err != nil || v.DeletionTimestamp != nil {
 			t.Errorf("the neighbour's volumeattachment was touched: %v", err)
 		}
-		waitFor(t, 10*time.Second, "the success message", func() bool { return len(e.chat.messagesAbout(name)) >= 2 })
+		harness.WaitFor(t, 10*time.Second, "the success message", func() bool { return len(e.chat.messagesAbout(name)) >= 2 })
 		msgs := e.chat.messagesAbout(name)
 		if len(msgs) != 2 || !strings.Contains(msgs[0], "cleanup started") || !strings.Contains(msgs[1], "cleanup completed") {
 			t.Errorf("chat messages about %s = %q, want started then completed", name, msgs)
 		}
 		// The leader's log shows the configured order.
-		log := readLog(t, e.leader(t))
+		log := e.leader(t).LogT(t)
 		last := -1
 		for _, msg := range []string{"volumeattachment deleted", "local persistentvolume released", "node decommissioned from portworx"} {
 			i := logLine(log, `"msg":"`+msg+`"`, `"node":"clean-1"`)
@@ -213,7 +184,7 @@ func TestCleanup(t *testing.T) {
 		e.createNode(t, name)
 		statuses := watchStatus(t, cp, name)
 		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
-		waitFor(t, 30*time.Second, "three failed portworx calls", func() bool { return len(e.px.callsFor(name)) >= 3 })
+		harness.WaitFor(t, 30*time.Second, "three failed portworx calls", func() bool { return len(e.px.callsFor(name)) >= 3 })
 		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil || n.DeletionTimestamp == nil || !slices.Contains(n.Finalizers, fin) {
 			t.Fatalf("node %s after failed cleanups: %v %+v, want it terminating with the finalizer", name, err, n.ObjectMeta)
@@ -248,20 +219,13 @@ func TestCleanup(t *testing.T) {
 		// Repeated failures are one Event series (events.k8s.io aggregates
 		// Events that differ only in their note).
 		e.waitEvent(t, name, "CleanupFailed", "attempt 1 failed, finalizer kept, retrying in 200ms: portworx: portworx: remove node stuck-1 (id px-stuck-1): HTTP 500")
-		waitFor(t, 10*time.Second, "the CleanupFailed series to count a second failure", func() bool {
-			list, err := cp.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false
-			}
-			for _, ev := range list.Items {
-				if ev.Regarding.Name == name && ev.Reason == "CleanupFailed" && ev.Series != nil && ev.Series.Count >= 2 {
-					return true
-				}
-			}
-			return false
+		harness.WaitFor(t, 10*time.Second, "the CleanupFailed series to count a second failure", func() bool {
+			return slices.ContainsFunc(cp.Events(t, "Node", name), func(ev eventsv1.Event) bool {
+				return ev.Reason == "CleanupFailed" && ev.Series != nil && ev.Series.Count >= 2
+			})
 		})
 		// The delay doubles per failure (200ms base in this test).
-		log := readLog(t, e.leader(t))
+		log := e.leader(t).LogT(t)
 		for attempt, delay := range map[int]string{1: "0.2", 2: "0.4", 3: "0.8"} {
 			if logLine(log, `"msg":"node cleanup failed; finalizer kept"`, `"node":"stuck-1"`, fmt.Sprintf(`"attempt":%d,`, attempt), `"retry_in_seconds":`+delay+`}`) < 0 {
 				t.Errorf("no log line for failed attempt %d of stuck-1 with retry_in_seconds %s", attempt, delay)
@@ -302,7 +266,7 @@ func TestCleanup(t *testing.T) {
 		before := e.leader(t).Metric(t, "node_cleanup_operations_total", `plugin="notify"`, `result="failure"`)
 		e.createNode(t, name)
 		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
-		waitFor(t, 30*time.Second, "three failed notify attempts", func() bool {
+		harness.WaitFor(t, 30*time.Second, "three failed notify attempts", func() bool {
 			v, err := e.leader(t).TryMetric("node_cleanup_operations_total", `plugin="notify"`, `result="failure"`)
 			return err == nil && v >= before+3
 		})
@@ -347,7 +311,7 @@ func TestCleanup(t *testing.T) {
 			t.Errorf("dry run called portworx: %+v", calls)
 		}
 		e.waitEvent(t, name, "CleanupCompleted", "dry run")
-		if logLine(readLog(t, e.leader(t)), `"msg":"dry run: would delete volumeattachment"`, `"node":"dry-1"`, `"volumeattachment":"va-dry-1"`) < 0 {
+		if logLine(e.leader(t).LogT(t), `"msg":"dry run: would delete volumeattachment"`, `"node":"dry-1"`, `"volumeattachment":"va-dry-1"`) < 0 {
 			t.Errorf("no dry-run report for the volumeattachment in the leader's log")
 		}
 	})
@@ -356,22 +320,11 @@ func TestCleanup(t *testing.T) {
 		e.applyConfig(t, strings.Replace(e.config(""), "timeout: 60s", "timeout: forever", 1), false)
 		defer e.applyConfig(t, e.config(""), true)
 		for _, p := range e.procs {
-			waitFor(t, 10*time.Second, "reload failure logged", func() bool {
-				return strings.Contains(readLog(t, p), `"msg":"configuration reload failed; keeping the previous configuration"`)
+			harness.WaitFor(t, 10*time.Second, "reload failure logged", func() bool {
+				return strings.Contains(p.LogT(t), `"msg":"configuration reload failed; keeping the previous configuration"`)
 			})
 		}
-		waitFor(t, 10*time.Second, "CleanupConfigInvalid Event on the pod", func() bool {
-			list, err := cp.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false
-			}
-			for _, ev := range list.Items {
-				if ev.Reason == "CleanupConfigInvalid" && ev.Regarding.Name == "webhook-a" && strings.Contains(ev.Note, "plugins.portworx.timeout") {
-					return true
-				}
-			}
-			return false
-		})
+		cp.WaitEvent(t, 10*time.Second, "Pod", "webhook-a", "CleanupConfigInvalid", "plugins.portworx.timeout")
 		// The previous configuration (portworx enabled) keeps running.
 		const name = "after-invalid"
 		e.px.set(name, pxOK)
@@ -473,7 +426,7 @@ func webhookIdentity(t *testing.T, cp *harness.ControlPlane) string {
 func (e *env) leader(t *testing.T) *harness.Daemon {
 	t.Helper()
 	var found *harness.Daemon
-	waitFor(t, 30*time.Second, "a leader", func() bool {
+	harness.WaitFor(t, 30*time.Second, "a leader", func() bool {
 		for _, p := range e.procs {
 			if v, err := p.TryMetric("node_cleanup_leader"); err == nil && v == 1 {
 				found = p
@@ -498,43 +451,18 @@ func (e *env) other(p *harness.Daemon) *harness.Daemon {
 func (e *env) createNode(t *testing.T, name string) {
 	t.Helper()
 	e.cp.KubectlT(t, harness.NodeYAML(name, map[string]string{corev1.LabelHostname: name}), "create", "-f", "-")
-	waitFor(t, 30*time.Second, "finalizer on "+name, func() bool {
-		n, err := e.cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-		return err == nil && slices.Contains(n.Finalizers, fin)
-	})
+	e.cp.WaitNode(t, name, 30*time.Second, "finalizer "+fin, func(n *corev1.Node) bool { return slices.Contains(n.Finalizers, fin) })
 }
 
 func (e *env) waitGone(t *testing.T, name string, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, "node "+name+" gone", func() bool {
-		_, err := e.cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
+	e.cp.WaitNodeGone(t, name, timeout)
 }
 
 // waitEvent waits for an Event with reason on the Node whose note contains note.
 func (e *env) waitEvent(t *testing.T, node, reason, note string) {
 	t.Helper()
-	var seen []string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := e.cp.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		seen = seen[:0]
-		for _, ev := range list.Items {
-			if ev.Regarding.Kind == "Node" && ev.Regarding.Name == node {
-				seen = append(seen, ev.Reason+": "+ev.Note)
-				if ev.Reason == reason && strings.Contains(ev.Note, note) {
-					return true, nil
-				}
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Errorf("no %s Event on node %s with %q; Events: %q", reason, node, note, seen)
-	}
+	e.cp.WaitEvent(t, 15*time.Second, "Node", node, reason, note)
 }
 
 // applyConfig rewrites the configuration file and waits until every running
@@ -556,7 +484,7 @@ func (e *env) applyConfig(t *testing.T, content string, valid bool) {
 		t.Fatal(err)
 	}
 	for i, p := range e.procs {
-		waitFor(t, 10*time.Second, p.Name+" reloaded the configuration", func() bool {
+		harness.WaitFor(t, 10*time.Second, p.Name+" reloaded the configuration", func() bool {
 			v, err := p.TryMetric("node_cleanup_config_reloads_total", result)
 			return err == nil && v > before[i]
 		})
@@ -572,13 +500,6 @@ func waitArrived(t *testing.T, px *portworx, node string) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no portworx call for %s", node)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
@@ -605,15 +526,6 @@ func logLine(log string, parts ...string) int {
 		off += len(line)
 	}
 	return -1
-}
-
-func readLog(t *testing.T, p *harness.Daemon) string {
-	t.Helper()
-	text, err := p.Log()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return text
 }
 
 func mustCreate(t *testing.T, ctx context.Context, cp *harness.ControlPlane, obj any) {
@@ -701,7 +613,7 @@ func playProtectionControllers(ctx context.Context, cp *harness.ControlPlane) {
 				}
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // pacing: the stand-in controllers look 5 times a second
 	}
 }
 

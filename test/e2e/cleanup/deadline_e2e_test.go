@@ -27,7 +27,7 @@ const (
 // Warning Event naming what failed, and a metric.
 func TestCleanupDeadline(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
-	px := &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}
+	px := newPortworx()
 	serve(t, pxDeadlineAddr, px)
 	token := writeFile(t, cp.Dir, "px-token", "px-token\n")
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
@@ -91,13 +91,7 @@ func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &flakyReceiver{probeDown: true, postFails: true}
 	serve(t, hookOutageAddr, rcv)
-	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
-  hook:
-    critical: true
-    url: http://%[1]s/api/nodes
-    healthURL: http://%[1]s/healthz
-    retries: 0
-`, hookOutageAddr))
+	config := checkedHookConfig(t, cp.Dir, hookOutageAddr)
 	kubeconfig := webhookIdentity(t, cp)
 
 	// The outage: the node is deleted while no webhook runs, and stays
@@ -109,7 +103,8 @@ func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
 	cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 	deleted := time.Now()
 	cp.WaitNode(t, name, 10*time.Second, "deletionTimestamp set", func(n *corev1.Node) bool { return n.DeletionTimestamp != nil })
-	time.Sleep(outageDeadline + time.Second - time.Since(deleted)) // the outage outlasts the deadline
+	// Setup, not an assertion: the outage outlasts the deadline.
+	time.Sleep(outageDeadline + time.Second - time.Since(deleted))
 
 	w := cp.StartWebhook(t, "webhook-after-outage", ipAfterOutage,
 		"--kubeconfig="+kubeconfig, "--namespace="+ns, "--pod-name=webhook-after-outage",
@@ -137,16 +132,16 @@ func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
 	// The receiver answers its probe but refuses documents: each attempt now
 	// counts, and the node goes after the minimum.
 	rcv.set(false, true)
-	for {
+	harness.WaitFor(t, 60*time.Second, "node "+name+" released after failed attempts that called the hook", func() bool {
 		n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || err == nil && !slices.Contains(n.Finalizers, fin) {
-			break
+			return true
 		}
 		if got := rcv.failedPosts(); got > outageMinTries {
 			t.Fatalf("node %s still held after %d failed attempts that called the hook, want released after %d", name, got, outageMinTries)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	if got := rcv.failedPosts(); got < outageMinTries {
 		t.Errorf("node %s released after %d attempts that called the hook, want %d", name, got, outageMinTries)
 	}

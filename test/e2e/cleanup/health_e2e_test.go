@@ -68,6 +68,19 @@ func (f *flakyReceiver) failedPosts() int {
 	return f.failed
 }
 
+// checkedHookConfig writes a webhook configuration whose only plugin is a
+// critical hook at addr, with its health probe and no retries.
+func checkedHookConfig(t *testing.T, dir, addr string) string {
+	t.Helper()
+	return writeFile(t, dir, "config.yaml", fmt.Sprintf(`plugins:
+  hook:
+    critical: true
+    url: http://%[1]s/api/nodes
+    healthURL: http://%[1]s/healthz
+    retries: 0
+`, addr))
+}
+
 // TestPluginHealth: the hook plugin's health probe (its healthURL) runs
 // every --plugin-health-interval and before a cleanup starts. While it
 // fails: the metric says 0, one Warning Event on the webhook's Pod, the
@@ -78,13 +91,7 @@ func TestPluginHealth(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &flakyReceiver{probeDown: true, postFails: true}
 	serve(t, healthyAddr, rcv)
-	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
-  hook:
-    critical: true
-    url: http://%[1]s/api/nodes
-    healthURL: http://%[1]s/healthz
-    retries: 0
-`, healthyAddr))
+	config := checkedHookConfig(t, cp.Dir, healthyAddr)
 	const pod = "webhook-health"
 	w := cp.StartWebhook(t, pod, ipHealth,
 		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name="+pod,
@@ -95,24 +102,12 @@ func TestPluginHealth(t *testing.T) {
 	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
 	e.leader(t)
 
-	waitFor(t, 20*time.Second, "node_cleanup_plugin_healthy{plugin=hook} 0", func() bool {
+	harness.WaitFor(t, 20*time.Second, "node_cleanup_plugin_healthy{plugin=hook} 0", func() bool {
 		v, err := w.TryMetric("node_cleanup_plugin_healthy", `plugin="hook"`)
 		return err == nil && v == 0
 	})
-	podEvents := func(reason string) []string {
-		list, err := cp.Client.EventsV1().Events(ns).List(t.Context(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var notes []string
-		for _, ev := range list.Items {
-			if ev.Regarding.Kind == "Pod" && ev.Regarding.Name == pod && ev.Reason == reason {
-				notes = append(notes, ev.Note)
-			}
-		}
-		return notes
-	}
-	waitFor(t, 20*time.Second, "a CleanupPluginUnhealthy Event on the webhook's Pod", func() bool {
+	podEvents := func(reason string) []string { return cp.EventNotes(t, "Pod", pod, reason) }
+	harness.WaitFor(t, 20*time.Second, "a CleanupPluginUnhealthy Event on the webhook's Pod", func() bool {
 		return slices.ContainsFunc(podEvents("CleanupPluginUnhealthy"), func(n string) bool {
 			return strings.Contains(n, "cleanup plugin hook: health probe failed: ") && strings.Contains(n, "answered HTTP 503")
 		})
@@ -131,27 +126,32 @@ func TestPluginHealth(t *testing.T) {
 	e.createNode(t, name)
 	statuses := watchStatus(t, cp, name)
 	cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
-	waitFor(t, 20*time.Second, "a status saying the hook is not run while unhealthy", func() bool {
+	harness.WaitFor(t, 20*time.Second, "a status saying the hook is not run while unhealthy", func() bool {
 		return slices.ContainsFunc(statuses(), func(s string) bool { return strings.Contains(s, `"hook":"failed: health probe failed: `) })
 	})
-	time.Sleep(3 * time.Second) // several attempts and probes
-	if posts, _ := rcv.state(); posts != 0 {
-		t.Errorf("%d documents POSTed while the hook's probe failed, want 0", posts)
-	}
-	if got, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{}); err != nil || !slices.Contains(got.Finalizers, fin) {
-		t.Fatalf("node %s while the critical hook is unhealthy: %v, want it kept", name, err)
-	}
+	// Several more attempts that left the hook out, the node kept and
+	// nothing POSTed all along.
+	unhealthySkips := harness.Counter{Name: "node_cleanup_operations_total", Match: []string{`plugin="hook"`, `result="unhealthy"`}}
+	w.WaitCounter(t, unhealthySkips, 3, "attempts while the hook is unhealthy", func() (bool, string) {
+		if posts, _ := rcv.state(); posts != 0 {
+			return false, fmt.Sprintf("%d documents POSTed while the hook's probe failed, want 0", posts)
+		}
+		if got, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{}); err != nil || !slices.Contains(got.Finalizers, fin) {
+			return false, fmt.Sprintf("node %s while the critical hook is unhealthy: %v, want it kept", name, err)
+		}
+		return true, ""
+	})
+	harness.WaitFor(t, 5*time.Second, fmt.Sprintf("4 health probes in about 5 s at a %s interval", healthPeriod), func() bool {
+		_, probes := rcv.state()
+		return probes >= 4
+	})
 	if n := len(podEvents("CleanupPluginUnhealthy")); n != 1 {
 		t.Errorf("%d CleanupPluginUnhealthy Events, want 1 (one per change, not per probe)", n)
-	}
-	_, probes := rcv.state()
-	if probes < 4 {
-		t.Errorf("%d probes in about 5 s at a %s interval", probes, healthPeriod)
 	}
 
 	rcv.set(false, false)
 	e.waitGone(t, name, 30*time.Second)
-	waitFor(t, 20*time.Second, "a CleanupPluginHealthy Event", func() bool { return len(podEvents("CleanupPluginHealthy")) == 1 })
+	harness.WaitFor(t, 20*time.Second, "a CleanupPluginHealthy Event", func() bool { return len(podEvents("CleanupPluginHealthy")) == 1 })
 	if v := w.Metric(t, "node_cleanup_plugin_healthy", `plugin="hook"`); v != 1 {
 		t.Errorf("node_cleanup_plugin_healthy{hook} = %v after recovery, want 1", v)
 	}
@@ -174,7 +174,7 @@ func TestSlowFirstAttemptShowsStatus(t *testing.T) {
 		mu.Lock()
 		d := delay
 		mu.Unlock()
-		time.Sleep(d)
+		time.Sleep(d) // the receiver's answer time, the point of the test
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:

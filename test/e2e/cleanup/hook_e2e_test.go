@@ -100,7 +100,7 @@ func TestHookPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
-	waitFor(t, 30*time.Second, "the hook retried against the failing receiver", func() bool {
+	harness.WaitFor(t, 30*time.Second, "the hook retried against the failing receiver", func() bool {
 		_, _, hits := rcv.snapshot()
 		return hits >= 4
 	})
@@ -233,7 +233,7 @@ func TestSecretFilesOutsideTheSecretsDirAreRefused(t *testing.T) {
 		{filepath.Join(dir, "link-out"), "leads outside the secrets directory"},
 	} {
 		e.applyConfig(t, hookConfig(tc.path), false)
-		if logLine(readLog(t, w), `configuration reload failed`, `hook.authHeaderFile: \"`+tc.path+`\" `+tc.want) < 0 {
+		if logLine(w.LogT(t), `configuration reload failed`, `hook.authHeaderFile: \"`+tc.path+`\" `+tc.want) < 0 {
 			t.Errorf("no reload error naming hook.authHeaderFile %q: %s", tc.path, tc.want)
 		}
 	}

@@ -54,7 +54,7 @@ func TestLocalVolumesOfALiveNodeWithTheSameHostname(t *testing.T) {
 		cp.KubectlT(t, harness.NodeYAML(name, map[string]string{corev1.LabelHostname: host}), "create", "-f", "-")
 	}
 	for _, name := range []string{"lv-old", "lv-new", "lv-alone"} {
-		waitFor(t, 30*time.Second, "finalizer on "+name, func() bool {
+		harness.WaitFor(t, 30*time.Second, "finalizer on "+name, func() bool {
 			n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			return err == nil && slices.Contains(n.Finalizers, fin)
 		})
@@ -66,7 +66,7 @@ func TestLocalVolumesOfALiveNodeWithTheSameHostname(t *testing.T) {
 	e.waitGone(t, "lv-alone", 30*time.Second)
 	e.waitGone(t, "lv-old", 30*time.Second)
 
-	waitFor(t, 10*time.Second, "lv-alone's volume released", func() bool {
+	harness.WaitFor(t, 10*time.Second, "lv-alone's volume released", func() bool {
 		pv, err := cp.Client.CoreV1().PersistentVolumes().Get(ctx, alone, metav1.GetOptions{})
 		return err != nil || pv.DeletionTimestamp != nil
 	})
@@ -80,7 +80,7 @@ func TestLocalVolumesOfALiveNodeWithTheSameHostname(t *testing.T) {
 	e.waitEvent(t, "lv-old", "CleanupCompleted", "local-volumes=skipped")
 	e.waitEvent(t, "lv-alone", "CleanupCompleted", "local-volumes=success")
 	e.waitEvent(t, "lv-old", plugins.ReasonLocalVolumesHostnameShared, "left persistentvolumes "+shared+" alone: they are pinned to hostname lv-shared, which live node lv-new also carries")
-	if logLine(readLog(t, w), `"msg":"local persistentvolumes left alone: another live node carries the hostname they are pinned to"`, `"node":"lv-old"`) < 0 {
+	if logLine(w.LogT(t), `"msg":"local persistentvolumes left alone: another live node carries the hostname they are pinned to"`, `"node":"lv-old"`) < 0 {
 		t.Errorf("no log line saying lv-old's volumes were left alone")
 	}
 }

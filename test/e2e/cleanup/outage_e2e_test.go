@@ -30,7 +30,7 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := &env{cp: cp, dir: cp.Dir, px: &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}}
+	e := &env{cp: cp, dir: cp.Dir, px: newPortworx()}
 	serve(t, pxOutageAddr, e.px)
 	e.tokenFile = writeFile(t, e.dir, "px-token", "px-token\n")
 	e.configPath = writeFile(t, e.dir, "config.yaml", fmt.Sprintf(`plugins:
@@ -69,18 +69,24 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
 	// every plugin succeeded, only the finalizer removal is left, and it fails.
 	proxy.Cut()
 	close(e.px.release)
-	waitFor(t, 30*time.Second, "a failed finalizer removal in the log", func() bool {
-		return logLine(readLog(t, w), `"msg":"cleanup done but the finalizer could not be removed; retrying"`, `"node":"`+name+`"`) >= 0
+	harness.WaitFor(t, 30*time.Second, "a failed finalizer removal in the log", func() bool {
+		return logLine(w.LogT(t), `"msg":"cleanup done but the finalizer could not be removed; retrying"`, `"node":"`+name+`"`) >= 0
 	})
 	// Cut off past its renew deadline, the replica stops working without the Lease.
-	waitFor(t, 30*time.Second, "node_cleanup_leader 0 while the API server is unreachable", func() bool {
+	harness.WaitFor(t, 30*time.Second, "node_cleanup_leader 0 while the API server is unreachable", func() bool {
 		v, err := w.TryMetric("node_cleanup_leader")
 		return err == nil && v == 0
 	})
-	time.Sleep(2 * time.Second)
-	if exited, _ := w.Exited(); exited {
-		t.Fatalf("webhook exited while the API server was unreachable: %v", w.ExitError())
-	}
+	// Standing for election again, it keeps trying the Lease (client-go's
+	// "Error retrieving lease lock" each retry period): two more tries, alive.
+	tries := strings.Count(w.LogT(t), "Error retrieving lease lock")
+	harness.Eventually(t, 20*time.Second, "two more tries of the Lease while cut off", func() (bool, string) {
+		if exited, _ := w.Exited(); exited {
+			t.Fatalf("webhook exited while the API server was unreachable: %v", w.ExitError())
+		}
+		got := strings.Count(w.LogT(t), "Error retrieving lease lock")
+		return got >= tries+2, fmt.Sprintf("%d tries logged, from %d", got, tries)
+	})
 	n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil || n.DeletionTimestamp == nil || !slices.Contains(n.Finalizers, fin) {
 		t.Fatalf("node %s while the API server was unreachable: %v, want it terminating with %s", name, err, fin)
@@ -103,7 +109,7 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
 		t.Errorf("portworx enumerated %d times, %d before the API server came back: the pipeline did not run again", e.px.enumerated(), runsDuringOutage)
 	}
 	e.waitEvent(t, name, "CleanupCompleted", "portworx=success")
-	log := readLog(t, w)
+	log := w.LogT(t)
 	if logLine(log, `"msg":"node not in the portworx cluster; nothing to decommission"`, `"node":"`+name+`"`) < 0 {
 		t.Errorf("no re-run of the portworx plugin that found the node already decommissioned")
 	}

@@ -49,6 +49,12 @@ type portworx struct {
 	enumerates int
 }
 
+// newPortworx is a Portworx stand-in that knows every node and expects the
+// token "px-token".
+func newPortworx() *portworx {
+	return &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}
+}
+
 func (p *portworx) set(node string, b pxBehaviour) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -81,7 +81,7 @@ func finished(t *testing.T, out *lines, done <-chan error) string {
 // running past the wait, or failing) is named with where it stood.
 func TestRemoveFinalizersWaitsAndReports(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
-	px := &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}
+	px := newPortworx()
 	serve(t, pxUninstall, px)
 	token := writeFile(t, cp.Dir, "px-token", "px-token\n")
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
@@ -130,7 +130,7 @@ func TestRemoveFinalizersWaitsAndReports(t *testing.T) {
 		e.createNode(t, failing)
 		statuses := watchStatus(t, cp, failing)
 		cp.KubectlT(t, "", "delete", "node", failing, "--wait=false")
-		waitFor(t, 20*time.Second, "the failing node's status with its retry", func() bool {
+		harness.WaitFor(t, 20*time.Second, "the failing node's status with its retry", func() bool {
 			return slices.ContainsFunc(statuses(), func(s string) bool { return strings.Contains(s, `"retryIn"`) })
 		})
 		px.set(slow, pxHang)
@@ -139,7 +139,7 @@ func TestRemoveFinalizersWaitsAndReports(t *testing.T) {
 		waitArrived(t, px, slow)
 
 		out, done := removeFinalizers(t, cp) // --cleanup-wait=1m by default
-		waitFor(t, 20*time.Second, "remove-finalizers waiting for the slow cleanup", func() bool {
+		harness.WaitFor(t, 20*time.Second, "remove-finalizers waiting for the slow cleanup", func() bool {
 			return strings.Contains(out.text(), "for 1 node cleanups in progress: "+slow+": ")
 		})
 		if !has(slow) {

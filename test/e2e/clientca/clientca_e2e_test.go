@@ -1,8 +1,5 @@
 //go:build e2e
 
-// Package clientca tests the webhook's --client-ca against a real
-// kube-apiserver that presents a client certificate to the webhooks it calls
-// (harness.Options.WebhookClientCert), so it has a control plane of its own.
 package clientca
 
 import (
@@ -27,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -50,21 +46,6 @@ var (
 	// clientCA signed the certificate the API server presents to webhooks.
 	clientCA certs.KeyPair
 )
-
-func TestMain(m *testing.M) {
-	// Also run before the re-exec into the network namespace; only the copy
-	// made inside it is used, consistently with its Options.
-	client, err := apiserverClientCert()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "clientca:", err)
-		os.Exit(1)
-	}
-	opts := harness.Options{NoDNS: true, WebhookClientCert: &client}
-	harness.MainWithControlPlane(m, opts, func(_ context.Context, c *harness.ControlPlane) error {
-		cp = c
-		return nil
-	})
-}
 
 // apiserverClientCert makes clientCA and the certificate it signs for the API server.
 func apiserverClientCert() (harness.ClientCert, error) {
@@ -145,7 +126,7 @@ func TestClientCA(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("no node created with kubectl got %s (last finalizers %q):\n%s", harness.Finalizer, finalizers, trusting.Tail(20))
 		}
-		if got := getNode(t, fmt.Sprintf("trusted-%d", n)).Finalizers; !slices.Equal(got, []string{harness.Finalizer}) {
+		if got := cp.GetNode(t, fmt.Sprintf("trusted-%d", n)).Finalizers; !slices.Equal(got, []string{harness.Finalizer}) {
 			t.Errorf("stored finalizers = %v, want [%s]", got, harness.Finalizer)
 		}
 		if got := trusting.Metric(t, "node_cleanup_webhook_requests_total", `operation="CREATE"`, `result="patched"`); got < 1 {
@@ -164,7 +145,7 @@ func TestClientCA(t *testing.T) {
 			t.Fatalf("the API server never failed open on %s: %v\n%s", otherHook, err, other.Tail(20))
 		}
 		for i := 1; i <= n; i++ {
-			if got := getNode(t, fmt.Sprintf("untrusted-%d", i)).Finalizers; len(got) != 0 {
+			if got := cp.GetNode(t, fmt.Sprintf("untrusted-%d", i)).Finalizers; len(got) != 0 {
 				t.Errorf("untrusted-%d has finalizers %v, want none", i, got)
 			}
 		}
@@ -243,15 +224,6 @@ func pool(pemCerts []byte) *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AppendCertsFromPEM(pemCerts)
 	return p
-}
-
-func getNode(t *testing.T, name string) *corev1.Node {
-	t.Helper()
-	n, err := cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // apiserverMetric sums the API server's samples of name whose labels contain all of match.

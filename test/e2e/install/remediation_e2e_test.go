@@ -25,12 +25,12 @@ func testReplaceNeverVerifying(t *testing.T) {
 	ctx := t.Context()
 	const deadline = 20 * time.Second
 	remediation := func(policy string) {
-		helm(t, "upgrade", release, chart, "--namespace", namespace, "--reuse-values",
+		c.HelmT(t, "upgrade", release, chart, "--namespace", namespace, "--reuse-values",
 			"--set", "webhook.remediation.policy="+policy,
 			"--set", "webhook.remediation.unverifiedDeadline="+deadline.String(),
 			"--set", "webhook.remediation.interval=2s",
 			"--wait", "--timeout", "3m")
-		kubectl(t, "rollout", "status", "-n", namespace, "deployment/"+release+"-webhook", "--timeout=2m")
+		c.KubectlOK(t, "", "rollout", "status", "-n", namespace, "deployment/"+release+"-webhook", "--timeout=2m")
 	}
 	remediation("replace")
 	t.Cleanup(func() {
@@ -40,7 +40,7 @@ func testReplaceNeverVerifying(t *testing.T) {
 		}
 	})
 	// What the chart granted for replace, and nothing for NodeClaims' absence to need.
-	role := kubectl(t, "get", "clusterrole", release+"-webhook", "-o", "yaml")
+	role := c.KubectlOK(t, "", "get", "clusterrole", release+"-webhook", "-o", "yaml")
 	if !strings.Contains(role, "- delete") || !strings.Contains(role, "nodeclaims") {
 		t.Fatalf("webhook ClusterRole under policy replace lacks nodes delete or nodeclaims:\n%s", role)
 	}
@@ -93,7 +93,7 @@ func testReplaceNeverVerifying(t *testing.T) {
 	}
 	stopped = true
 	for _, reason := range []string{"NodeReplacing", "CleanupCompleted"} {
-		events := kubectl(t, "get", "events", "-A", "--field-selector", "reason="+reason+",involvedObject.name="+n.Name, "-o", "jsonpath={.items[*].message}")
+		events := c.KubectlOK(t, "", "get", "events", "-A", "--field-selector", "reason="+reason+",involvedObject.name="+n.Name, "-o", "jsonpath={.items[*].message}")
 		if strings.TrimSpace(events) == "" {
 			t.Errorf("no %s Event for %s", reason, n.Name)
 		}
@@ -101,17 +101,17 @@ func testReplaceNeverVerifying(t *testing.T) {
 			t.Errorf("NodeReplacing Event of %s says %q, want the Node deleted", n.Name, events)
 		}
 	}
-	logs := kubectl(t, "logs", "-n", namespace, "-l", "app=kube-node-ready-webhook", "--tail=-1", "--prefix=false")
+	logs := c.KubectlOK(t, "", "logs", "-n", namespace, "-l", "app=kube-node-ready-webhook", "--tail=-1", "--prefix=false")
 	if strings.Count(logs, "the Karpenter NodeClaim API is absent") != 1 {
 		t.Errorf("webhook logs should say once that the NodeClaim API is absent:\n%s", logs)
 	}
-	// Stays gone with its kubelet stopped.
-	time.Sleep(5 * time.Second)
-	if _, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("%s back after its kubelet stopped: %v", n.Name, err)
-	}
-	// PodGC frees the agent pod bound to the deleted node (see testDeleteNode).
+	// PodGC frees the agent pod bound to the deleted node (see testDeleteNode);
+	// the node stays gone with its kubelet stopped all along, so the
+	// controller manager's acting on its absence is what anchors that.
 	harness.Eventually(t, 2*time.Minute, "agent pod of the replaced node garbage-collected", func() (bool, string) {
+		if _, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("%s back after its kubelet stopped: %v", n.Name, err)
+		}
 		pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
 		if err != nil {
 			return false, err.Error()

@@ -29,13 +29,13 @@ import (
 // honours it (untaints a node whose dns check fails), unbypass removes only
 // it and the agent checks again; repeating either changes nothing.
 func TestBypassRoundTrip(t *testing.T) {
-	n := newNode(t, "kp-bypass", harness.NodeOptions{Annotations: map[string]string{"example.com/keep": "1"}})
+	n := cp.NewNode(t, "kp-bypass", harness.NodeOptions{Annotations: map[string]string{"example.com/keep": "1"}})
 	cp.StartAgent(t, n, append(agentArgs, "--checks=dns,api", "--check.dns.names=does-not-exist.default.svc.cluster.local")...)
-	waitNode(t, n.Name, 15*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
+	cp.WaitNode(t, n.Name, 15*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
 		c := condition(n)
 		return c != nil && c.Reason == api.ReasonChecksFailing
 	})
-	if !hasTaint(getNode(t, n.Name), api.StartupTaintKey) {
+	if !hasTaint(cp.GetNode(t, n.Name), api.StartupTaintKey) {
 		t.Fatal("node untainted although its dns check fails")
 	}
 
@@ -43,14 +43,14 @@ func TestBypassRoundTrip(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "node/kp-bypass bypassed: node-ready/skip-verification=true") {
 		t.Errorf("bypass said %q", r.stdout)
 	}
-	node := getNode(t, n.Name)
+	node := cp.GetNode(t, n.Name)
 	if node.Annotations[api.SkipVerificationAnnotation] != "true" || node.Annotations["example.com/keep"] != "1" {
 		t.Errorf("annotations after bypass: %v; want the bypass set and the rest kept", node.Annotations)
 	}
 	if !slices.ContainsFunc(node.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == kubectlplugin.FieldManager }) {
 		t.Errorf("no managedFields entry of %s: the write did not come from the plugin", kubectlplugin.FieldManager)
 	}
-	waitNode(t, n.Name, 15*time.Second, "untainted by the agent", func(n *corev1.Node) bool {
+	cp.WaitNode(t, n.Name, 15*time.Second, "untainted by the agent", func(n *corev1.Node) bool {
 		c := condition(n)
 		return !hasTaint(n, api.StartupTaintKey) && c != nil && c.Reason == api.ReasonBypassed
 	})
@@ -66,14 +66,14 @@ func TestBypassRoundTrip(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "node/kp-bypass unbypassed: node-ready/skip-verification removed") {
 		t.Errorf("unbypass said %q", r.stdout)
 	}
-	node = getNode(t, n.Name)
+	node = cp.GetNode(t, n.Name)
 	if _, ok := node.Annotations[api.SkipVerificationAnnotation]; ok || node.Annotations["example.com/keep"] != "1" {
 		t.Errorf("annotations after unbypass: %v; want the bypass gone and the rest kept", node.Annotations)
 	}
 	if again := plugin(t, "unbypass", n.Name); !strings.HasPrefix(again.stdout, "node/kp-bypass is not bypassed") {
 		t.Errorf("second unbypass said %q", again.stdout)
 	}
-	waitNode(t, n.Name, 15*time.Second, "the agent checking again", func(n *corev1.Node) bool {
+	cp.WaitNode(t, n.Name, 15*time.Second, "the agent checking again", func(n *corev1.Node) bool {
 		c := condition(n)
 		return c != nil && c.Reason == api.ReasonChecksFailing
 	})
@@ -82,7 +82,7 @@ func TestBypassRoundTrip(t *testing.T) {
 // TestKubeconfigContextAndPermissions: --kubeconfig and --context pick the
 // credentials (KUBECONFIG points nowhere), and what RBAC refuses is named.
 func TestKubeconfigContextAndPermissions(t *testing.T) {
-	newNode(t, "kp-ctx", harness.NodeOptions{})
+	cp.NewNode(t, "kp-ctx", harness.NodeOptions{})
 	ns := harness.AgentNamespace
 	ctx := t.Context()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "kp-node-viewer"},
@@ -138,7 +138,7 @@ func TestKubeconfigContextAndPermissions(t *testing.T) {
 	if r := run("", "bypass", "kp-ctx", "--kubeconfig", kubeconfig); r.code != 1 || !forbidden.MatchString(r.stderr) {
 		t.Errorf("bypass as the viewer: %s; want exit 1 and %s", r, forbidden)
 	}
-	if _, ok := getNode(t, "kp-ctx").Annotations[api.SkipVerificationAnnotation]; ok {
+	if _, ok := cp.GetNode(t, "kp-ctx").Annotations[api.SkipVerificationAnnotation]; ok {
 		t.Fatal("the refused bypass changed the node")
 	}
 	// why as the viewer: the node and its condition, and why no Events.
@@ -152,7 +152,7 @@ func TestKubeconfigContextAndPermissions(t *testing.T) {
 	if r := run("", "--context", "admin", "bypass", "kp-ctx", "--kubeconfig", kubeconfig); r.code != 0 {
 		t.Errorf("bypass with --context admin: %s", r)
 	}
-	if getNode(t, "kp-ctx").Annotations[api.SkipVerificationAnnotation] != "true" {
+	if cp.GetNode(t, "kp-ctx").Annotations[api.SkipVerificationAnnotation] != "true" {
 		t.Error("bypass with --context admin did not set the annotation")
 	}
 	if r := run("", "status", "--kubeconfig="+kubeconfig, "--context=nobody"); r.code != 1 ||

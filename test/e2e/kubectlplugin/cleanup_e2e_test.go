@@ -72,7 +72,7 @@ func deleteNode(t *testing.T, name string) {
 	if err := cp.Client.CoreV1().Nodes().Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, name, 5*time.Second, "deletion timestamp", func(n *corev1.Node) bool { return n.DeletionTimestamp != nil })
+	cp.WaitNode(t, name, 5*time.Second, "deletion timestamp", func(n *corev1.Node) bool { return n.DeletionTimestamp != nil })
 }
 
 func addFinalizer(t *testing.T, name string) {
@@ -98,7 +98,7 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	const name = "kp-stuck"
-	newNode(t, name, harness.NodeOptions{})
+	cp.NewNode(t, name, harness.NodeOptions{})
 	config := filepath.Join(t.TempDir(), "cleanup.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf("plugins:\n  hook:\n    critical: true\n    url: http://%s/nodes\n    retries: 0\n", hookAddr)), 0o644); err != nil {
 		t.Fatal(err)
@@ -113,12 +113,12 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 		"--cleanup-retry-base=500ms", "--cleanup-retry-max=2s", "--log-level=debug")
 	w.WaitReady(t, 30*time.Second)
 	// The webhook back-fills its finalizer (no admission webhook configured here).
-	waitNode(t, name, 30*time.Second, "the finalizer back-filled", func(n *corev1.Node) bool {
+	cp.WaitNode(t, name, 30*time.Second, "the finalizer back-filled", func(n *corev1.Node) bool {
 		return slices.Contains(n.Finalizers, api.Finalizer)
 	})
 	deleteNode(t, name)
 	var status *kubectlplugin.CleanupStatus
-	waitNode(t, name, 30*time.Second, "a second failed attempt in the status annotation", func(n *corev1.Node) bool {
+	cp.WaitNode(t, name, 30*time.Second, "a second failed attempt in the status annotation", func(n *corev1.Node) bool {
 		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
 		status = s
 		return err == nil && s.Attempt >= 2 && strings.HasPrefix(s.Plugins["hook"], "failed: ")
@@ -148,7 +148,7 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 		if err := json.Unmarshal([]byte(plugin(t, "cleanup", "status", "-o", "json").stdout), &l); err != nil {
 			t.Fatal(err)
 		}
-		n := getNode(t, name)
+		n := cp.GetNode(t, name)
 		i := slices.IndexFunc(l.Items, func(r kubectlplugin.NodeReport) bool { return r.Name == name })
 		if i < 0 {
 			t.Fatalf("%s not in %+v", name, l.Items)
@@ -167,11 +167,11 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 		t.Errorf("cleanup skip answered n: %s", r)
 	}
 	attempts := status.Attempt
-	waitNode(t, name, 15*time.Second, "another failed attempt after the n", func(n *corev1.Node) bool {
+	cp.WaitNode(t, name, 15*time.Second, "another failed attempt after the n", func(n *corev1.Node) bool {
 		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
 		return err == nil && s.Attempt > attempts
 	})
-	if n := getNode(t, name); n.Annotations[api.SkipCleanupAnnotation] != "" || !slices.Contains(n.Finalizers, api.Finalizer) {
+	if n := cp.GetNode(t, name); n.Annotations[api.SkipCleanupAnnotation] != "" || !slices.Contains(n.Finalizers, api.Finalizer) {
 		t.Fatalf("after n: annotations %v finalizers %v; want no skip and the finalizer kept", n.Annotations, n.Finalizers)
 	}
 
@@ -187,7 +187,7 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node %s still there 20 s after cleanup skip --yes", name)
 	}
-	waitEvent(t, name, "CleanupSkipped")
+	cp.WaitEvent(t, 15*time.Second, "Node", name, "CleanupSkipped", "")
 	for _, code := range rcv.answered(name) {
 		if code != http.StatusInternalServerError {
 			t.Errorf("the hook was answered %d for %s: the cleanup was to fail throughout", code, name)
@@ -202,8 +202,8 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 // node whose status annotation is garbled shows as unreadable (not a crash),
 // one without an annotation as not started; an empty stdin declines a skip.
 func TestCleanupStatusUnreadableAndNotStarted(t *testing.T) {
-	newNode(t, "kp-garbled", harness.NodeOptions{Annotations: map[string]string{api.CleanupStatusAnnotation: `{"attempt":2,"plugins":{"hook":"fai`}})
-	newNode(t, "kp-waiting", harness.NodeOptions{})
+	cp.NewNode(t, "kp-garbled", harness.NodeOptions{Annotations: map[string]string{api.CleanupStatusAnnotation: `{"attempt":2,"plugins":{"hook":"fai`}})
+	cp.NewNode(t, "kp-waiting", harness.NodeOptions{})
 	for _, name := range []string{"kp-garbled", "kp-waiting"} {
 		addFinalizer(t, name)
 		deleteNode(t, name)
@@ -234,7 +234,7 @@ func TestCleanupStatusUnreadableAndNotStarted(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "Node kp-garbled: cleanup deleting: status unreadable.") || !strings.Contains(r.stderr, "cancelled") {
 		t.Errorf("cleanup skip with an empty stdin: %s", r)
 	}
-	if n := getNode(t, "kp-garbled"); n.Annotations[api.SkipCleanupAnnotation] != "" {
+	if n := cp.GetNode(t, "kp-garbled"); n.Annotations[api.SkipCleanupAnnotation] != "" {
 		t.Errorf("declined skip set the annotation: %v", n.Annotations)
 	}
 }

@@ -22,9 +22,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -150,44 +147,6 @@ func rowsOf(rows []map[string]string, name string) []map[string]string {
 		}
 	}
 	return out
-}
-
-// newNode creates a simulated node (startup taint, InternalIP), deleted when
-// the test ends, its finalizers removed first so it really goes.
-func newNode(t *testing.T, name string, opts harness.NodeOptions) harness.Node {
-	t.Helper()
-	n, err := cp.CreateNode(t.Context(), name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeNode(t, name) })
-	return n
-}
-
-func removeNode(t *testing.T, name string) {
-	ctx := context.Background()
-	nodes := cp.Client.CoreV1().Nodes()
-	if _, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("clear finalizers of node %s: %v", name, err)
-	}
-	if err := nodes.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("delete node %s: %v", name, err)
-	}
-}
-
-func getNode(t *testing.T, name string) *corev1.Node {
-	t.Helper()
-	n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// waitNode waits until cond holds for the node (harness.WaitNode).
-func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
-	t.Helper()
-	return cp.WaitNode(t, name, timeout, what, cond)
 }
 
 // condition is the agent's condition on n, or nil.

@@ -15,9 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -45,41 +42,15 @@ func healthEndpoint(t *testing.T, healthy *atomic.Bool) string {
 	return "http://" + ln.Addr().String() + "/healthz"
 }
 
-// eventReasons lists the reasons of the Events about node, oldest first.
-func eventReasons(t *testing.T, node string) []string {
-	t.Helper()
-	l, err := cp.Client.EventsV1().Events("").List(t.Context(), metav1.ListOptions{
-		FieldSelector: fields.Set{"regarding.kind": "Node", "regarding.name": node}.String(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range l.Items {
-		out = append(out, e.Reason)
-	}
-	return out
-}
-
-func waitEvent(t *testing.T, node, reason string) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-		return slices.Contains(eventReasons(t, node), reason), nil
-	})
-	if err != nil {
-		t.Fatalf("no %s Event about node %s; have %v", reason, node, eventReasons(t, node))
-	}
-}
-
 // TestStatusAndWhy: nodes in the states the real agent puts them in —
 // verified; unverified with dns failing; verified then re-tainted when its
 // probe target went down; and one without an agent — as status (table,
 // wide, json, yaml, selector) and why show them.
 func TestStatusAndWhy(t *testing.T) {
-	verified := newNode(t, "kp-verified", harness.NodeOptions{})
-	failing := newNode(t, "kp-failing", harness.NodeOptions{})
-	broken := newNode(t, "kp-broken", harness.NodeOptions{})
-	newNode(t, "kp-plain", harness.NodeOptions{})
+	verified := cp.NewNode(t, "kp-verified", harness.NodeOptions{})
+	failing := cp.NewNode(t, "kp-failing", harness.NodeOptions{})
+	broken := cp.NewNode(t, "kp-broken", harness.NodeOptions{})
+	cp.NewNode(t, "kp-plain", harness.NodeOptions{})
 	if err := cp.PublishAgentPeers(t.Context(), verified, failing, broken); err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +68,15 @@ func TestStatusAndWhy(t *testing.T) {
 	isVerified := func(n *corev1.Node) bool {
 		return n.Labels[api.VerifiedLabel] == "true" && !hasTaint(n, api.StartupTaintKey)
 	}
-	waitNode(t, verified.Name, 20*time.Second, "verified", isVerified)
-	waitNode(t, broken.Name, 20*time.Second, "verified", isVerified)
-	waitEvent(t, broken.Name, "NodeVerified")
+	cp.WaitNode(t, verified.Name, 20*time.Second, "verified", isVerified)
+	cp.WaitNode(t, broken.Name, 20*time.Second, "verified", isVerified)
+	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, "NodeVerified", "")
 	healthy.Store(false)
-	waitNode(t, broken.Name, 20*time.Second, "re-tainted", func(n *corev1.Node) bool {
+	cp.WaitNode(t, broken.Name, 20*time.Second, "re-tainted", func(n *corev1.Node) bool {
 		return hasTaint(n, api.UnhealthyTaintKey) && n.Labels[api.VerifiedLabel] == "false"
 	})
-	waitEvent(t, broken.Name, "NodeRetainted")
-	waitNode(t, failing.Name, 20*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
+	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, "NodeRetainted", "")
+	cp.WaitNode(t, failing.Name, 20*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
 		c := condition(n)
 		if c == nil {
 			return false
@@ -167,7 +138,7 @@ func TestStatusAndWhy(t *testing.T) {
 					continue
 				}
 				seen++
-				n := getNode(t, item.Name)
+				n := cp.GetNode(t, item.Name)
 				verified := n.Labels[api.VerifiedLabel]
 				if verified == "" {
 					verified = "unknown"

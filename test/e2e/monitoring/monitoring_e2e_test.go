@@ -1,13 +1,5 @@
 //go:build e2e
 
-// Package monitoring_test installs the chart with its ServiceMonitors,
-// PrometheusRule and Grafana dashboard onto real nodes, with the real
-// Prometheus Operator CRDs, and runs a real Prometheus (bin/prometheus, built by make tools) against it:
-// discovery through the API server with the scrape configuration the
-// ServiceMonitors describe, the chart's alert rules loaded, faults made on
-// the cluster and the matching alerts seen firing; and every metric the
-// alerts and the dashboard query is checked against what the binaries
-// export.
 package monitoring_test
 
 import (
@@ -55,8 +47,6 @@ const (
 	cleanupPendingFor     = 5 * time.Second
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
-
 // receiver answers the hook plugin with 500 until it accepts.
 type receiver struct {
 	mu     sync.Mutex
@@ -102,11 +92,11 @@ type env struct {
 // installed with every monitoring object, a real Prometheus scraping it; the
 // steps share them and each checks its own outcome.
 func TestMonitoringOnRealNodes(t *testing.T) {
-	root, err := harness.RepoRoot()
+	chart, err := harness.ChartDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{chart: filepath.Join(root, "charts", "kube-node-ready"), rcv: &receiver{}}
+	e := &env{chart: chart, rcv: &receiver{}}
 	e.c = harness.StartClusterT(t, harness.ClusterOptions{ProjectImages: true})
 	serve(t, hookAddr, e.rcv)
 	e.install(t)
@@ -164,15 +154,6 @@ remediation: {policy: report}`, hookAddr)
 }
 
 func promDuration(d time.Duration) string { return fmt.Sprintf("%ds", int(d.Seconds())) }
-
-func (e *env) kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := e.c.Kubectl(t.Context(), nil, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // install: with the Prometheus Operator's CRDs, helm install with the
 // ServiceMonitors, the PrometheusRule and the dashboard ConfigMap is
@@ -260,7 +241,7 @@ func (e *env) install(t *testing.T) {
 func (e *env) getJSON(t *testing.T, resource, name string) map[string]any {
 	t.Helper()
 	var obj map[string]any
-	if err := json.Unmarshal([]byte(e.kubectl(t, "get", resource, name, "-n", namespace, "-o", "json")), &obj); err != nil {
+	if err := json.Unmarshal([]byte(e.c.KubectlOK(t, "", "get", resource, name, "-n", namespace, "-o", "json")), &obj); err != nil {
 		t.Fatal(err)
 	}
 	return obj
@@ -395,7 +376,7 @@ func (e *env) startPrometheus(t *testing.T) {
 	var sms struct {
 		Items []json.RawMessage `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(e.kubectl(t, "get", "servicemonitors.monitoring.coreos.com", "-n", namespace, "-o", "json")), &sms); err != nil {
+	if err := json.Unmarshal([]byte(e.c.KubectlOK(t, "", "get", "servicemonitors.monitoring.coreos.com", "-n", namespace, "-o", "json")), &sms); err != nil {
 		t.Fatal(err)
 	}
 	var jobs []map[string]any
@@ -543,7 +524,7 @@ func (e *env) testCleanupPending(t *testing.T) {
 		}
 		return slices.Contains(n.Finalizers, finalizer), fmt.Sprintf("finalizers %v", n.Finalizers)
 	})
-	e.kubectl(t, "delete", "node", name, "--wait=false")
+	e.c.KubectlOK(t, "", "delete", "node", name, "--wait=false")
 	n, err := e.c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil || n.DeletionTimestamp == nil {
 		t.Fatalf("node %s after delete: %v, %v", name, n, err)
@@ -609,7 +590,7 @@ func (e *env) testCleanupPending(t *testing.T) {
 // again.
 func (e *env) testRetainted(t *testing.T) {
 	ctx := t.Context()
-	e.kubectl(t, "scale", "-n", "kube-system", "deployment/coredns", "--replicas=0")
+	e.c.KubectlOK(t, "", "scale", "-n", "kube-system", "deployment/coredns", "--replicas=0")
 	restored := false
 	restore := func() {
 		if restored {

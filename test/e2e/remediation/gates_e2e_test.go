@@ -19,32 +19,26 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
+// okScans counts the webhook's completed remediation scans.
+var okScans = harness.Counter{Name: "node_remediation_scans_total", Match: []string{`result="ok"`}}
+
 // scanned waits until the webhook has completed n more remediation scans
 // than it had when called: the positive signal every "nothing happened"
-// below is anchored on. While waiting, check (when given) must hold.
+// here is anchored on. While waiting, check (when given) must hold.
 func (e *env) scanned(t *testing.T, n int, what string, check func() (ok bool, why string)) {
 	t.Helper()
-	base, _ := e.w.TryMetric("node_remediation_scans_total", `result="ok"`)
-	harness.Eventually(t, 60*time.Second, fmt.Sprintf("%d more remediation scans (%s)", n, what), func() (bool, string) {
-		if check != nil {
-			if ok, why := check(); !ok {
-				t.Fatalf("%s: %s", what, why)
-			}
-		}
-		got, err := e.w.TryMetric("node_remediation_scans_total", `result="ok"`)
-		if err != nil {
-			return false, err.Error()
-		}
-		return got >= base+float64(n), fmt.Sprintf("scans %v, from %v", got, base)
-	})
+	e.w.WaitCounter(t, okScans, n, what, check)
 }
 
-// stillThere is a check for scanned: the node exists and is not deleted.
-func (e *env) stillThere(t *testing.T, name string, since time.Time) func() (bool, string) {
+// stillThere is a check for scanned: every named node exists and is not
+// being deleted; since is when the test last changed them, for the message.
+func (e *env) stillThere(t *testing.T, since time.Time, names ...string) func() (bool, string) {
 	return func() (bool, string) {
-		n, err := e.cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && n.DeletionTimestamp != nil) {
-			return false, fmt.Sprintf("node %s deleted %s after the test last changed it", name, time.Since(since).Round(100*time.Millisecond))
+		for _, name := range names {
+			n, err := e.cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && n.DeletionTimestamp != nil) {
+				return false, fmt.Sprintf("node %s deleted %s after the test last changed it", name, time.Since(since).Round(100*time.Millisecond))
+			}
 		}
 		return true, ""
 	}
@@ -93,14 +87,7 @@ func TestStaleMarkNeverShortcutsTheGates(t *testing.T) {
 	for _, n := range []string{"protected", "plain"} {
 		e.retaint(t, n)
 	}
-	e.scanned(t, 6, "the brief re-taint was seen", func() (bool, string) {
-		for _, n := range []string{"protected", "plain"} {
-			if ok, why := e.stillThere(t, n, retainted)(); !ok {
-				return false, why
-			}
-		}
-		return true, ""
-	})
+	e.scanned(t, 6, "the brief re-taint was seen", e.stillThere(t, retainted, "protected", "plain"))
 	for _, n := range []string{"protected", "plain"} {
 		harness.Eventually(t, 10*time.Second, "stale mark removed from "+n, func() (bool, string) {
 			v, ok := e.annotation(t, n, remediate.ReplacingAnnotation)
@@ -125,12 +112,12 @@ func TestRetryPassesTheSameGates(t *testing.T) {
 		e.nodeClaim(t, "claim-"+name, n, false)
 	}
 	for _, name := range []string{"kept", "retried"} {
-		waitFor(t, 30*time.Second, "NodeClaim claim-"+name+" deleted", func() bool { return !e.claimExists(t, "claim-"+name) })
+		harness.WaitFor(t, 30*time.Second, "NodeClaim claim-"+name+" deleted", func() bool { return !e.claimExists(t, "claim-"+name) })
 	}
 	e.patch(t, "kept", `{"metadata":{"annotations":{"infra.894.io/protect":"true"}}}`)
 	protected := time.Now()
 	harness.Eventually(t, 90*time.Second, "the stalled replacement of retried tried again", func() (bool, string) {
-		if ok, why := e.stillThere(t, "kept", protected)(); !ok {
+		if ok, why := e.stillThere(t, protected, "kept")(); !ok {
 			t.Fatalf("the protected node was deleted by the retry: %s", why)
 		}
 		if !e.exists(t, "retried") {
@@ -150,7 +137,7 @@ func TestMarkRemovedWhenTheNodeVerifies(t *testing.T) {
 	e := start(t, true, []string{"webhook.remediation.policy=replace"}, "--remediation=replace")
 	n := e.node(t, "late", harness.NodeOptions{})
 	e.nodeClaim(t, "claim-late", n, false)
-	waitFor(t, 30*time.Second, "NodeClaim claim-late deleted", func() bool { return !e.claimExists(t, "claim-late") })
+	harness.WaitFor(t, 30*time.Second, "NodeClaim claim-late deleted", func() bool { return !e.claimExists(t, "claim-late") })
 	value, ok := e.annotation(t, "late", remediate.ReplacingAnnotation)
 	var m remediate.Mark
 	if !ok || json.Unmarshal([]byte(value), &m) != nil || m.UID != n.UID || m.Taint != "node-ready/unverified" {
@@ -182,7 +169,7 @@ func TestNodeClockBehindIsNotReplacedOnFirstSight(t *testing.T) {
 	if _, err := e.cp.Client.CoreV1().Nodes().Patch(t.Context(), "behind", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "behind replaced", func() bool { return !e.exists(t, "behind") })
+	harness.WaitFor(t, 30*time.Second, "behind replaced", func() bool { return !e.exists(t, "behind") })
 	if took := time.Since(created); took < deadline {
 		t.Fatalf("replaced %s after it appeared, before --unverified-deadline=%s: judged by the node's own clock", took.Round(100*time.Millisecond), deadline)
 	}
@@ -197,7 +184,7 @@ func TestNewLeaderGivesAFairChance(t *testing.T) {
 	time.Sleep(deadline + time.Second) // the node ages past the deadline with no leader (setup, not an assertion)
 	started := time.Now()
 	e.startWebhook(t, "--remediation=replace")
-	waitFor(t, 30*time.Second, "older replaced", func() bool { return !e.exists(t, "older") })
+	harness.WaitFor(t, 30*time.Second, "older replaced", func() bool { return !e.exists(t, "older") })
 	if took := time.Since(started); took < deadline {
 		t.Fatalf("replaced %s after the leader started, before --unverified-deadline=%s", took.Round(100*time.Millisecond), deadline)
 	}
@@ -226,7 +213,7 @@ func TestOutageGivesAFairChance(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	waitFor(t, 60*time.Second, "during-outage replaced", func() bool { return !e.exists(t, "during-outage") })
+	harness.WaitFor(t, 60*time.Second, "during-outage replaced", func() bool { return !e.exists(t, "during-outage") })
 	// The webhook's probe answered at the earliest as the API server became
 	// ready, a little before RestartAPIServer returned.
 	took := time.Since(back)
@@ -249,7 +236,7 @@ func TestCircuitBreaker(t *testing.T) {
 	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--max-replacing=5",
 		"--remediation-breaker-threshold=50%", "--remediation-breaker-window=4")
 	e.node(t, "never-1", harness.NodeOptions{})
-	waitFor(t, 30*time.Second, "never-1 replaced (1 of 4 new nodes failed)", func() bool { return !e.exists(t, "never-1") })
+	harness.WaitFor(t, 30*time.Second, "never-1 replaced (1 of 4 new nodes failed)", func() bool { return !e.exists(t, "never-1") })
 
 	e.node(t, "never-2", harness.NodeOptions{})
 	e.node(t, "never-3", harness.NodeOptions{})
@@ -287,7 +274,7 @@ func TestCircuitBreaker(t *testing.T) {
 	e.verify(t, "healthy")
 	e.waitEvent(t, "healthy", remediate.ReasonResumed, "resumes")
 	for _, n := range []string{"never-2", "never-3"} {
-		waitFor(t, 30*time.Second, n+" replaced after the breaker closed", func() bool { return !e.exists(t, n) })
+		harness.WaitFor(t, 30*time.Second, n+" replaced after the breaker closed", func() bool { return !e.exists(t, n) })
 	}
 	if got := e.w.Metric(t, "node_remediation_circuit_open"); got != 0 {
 		t.Errorf("node_remediation_circuit_open = %v after a new node verified, want 0", got)
@@ -309,7 +296,7 @@ func TestBypassedNodeIsNeitherReplacedNorCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.node(t, "overdue", harness.NodeOptions{})
-	waitFor(t, 60*time.Second, "the overdue node replaced beside a bypassed re-tainted node", func() bool { return !e.exists(t, "overdue") })
+	harness.WaitFor(t, 60*time.Second, "the overdue node replaced beside a bypassed re-tainted node", func() bool { return !e.exists(t, "overdue") })
 	e.scanned(t, 3, "the bypassed node kept", func() (bool, string) {
 		if !e.exists(t, "bypassed") {
 			return false, "the bypassed node was replaced"

@@ -1,9 +1,5 @@
 //go:build e2e
 
-// Package remediation tests the webhook's replacement of nodes that never
-// verify against a real kube-apiserver, with Karpenter's real NodeClaim CRD
-// (from its pinned Go module) where NodeClaims are involved, and the
-// webhook's permissions from the rendered chart.
 package remediation
 
 import (
@@ -21,25 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
-
-func TestMain(m *testing.M) { harness.Main(m) }
-
-const (
-	ns       = "kube-node-ready"
-	deadline = 3 * time.Second
-)
-
-type env struct {
-	cp  *harness.ControlPlane
-	dyn dynamic.Interface
-	w   *harness.Daemon
-}
 
 // start runs a control plane (with Karpenter's NodeClaim CRD when
 // nodeClaimCRD) and one webhook replica with remediation flags, using the
@@ -156,20 +138,13 @@ func (e *env) patch(t *testing.T, name, patch string) {
 
 func (e *env) log(t *testing.T) string {
 	t.Helper()
-	text, err := e.w.Log()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return text
+	return e.w.LogT(t)
 }
 
+// exists reports whether the node is there.
 func (e *env) exists(t *testing.T, name string) bool {
 	t.Helper()
-	_, err := e.cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	return err == nil
+	return e.cp.NodeExists(t, name)
 }
 
 func (e *env) claimExists(t *testing.T, name string) bool {
@@ -184,36 +159,14 @@ func (e *env) claimExists(t *testing.T, name string) bool {
 // events returns the notes of the Events with reason about node.
 func (e *env) events(t *testing.T, node, reason string) []string {
 	t.Helper()
-	list, err := e.cp.Client.EventsV1().Events("").List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var notes []string
-	for _, ev := range list.Items {
-		if ev.Regarding.Kind == "Node" && ev.Regarding.Name == node && ev.Reason == reason {
-			notes = append(notes, ev.Note)
-		}
-	}
-	return notes
+	return e.cp.EventNotes(t, "Node", node, reason)
 }
 
+// waitEvent waits for an Event with reason about node whose note contains note.
 func (e *env) waitEvent(t *testing.T, node, reason, note string) {
 	t.Helper()
-	waitFor(t, 20*time.Second, fmt.Sprintf("Event %s on %s saying %q", reason, node, note), func() bool {
-		return slices.ContainsFunc(e.events(t, node, reason), func(n string) bool { return strings.Contains(n, note) })
-	})
+	e.cp.WaitEvent(t, 20*time.Second, "Node", node, reason, note)
 }
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("waited %s for %s", timeout, what)
-	}
-}
-
-// scans lets the remediation loop run a few more times.
-func scans() { time.Sleep(2 * time.Second) }
 
 // Policy report: a Warning Event and the metric, told once; nothing deleted.
 func TestReport(t *testing.T) {
@@ -224,7 +177,7 @@ func TestReport(t *testing.T) {
 
 	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "carries node-ready/unverified for")
 	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "policy report: nothing is done")
-	scans()
+	e.scanned(t, 3, "further scans under policy report", e.stillThere(t, time.Now(), "stuck", "fine", "no-agent"))
 	if got := e.w.Metric(t, "node_remediation_overdue_nodes"); got != 1 {
 		t.Errorf("node_remediation_overdue_nodes = %v, want 1", got)
 	}
@@ -251,7 +204,7 @@ func TestReplaceNodeWithoutNodeClaimAPI(t *testing.T) {
 		e.node(t, n, harness.NodeOptions{})
 	}
 	for _, n := range []string{"stuck-1", "stuck-2"} {
-		waitFor(t, 30*time.Second, n+" deleted and cleaned up", func() bool { return !e.exists(t, n) })
+		harness.WaitFor(t, 30*time.Second, n+" deleted and cleaned up", func() bool { return !e.exists(t, n) })
 		e.waitEvent(t, n, remediate.ReasonReplacing, "deleted Node "+n)
 		e.waitEvent(t, n, "CleanupCompleted", "")
 	}
@@ -289,13 +242,21 @@ func TestReplaceDeletesTheNodeClaim(t *testing.T) {
 	e.nodeClaim(t, "claim-unrelated", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "someone-else"}}, false)
 
 	for node, claim := range map[string]string{"by-name": "claim-by-name", "by-provider-id": "claim-by-provider-id", "owned": "claim-owner"} {
-		waitFor(t, 30*time.Second, "NodeClaim "+claim+" deleted", func() bool { return !e.claimExists(t, claim) })
+		harness.WaitFor(t, 30*time.Second, "NodeClaim "+claim+" deleted", func() bool { return !e.claimExists(t, claim) })
 		e.waitEvent(t, node, remediate.ReasonReplacing, "deleted NodeClaim "+claim)
 	}
-	waitFor(t, 30*time.Second, "orphan deleted", func() bool { return !e.exists(t, "orphan") })
+	harness.WaitFor(t, 30*time.Second, "orphan deleted", func() bool { return !e.exists(t, "orphan") })
 	e.waitEvent(t, "orphan", remediate.ReasonReplacing, "deleted Node orphan")
 	e.waitEvent(t, "protected", remediate.ReasonUnverified, "not replaced: the node is protected from deletion")
-	scans()
+	e.scanned(t, 3, "further scans with the NodeClaims gone", func() (bool, string) {
+		if ok, why := e.stillThere(t, time.Now(), "by-name", "by-provider-id", "owned", "protected")(); !ok {
+			return false, why + " (its NodeClaim, not the Node, was to be deleted; or it is protected)"
+		}
+		if !e.claimExists(t, "claim-unrelated") {
+			return false, "an unrelated NodeClaim was deleted"
+		}
+		return true, ""
+	})
 	// Karpenter deletes the Node once the instance is gone; until then it stays, marked.
 	for _, n := range []string{"by-name", "by-provider-id", "owned"} {
 		got, err := e.cp.Client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
@@ -329,7 +290,7 @@ func TestReplaceNodeClaimsForbidden(t *testing.T) {
 	e.nodeClaim(t, "claim-forbidden-1", n1, false)
 	e.node(t, "forbidden-2", harness.NodeOptions{})
 	for _, n := range []string{"forbidden-1", "forbidden-2"} {
-		waitFor(t, 30*time.Second, n+" deleted", func() bool { return !e.exists(t, n) })
+		harness.WaitFor(t, 30*time.Second, n+" deleted", func() bool { return !e.exists(t, n) })
 	}
 	if n := strings.Count(e.log(t), "the Karpenter NodeClaim API is forbidden"); n != 1 {
 		t.Errorf("forbidden NodeClaim API logged %d times, want once", n)
@@ -344,7 +305,15 @@ func TestDryRun(t *testing.T) {
 	e.node(t, "dry-2", harness.NodeOptions{})
 	e.waitEvent(t, "dry-1", remediate.ReasonUnverified, "dry run: would delete NodeClaim claim-dry-1")
 	e.waitEvent(t, "dry-2", remediate.ReasonUnverified, "dry run: would delete Node dry-2")
-	scans()
+	e.scanned(t, 3, "further dry-run scans", func() (bool, string) {
+		if ok, why := e.stillThere(t, time.Now(), "dry-1", "dry-2")(); !ok {
+			return false, "dry run deleted something: " + why
+		}
+		if !e.claimExists(t, "claim-dry-1") {
+			return false, "dry run deleted NodeClaim claim-dry-1"
+		}
+		return true, ""
+	})
 	if !e.exists(t, "dry-1") || !e.exists(t, "dry-2") || !e.claimExists(t, "claim-dry-1") {
 		t.Error("dry run deleted something")
 	}
@@ -373,7 +342,7 @@ func TestFleetBudgetHoldsReplacement(t *testing.T) {
 	e.node(t, "new", harness.NodeOptions{})
 	e.waitEvent(t, "new", remediate.ReasonUnverified, "fleet budget of 2 is used up")
 	e.waitEvent(t, "retainted-2", remediate.ReasonUnverified, "fleet budget of 2 is used up")
-	scans()
+	e.scanned(t, 3, "further scans while the fleet budget is used up", e.stillThere(t, time.Now(), "new", "retainted-1", "retainted-2", "retainted-3"))
 	for _, n := range []string{"new", "retainted-1", "retainted-2", "retainted-3"} {
 		if !e.exists(t, n) {
 			t.Fatalf("%s replaced while the fleet budget was used up", n)
@@ -396,7 +365,7 @@ func TestFleetBudgetHoldsReplacement(t *testing.T) {
 	// Each re-tainted node now sees one other (its own re-taint does not
 	// count against it): replaced one by one; then the new node.
 	for _, n := range []string{"retainted-2", "retainted-3", "new"} {
-		waitFor(t, 60*time.Second, n+" replaced after the fleet recovered", func() bool { return !e.exists(t, n) })
+		harness.WaitFor(t, 60*time.Second, n+" replaced after the fleet recovered", func() bool { return !e.exists(t, n) })
 	}
 	if !e.exists(t, "retainted-1") {
 		t.Error("the recovered node was replaced")
@@ -443,7 +412,7 @@ func TestBudgetUnderTwentyNeverVerifyingNodes(t *testing.T) {
 					})
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // pacing: the stand-in for Karpenter looks 20 times a second
 		}
 	})
 	// Going away: a node still present whose NodeClaim is deleted, or that is
@@ -481,7 +450,7 @@ func TestBudgetUnderTwentyNeverVerifyingNodes(t *testing.T) {
 			t.Fatalf("%d nodes going away at once, --max-replacing=%d", going, limit)
 		}
 		gone = count - present
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // pacing: the budget is sampled 10 times a second, bounded by the 3-minute limit above
 	}
 	t.Logf("%d nodes replaced in %s, at most %d going away at once", count, time.Since(start).Round(100*time.Millisecond), most)
 	if most < limit {

@@ -1,7 +1,5 @@
 //go:build e2e
 
-// Package webhook tests kube-node-ready-webhook, the real binary, against a
-// real kube-apiserver that calls it, using real kubectl.
 package webhook
 
 import (
@@ -30,8 +28,6 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
-
-func TestMain(m *testing.M) { harness.Main(m) }
 
 const (
 	selfIP    = "10.213.0.3"       // the self-managed webhook
@@ -111,7 +107,7 @@ func TestWebhook(t *testing.T) {
 
 	t.Run("kubectl create node gets the finalizer", func(t *testing.T) {
 		cp.KubectlT(t, harness.NodeYAML("kubectl-node", nil), "create", "-f", "-")
-		n := getNode(t, cp, "kubectl-node")
+		n := cp.GetNode(t, "kubectl-node")
 		if !slices.Equal(n.Finalizers, []string{fin}) {
 			t.Errorf("finalizers = %v, want [%s]", n.Finalizers, fin)
 		}
@@ -131,7 +127,7 @@ func TestWebhook(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				name := fmt.Sprintf("finalizers-%d", i)
 				cp.KubectlT(t, harness.NodeYAML(name, nil, tt.have...), "create", "-f", "-")
-				if got := getNode(t, cp, name).Finalizers; !slices.Equal(got, tt.want) {
+				if got := cp.GetNode(t, name).Finalizers; !slices.Equal(got, tt.want) {
 					t.Errorf("finalizers = %v, want %v", got, tt.want)
 				}
 			})
@@ -140,7 +136,7 @@ func TestWebhook(t *testing.T) {
 
 	t.Run("status updates and updates are never sent", func(t *testing.T) {
 		before := self.Metric(t, "node_cleanup_webhook_requests_total")
-		n := getNode(t, cp, "kubectl-node")
+		n := cp.GetNode(t, "kubectl-node")
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 		n, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		if err != nil {
@@ -196,7 +192,7 @@ func TestWebhook(t *testing.T) {
 		if strings.Contains(out, fin) {
 			t.Fatalf("node created while the webhook was down has the finalizer: %s", out)
 		}
-		if got := getNode(t, cp, "while-down").Finalizers; slices.Contains(got, fin) {
+		if got := cp.GetNode(t, "while-down").Finalizers; slices.Contains(got, fin) {
 			t.Fatalf("finalizers = %v right after creation with the webhook down", got)
 		}
 		self = cp.StartWebhook(top, "webhook-self-restarted", selfIP, selfArgs...)
@@ -221,7 +217,7 @@ func TestWebhook(t *testing.T) {
 		if slices.Contains(skipped.Finalizers, fin) {
 			t.Fatalf("bypassed node has the finalizer at creation")
 		}
-		if got := getNode(t, cp, "skipped-while-cut").Finalizers; slices.Contains(got, fin) {
+		if got := cp.GetNode(t, "skipped-while-cut").Finalizers; slices.Contains(got, fin) {
 			t.Fatalf("back-fill reached the API server through a cut proxy: %v", got)
 		}
 		proxy.Restore(t)

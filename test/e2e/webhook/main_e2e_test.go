@@ -1,9 +1,10 @@
 //go:build e2e
 
+// Package webhook tests kube-node-ready-webhook, the real binary, against a
+// real kube-apiserver that calls it, using real kubectl.
 package webhook
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -12,11 +13,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
+
+func TestMain(m *testing.M) { harness.Main(m) }
 
 const (
 	fin        = harness.Finalizer
@@ -24,31 +25,10 @@ const (
 	filesLabel = "e2e.kube-node-ready/files-webhook"  // nodes with it go to the files-mode webhook
 )
 
-func getNode(t *testing.T, cp *harness.ControlPlane, name string) *corev1.Node {
-	t.Helper()
-	n, err := cp.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// waitFinalizer polls until the node carries the finalizer or timeout passes.
+// waitFinalizer waits until the node carries the finalizer or timeout passes.
 func waitFinalizer(t *testing.T, cp *harness.ControlPlane, name string, timeout time.Duration) *corev1.Node {
 	t.Helper()
-	var n *corev1.Node
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		n, err = cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		return slices.Contains(n.Finalizers, fin), nil
-	})
-	if err != nil {
-		t.Fatalf("node %s never got %s (finalizers %v): %v", name, fin, n.GetFinalizers(), err)
-	}
-	return n
+	return cp.WaitNode(t, name, timeout, "finalizer "+fin, func(n *corev1.Node) bool { return slices.Contains(n.Finalizers, fin) })
 }
 
 // servedSerial opens a new TLS connection to addr and returns the serial of

@@ -108,7 +108,7 @@ func recordRepeats(t *testing.T, client *kube.Client, node *corev1.Node, interva
 	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 	for range n {
 		r.Eventf(ref, corev1.EventTypeWarning, "VerificationFailed", "Verify", "checks failed: %s", "dns")
-		time.Sleep(gap)
+		time.Sleep(gap) // pacing the repeats, as rounds would
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -142,31 +142,15 @@ func deleteNode(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 	// Nodes carry no finalizers here, but wait rather than assume.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s still there after delete: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	cp.WaitNodeGone(t, name, 10*time.Second)
 }
 
 // nodeEvents lists the events.k8s.io/v1 Events regarding node, this
 // incarnation of it only: Events outlive their Node for an hour.
 func nodeEvents(t *testing.T, node *corev1.Node) []eventsv1.Event {
 	t.Helper()
-	list, err := cp.Client.EventsV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{
-		FieldSelector: "regarding.kind=Node,regarding.name=" + node.Name,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []eventsv1.Event
-	for _, e := range list.Items {
+	for _, e := range cp.Events(t, "Node", node.Name) {
 		if e.Regarding.UID == node.UID {
 			out = append(out, e)
 		}

@@ -1,15 +1,11 @@
 //go:build e2e
 
-// Package chart_test checks the Helm chart with the real helm, promtool and
-// API server: lint, schema, server-side acceptance of every object, the
-// own-node admission policy, and uninstall.
 package chart_test
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,16 +43,6 @@ var (
 	root  string
 	chart string
 )
-
-func TestMain(m *testing.M) {
-	harness.MainWithControlPlane(m, harness.Options{Logf: log.Printf}, func(_ context.Context, c *harness.ControlPlane) error {
-		cp = c
-		var err error
-		root, err = harness.RepoRoot()
-		chart = filepath.Join(root, "charts", "kube-node-ready")
-		return err
-	})
-}
 
 // helm runs the real helm against the harness API server.
 func helm(t *testing.T, args ...string) (string, error) {
@@ -305,7 +291,7 @@ func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node, ns str
 		defer func() { ran <- names }()
 		seen := map[string]bool{}
 		for ctx.Err() == nil {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // pacing: the stand-in kubelet looks for new Jobs 5 times a second
 			jobs, err := cp.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				continue

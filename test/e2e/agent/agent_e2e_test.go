@@ -29,18 +29,11 @@ import (
 )
 
 func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
-	var nodes []harness.Node
-	for i := range 3 {
-		nodes = append(nodes, newNode(t, fmt.Sprintf("verify-%d", i), harness.NodeOptions{}))
-	}
-	publishPeers(t, nodes...)
-	var agents []*agent
-	for _, n := range nodes {
-		agents = append(agents, startAgent(t, n))
-	}
-	for _, n := range nodes {
-		waitNode(t, n.Name, 20*time.Second, "verified", verified)
-		waitEvent(t, n.Name, "NodeVerified", 10*time.Second)
+	agents := startFleet(t, "verify", 3)
+	for _, a := range agents {
+		n := a.node
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
+		cp.WaitEvent(t, 10*time.Second, "Node", n.Name, "NodeVerified", "")
 	}
 
 	a := agents[0]
@@ -74,10 +67,7 @@ func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
 		}
 	}
 	// Every log line is JSON carrying the node name.
-	text, err := a.Log()
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := a.LogT(t)
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"node":"`+a.node.Name+`"`) {
 			t.Errorf("log line is not JSON with the node name: %s", line)
@@ -88,13 +78,11 @@ func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
 
 func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
 	unregistered := corev1.Taint{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}
-	n := newNode(t, "karpenter", harness.NodeOptions{ExtraTaints: []corev1.Taint{unregistered}})
+	n := cp.NewNode(t, "karpenter", harness.NodeOptions{ExtraTaints: []corev1.Taint{unregistered}})
 	a := startAgent(t, n)
-	// Several rounds' worth of time: the agent must not have touched the node.
-	time.Sleep(3 * time.Second)
-	if node := getNode(t, n.Name); !tainted(node) || node.Labels["node-ready/verified"] != "" {
-		t.Fatalf("node changed while karpenter.sh/unregistered was on it: taints=%v labels=%v", node.Spec.Taints, node.Labels)
-	}
+	// Several looks at the node: the agent must not have touched it.
+	a.looped(t, 3, "waiting for karpenter.sh/unregistered", nodeHolds(t, n.Name, "untouched while karpenter.sh/unregistered is on it",
+		func(node *corev1.Node) bool { return tainted(node) && node.Labels["node-ready/verified"] == "" }))
 	if !logContains(a.Process, "waiting for taint to be removed") {
 		t.Error("agent did not log that it waits for the karpenter taint")
 	}
@@ -102,32 +90,27 @@ func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
 	if _, err := cp.Client.CoreV1().Nodes().Patch(t.Context(), n.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, n.Name, 10*time.Second, "verified", verified)
+	cp.WaitNode(t, n.Name, 10*time.Second, "verified", verified)
 }
 
 func TestBypassAnnotationWithKubectl(t *testing.T) {
-	n := newNode(t, "bypass", harness.NodeOptions{})
+	n := cp.NewNode(t, "bypass", harness.NodeOptions{})
 	// A name that never resolves keeps the dns check failing.
-	startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--retaint-threshold=2")
-	time.Sleep(2 * time.Second)
-	if !tainted(getNode(t, n.Name)) {
-		t.Fatal("node untainted although the dns check fails")
-	}
+	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--retaint-threshold=2")
+	a.looped(t, 2, "failing rounds", nodeHolds(t, n.Name, "tainted although the dns check fails", tainted))
 	out, err := exec.CommandContext(t.Context(), filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.Kubeconfig,
 		"annotate", "node", n.Name, "node-ready/skip-verification=true").CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl annotate: %v: %s", err, out)
 	}
-	waitNode(t, n.Name, 5*time.Second, "untainted", func(n *corev1.Node) bool { return !tainted(n) })
-	// Checks keep failing; with the annotation the node is never re-tainted.
-	time.Sleep(4 * time.Second)
-	if tainted(getNode(t, n.Name)) {
-		t.Fatal("node re-tainted while the bypass annotation is set")
-	}
+	cp.WaitNode(t, n.Name, 5*time.Second, "untainted", func(n *corev1.Node) bool { return !tainted(n) })
+	// Checks would keep failing; with the annotation the node is never
+	// re-tainted (twice the threshold of looks at it).
+	a.looped(t, 4, "bypassed", nodeHolds(t, n.Name, "untainted while the bypass annotation is set", func(n *corev1.Node) bool { return !tainted(n) }))
 }
 
 func TestAPICheckReportsMissingPermission(t *testing.T) {
-	n := newNode(t, "no-rbac", harness.NodeOptions{})
+	n := cp.NewNode(t, "no-rbac", harness.NodeOptions{})
 	kubeconfig := nodeKubeconfig(t, "no-permissions", n)
 	cmd := exec.CommandContext(t.Context(), harness.BuiltBinary(t, harness.AgentBinary), "check", "--checks=api", "--node-name="+n.Name, "--kubeconfig="+kubeconfig)
 	out, err := cmd.CombinedOutput()
@@ -140,13 +123,13 @@ func TestAPICheckReportsMissingPermission(t *testing.T) {
 			t.Errorf("check output lacks %q:\n%s", want, out)
 		}
 	}
-	if !tainted(getNode(t, n.Name)) {
+	if !tainted(cp.GetNode(t, n.Name)) {
 		t.Error("check subcommand touched the taint")
 	}
 }
 
 func TestCheckSubcommandPassesOnHealthyNode(t *testing.T) {
-	n := newNode(t, "check-ok", harness.NodeOptions{})
+	n := cp.NewNode(t, "check-ok", harness.NodeOptions{})
 	args := append([]string{"check"}, baseArgs(n, nodeKubeconfig(t, agentSA, n))...)
 	out, err := exec.CommandContext(t.Context(), harness.BuiltBinary(t, harness.AgentBinary), args...).CombinedOutput()
 	if err != nil {
@@ -163,14 +146,10 @@ func TestCheckSubcommandPassesOnHealthyNode(t *testing.T) {
 }
 
 func TestPodToPod(t *testing.T) {
-	var nodes []harness.Node
-	for i := range 3 {
-		nodes = append(nodes, newNode(t, fmt.Sprintf("p2p-%d", i), harness.NodeOptions{}))
-	}
-	publishPeers(t, nodes...)
-	agents := []*agent{startAgent(t, nodes[0]), startAgent(t, nodes[1]), startAgent(t, nodes[2])}
+	agents := startFleet(t, "p2p", 3)
+	nodes := []harness.Node{agents[0].node, agents[1].node, agents[2].node}
 	for _, n := range nodes {
-		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
 	self := nodes[0]
 	check := func() (string, error) {
@@ -205,18 +184,14 @@ func TestPodToPod(t *testing.T) {
 
 func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 	const count = 4
+	// 4 nodes in the cluster at 50%: at most 2 may be re-tainted.
+	agents := startFleet(t, "fleet", count, "--fleet-budget=50%")
 	var nodes []harness.Node
-	for i := range count {
-		nodes = append(nodes, newNode(t, fmt.Sprintf("fleet-%d", i), harness.NodeOptions{}))
-	}
-	publishPeers(t, nodes...)
-	var agents []*agent
-	for _, n := range nodes {
-		// 4 nodes in the cluster at 50%: at most 2 may be re-tainted.
-		agents = append(agents, startAgent(t, n, "--fleet-budget=50%"))
+	for _, a := range agents {
+		nodes = append(nodes, a.node)
 	}
 	for _, n := range nodes {
-		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
 	if total := len(listNodes(t)); total != count {
 		t.Fatalf("cluster has %d nodes, test assumes %d", total, count)
@@ -232,19 +207,27 @@ func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 		}
 	})
 	// 3 failed 1 s rounds, then the budget: exactly 2 re-tainted, the rest suppressed.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) && retainted(t) < 2 {
-		time.Sleep(200 * time.Millisecond)
+	atMostTwo := func() (bool, string) {
+		got := retainted(t)
+		return got <= 2, fmt.Sprintf("%d nodes re-tainted, want at most 2 (50%% of %d)", got, count)
 	}
-	time.Sleep(4 * time.Second) // more failing rounds: the budget must keep holding
+	harness.Eventually(t, 20*time.Second, "2 nodes re-tainted", func() (bool, string) {
+		if ok, why := atMostTwo(); !ok {
+			t.Fatal(why)
+		}
+		got := retainted(t)
+		return got == 2, fmt.Sprintf("%d nodes re-tainted", got)
+	})
+	// More failing rounds on every node: the budget must keep holding.
+	harness.WaitCounters(t, daemons(agents), iterations, 4, "more failing rounds", atMostTwo)
 	if got := retainted(t); got != 2 {
 		t.Fatalf("%d nodes re-tainted, want exactly 2 (50%% of %d)", got, count)
 	}
 	suppressed := 0
 	for _, n := range nodes {
-		node := getNode(t, n.Name)
+		node := cp.GetNode(t, n.Name)
 		if tainted(node) {
-			waitEvent(t, n.Name, "NodeRetainted", 5*time.Second)
+			cp.WaitEvent(t, 5*time.Second, "Node", n.Name, "NodeRetainted", "")
 			if node.Labels["node-ready/verified"] != "false" {
 				t.Errorf("re-tainted node %s has verified=%q", n.Name, node.Labels["node-ready/verified"])
 			}
@@ -255,7 +238,7 @@ func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 			}
 			continue
 		}
-		waitEvent(t, n.Name, "RetaintSuppressed", 5*time.Second)
+		cp.WaitEvent(t, 5*time.Second, "Node", n.Name, "RetaintSuppressed", "")
 		suppressed++
 	}
 	if suppressed != 2 {
@@ -272,7 +255,7 @@ func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 	}
 	dnsStopped = false
 	for _, n := range nodes {
-		waitNode(t, n.Name, 20*time.Second, "verified again", verified)
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified again", verified)
 	}
 }
 
@@ -305,11 +288,12 @@ func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
 		{name: "sigterm-verified", ready: verified},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newNode(t, tc.name, harness.NodeOptions{})
+			n := cp.NewNode(t, tc.name, harness.NodeOptions{})
 			a := startAgent(t, n, tc.extra...)
-			waitNode(t, n.Name, 20*time.Second, "settled", tc.ready)
-			time.Sleep(1500 * time.Millisecond) // mid-round, most likely
-			before := getNode(t, n.Name)
+			cp.WaitNode(t, n.Name, 20*time.Second, "settled", tc.ready)
+			// Pacing, not an assertion: SIGTERM most likely lands mid-round.
+			time.Sleep(1500 * time.Millisecond)
+			before := cp.GetNode(t, n.Name)
 			start := time.Now()
 			if err := a.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
@@ -323,7 +307,7 @@ func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
 			if _, err := a.Exited(); err != nil {
 				t.Errorf("agent exit after SIGTERM: %v", err)
 			}
-			after := getNode(t, n.Name)
+			after := cp.GetNode(t, n.Name)
 			if tainted(before) != tainted(after) || before.Labels["node-ready/verified"] != after.Labels["node-ready/verified"] {
 				t.Errorf("SIGTERM changed the node: taints %v -> %v", before.Spec.Taints, after.Spec.Taints)
 			}
@@ -332,7 +316,7 @@ func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
 }
 
 func TestAPIServerUnreachable(t *testing.T) {
-	n := newNode(t, "unreachable", harness.NodeOptions{})
+	n := cp.NewNode(t, "unreachable", harness.NodeOptions{})
 	kubeconfig := nodeKubeconfig(t, agentSA, n)
 	b, err := os.ReadFile(kubeconfig)
 	if err != nil {
@@ -344,48 +328,54 @@ func TestAPIServerUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := startAgent(t, n, "--kubeconfig="+broken)
-	time.Sleep(3 * time.Second)
-	if exited, err := a.Exited(); exited {
-		t.Fatalf("agent exited with the API server unreachable: %v", err)
-	}
+	// No round runs before the node's watch has listed it; the positive
+	// signal is the agent's own log: it kept trying the API server.
+	tries := logCount(a.Process, "connection refused")
+	harness.Eventually(t, 20*time.Second, "two more refused connections in the agent's log", func() (bool, string) {
+		if exited, err := a.Exited(); exited {
+			t.Fatalf("agent exited with the API server unreachable: %v", err)
+		}
+		got := logCount(a.Process, "connection refused")
+		return got >= tries+2, fmt.Sprintf("%d refused connections logged, from %d", got, tries)
+	})
 	if code, _ := httpGet(t, a.URL("/healthz")); code != 200 {
 		t.Errorf("/healthz = %d, want 200", code)
 	}
 	if code, _ := httpGet(t, a.URL("/readyz")); code != 503 {
 		t.Errorf("/readyz = %d, want 503", code)
 	}
-	if !tainted(getNode(t, n.Name)) {
+	if !tainted(cp.GetNode(t, n.Name)) {
 		t.Error("taint changed")
 	}
 }
 
 func TestNodeDeletedUnderTheAgent(t *testing.T) {
-	n := newNode(t, "vanishing", harness.NodeOptions{})
+	n := cp.NewNode(t, "vanishing", harness.NodeOptions{})
 	a := startAgent(t, n)
-	waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	if err := cp.Client.CoreV1().Nodes().Delete(t.Context(), n.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
-	if exited, err := a.Exited(); exited {
-		t.Fatalf("agent exited when its node was deleted: %v", err)
-	}
-	if !logContains(a.Process, "node not found; waiting") {
-		t.Error("agent did not log the missing node")
-	}
+	harness.Eventually(t, 10*time.Second, "the agent logs the missing node", func() (bool, string) {
+		return logContains(a.Process, "node not found; waiting"), a.Tail(5)
+	})
+	a.looped(t, 2, "looks for the missing node", func() (bool, string) {
+		exited, err := a.Exited()
+		return !exited, fmt.Sprintf("agent exited when its node was deleted: %v", err)
+	})
 	// The node comes back under the same name (a replaced VM): verified again.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{harness.StartupTaint}}}
 	if _, err := cp.Client.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, n.Name, 20*time.Second, "verified after re-creation", verified)
+	cp.WaitNode(t, n.Name, 20*time.Second, "verified after re-creation", verified)
 }
 
 func TestStartupRetriesExhaustedKeepTaintAndSaySo(t *testing.T) {
-	n := newNode(t, "exhausted", harness.NodeOptions{})
+	n := cp.NewNode(t, "exhausted", harness.NodeOptions{})
 	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--initial-tries=2", "--retaint-threshold=100")
-	waitEvent(t, n.Name, "NodeVerificationFailed", 15*time.Second)
-	if !tainted(getNode(t, n.Name)) {
+	cp.WaitEvent(t, 15*time.Second, "Node", n.Name, "NodeVerificationFailed", "")
+	if !tainted(cp.GetNode(t, n.Name)) {
 		t.Error("node untainted although its checks fail")
 	}
 	_, metrics := httpGet(t, a.URL("/metrics"))
@@ -440,7 +430,7 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 		}
 	})
 
-	n := newNode(t, "write-refused", harness.NodeOptions{})
+	n := cp.NewNode(t, "write-refused", harness.NodeOptions{})
 	// The policy compiles asynchronously: wait until the agent's own writes are refused.
 	cfg := rest.AnonymousClientConfig(cp.Config)
 	kubeconfig := nodeKubeconfig(t, agentSA, n)
@@ -466,14 +456,10 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 
 	a := startAgent(t, n, "--check-period=1m")
 	// Two refused writes: the agent has retried once on its own.
-	deadline := time.Now().Add(10 * time.Second)
-	for logCount(a.Process, "update node failed") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("agent did not retry the refused write:\n%s", a.Tail(10))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !tainted(getNode(t, n.Name)) {
+	harness.Eventually(t, 10*time.Second, "the agent retried the refused write", func() (bool, string) {
+		return logCount(a.Process, "update node failed") >= 2, a.Tail(10)
+	})
+	if !tainted(cp.GetNode(t, n.Name)) {
 		t.Fatal("node untainted although the agent's writes are refused")
 	}
 	if err := admission.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
@@ -481,7 +467,7 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 	}
 	bindingGone = true
 	// Well inside the 1 minute period: the retry backoff, not the next round, untaints.
-	waitNode(t, n.Name, 20*time.Second, "verified after writes are allowed again", verified)
+	cp.WaitNode(t, n.Name, 20*time.Second, "verified after writes are allowed again", verified)
 }
 
 // TestRenamedFlagsStillWork: the flags renamed to share the webhook's
@@ -490,11 +476,11 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 // untaints the node), and the agent warns about each old name once at
 // start-up.
 func TestRenamedFlagsStillWork(t *testing.T) {
-	n := newNode(t, "renamed", harness.NodeOptions{})
+	n := cp.NewNode(t, "renamed", harness.NodeOptions{})
 	// A name that never resolves keeps the dns check failing.
 	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local",
 		"--skip-annotation=example.com/skip", "--max-retainted=100%")
-	waitNode(t, n.Name, 10*time.Second, "a failed round on the node", func(n *corev1.Node) bool {
+	cp.WaitNode(t, n.Name, 10*time.Second, "a failed round on the node", func(n *corev1.Node) bool {
 		return agentCondition(n).Reason == api.ReasonChecksFailing
 	})
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"example.com/skip": "true"}}})
@@ -504,7 +490,7 @@ func TestRenamedFlagsStillWork(t *testing.T) {
 	if _, err := cp.Client.CoreV1().Nodes().Patch(t.Context(), n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, n.Name, 10*time.Second, "untainted by the annotation --skip-annotation named", func(n *corev1.Node) bool { return !tainted(n) })
+	cp.WaitNode(t, n.Name, 10*time.Second, "untainted by the annotation --skip-annotation named", func(n *corev1.Node) bool { return !tainted(n) })
 	text, err := a.Log()
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -38,6 +38,27 @@ type agent struct {
 	node harness.Node
 }
 
+// iterations counts an agent's loop iterations: rounds of checks, and looks
+// at a node that is bypassed or waits for a taint. Tests that assert an
+// agent did not do something anchor on it having iterated meanwhile.
+var iterations = harness.Counter{Name: "node_ready_loop_iterations_total"}
+
+// looped waits until the agent's loop has run n more times, hold (when not
+// nil) holding all along (harness.WaitCounter).
+func (a *agent) looped(t *testing.T, n int, what string, hold func() (bool, string)) {
+	t.Helper()
+	a.WaitCounter(t, iterations, n, what, hold)
+}
+
+// nodeHolds is a hold for looped: cond holds for the node named name, as
+// want describes it.
+func nodeHolds(t *testing.T, name, want string, cond func(*corev1.Node) bool) func() (bool, string) {
+	return func() (bool, string) {
+		n := cp.GetNode(t, name)
+		return cond(n), fmt.Sprintf("node %s is not %s: taints %v, labels %v", name, want, n.Spec.Taints, n.Labels)
+	}
+}
+
 // testArgs are what every test agent adds to the harness wiring: short
 // periods and debug logs.
 var testArgs = []string{"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms", "--log-level=debug"}
@@ -46,22 +67,6 @@ var testArgs = []string{"--check-period=1s", "--check-timeout=1s", "--initial-ba
 // AgentArgs plus testArgs.
 func baseArgs(node harness.Node, kubeconfig string) []string {
 	return append(cp.AgentArgs(node, kubeconfig), testArgs...)
-}
-
-// newNode creates a tainted node, deleted when the test ends.
-func newNode(t *testing.T, name string, opts harness.NodeOptions) harness.Node {
-	t.Helper()
-	n, err := cp.CreateNode(t.Context(), name, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		err := cp.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete node %s: %v", name, err)
-		}
-	})
-	return n
 }
 
 // nodeKubeconfig writes a kubeconfig whose token is bound to a pod on node.
@@ -80,6 +85,31 @@ func startAgent(t *testing.T, node harness.Node, extra ...string) *agent {
 	return &agent{Daemon: cp.StartAgent(t, node, slices.Concat(testArgs, extra)...), node: node}
 }
 
+// startFleet creates count nodes named prefix-0, prefix-1, ..., publishes
+// them as each other's peers and runs an agent on each with extra flags.
+func startFleet(t *testing.T, prefix string, count int, extra ...string) []*agent {
+	t.Helper()
+	var nodes []harness.Node
+	for i := range count {
+		nodes = append(nodes, cp.NewNode(t, fmt.Sprintf("%s-%d", prefix, i), harness.NodeOptions{}))
+	}
+	publishPeers(t, nodes...)
+	var agents []*agent
+	for _, n := range nodes {
+		agents = append(agents, startAgent(t, n, extra...))
+	}
+	return agents
+}
+
+// daemons are the agents' processes, for harness.WaitCounters.
+func daemons(agents []*agent) []*harness.Daemon {
+	var out []*harness.Daemon
+	for _, a := range agents {
+		out = append(out, a.Daemon)
+	}
+	return out
+}
+
 // publishPeers writes the agents' headless Service EndpointSlice.
 func publishPeers(t *testing.T, nodes ...harness.Node) {
 	t.Helper()
@@ -89,15 +119,6 @@ func publishPeers(t *testing.T, nodes ...harness.Node) {
 	t.Cleanup(func() {
 		_ = cp.Client.DiscoveryV1().EndpointSlices(harness.AgentNamespace).Delete(context.Background(), harness.AgentPeerService, metav1.DeleteOptions{})
 	})
-}
-
-func getNode(t *testing.T, name string) *corev1.Node {
-	t.Helper()
-	n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // unhealthyTaint is the agent's default re-taint taint.
@@ -114,12 +135,6 @@ func hasTaint(n *corev1.Node, taint corev1.Taint) bool {
 	})
 }
 
-// waitNode waits until cond holds for the node (harness.WaitNode).
-func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
-	t.Helper()
-	return cp.WaitNode(t, name, timeout, what, cond)
-}
-
 func verified(n *corev1.Node) bool { return !tainted(n) && n.Labels["node-ready/verified"] == "true" }
 
 // httpGet returns status and body of url.
@@ -132,35 +147,6 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// eventReasons lists the reasons of the Events recorded on node.
-func eventReasons(t *testing.T, node string) []string {
-	t.Helper()
-	// The core/v1 view of the same Events supports field selectors on the object.
-	list, err := cp.Client.CoreV1().Events(metav1.NamespaceAll).List(t.Context(), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + node,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Reason)
-	}
-	return out
-}
-
-func waitEvent(t *testing.T, node, reason string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if slices.Contains(eventReasons(t, node), reason) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("no %s Event on node %s within %s; have %v", reason, node, timeout, eventReasons(t, node))
 }
 
 func logCount(p *harness.Process, s string) int {

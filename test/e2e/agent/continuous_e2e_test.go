@@ -27,18 +27,27 @@ var quietWindow = flag.Duration("agent.quiet-window", time.Minute, "how long a b
 // sends the API server nothing but its node's watch; it still serves its
 // endpoints, and removes a startup taint that something re-adds.
 func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
-	node := newNode(t, "bootstrap-only", harness.NodeOptions{})
+	node := cp.NewNode(t, "bootstrap-only", harness.NodeOptions{})
 	a := startAgent(t, node, "--continuous-checks=")
-	waitNode(t, node.Name, 20*time.Second, "verified", verified)
+	cp.WaitNode(t, node.Name, 20*time.Second, "verified", verified)
 	// The agent says so on the node, once, and then goes quiet.
-	waitNode(t, node.Name, 10*time.Second, "condition Bootstrapped", func(n *corev1.Node) bool {
+	cp.WaitNode(t, node.Name, 10*time.Second, "condition Bootstrapped", func(n *corev1.Node) bool {
 		c := condition(n)
 		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == "Bootstrapped" &&
 			strings.Contains(c.Message, "bootstrap: dns,api,network,discovery")
 	})
-	time.Sleep(time.Second)
+	// Its last writes are done: the Event (sent by a queue of its own) is
+	// there, and the loop says it rests.
+	cp.WaitEvent(t, 10*time.Second, "Node", node.Name, "NodeVerified", "")
+	harness.Eventually(t, 10*time.Second, "the agent says it rests", func() (bool, string) {
+		return logContains(a.Process, "bootstrap-only, so no more rounds"), a.Tail(5)
+	})
 	since := time.Now()
 	_, before := httpGet(t, a.URL("/metrics"))
+	// The observation window (-agent.quiet-window): a duration, not a
+	// number of rounds, as a resting agent runs none. What anchors it: the
+	// agent still answers below, and it removes the startup taint put back
+	// after the window at once, so it was live and watching throughout.
 	time.Sleep(*quietWindow)
 
 	requests := agentRequests(t, node.Name, since)
@@ -46,8 +55,10 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 		t.Errorf("bootstrap-only agent sent %d requests in the %s after verification (watch aside): %v", len(requests), *quietWindow, requests)
 	}
 	_, after := httpGet(t, a.URL("/metrics"))
-	if got, want := metricLine(after, `node_check_duration_seconds_count{check="dns"}`), metricLine(before, `node_check_duration_seconds_count{check="dns"}`); got != want {
-		t.Errorf("dns check ran after verification: %s, then %s", want, got)
+	for _, m := range []string{`node_check_duration_seconds_count{check="dns"}`, iterations.Name} {
+		if got, want := metricLine(after, m), metricLine(before, m); got != want {
+			t.Errorf("the agent ran rounds after verification: %s, then %s", want, got)
+		}
 	}
 	for _, c := range []string{"dns", "api", "network", "discovery"} {
 		if !strings.Contains(after, `node_check_continuous{check="`+c+`"} 0`) {
@@ -60,12 +71,12 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 
 	// Something (a node template, Karpenter) puts the startup taint back:
 	// the node never failed, so it goes again.
-	n := getNode(t, node.Name)
+	n := cp.GetNode(t, node.Name)
 	n.Spec.Taints = append(n.Spec.Taints, harness.StartupTaint)
 	if _, err := cp.Client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, node.Name, 10*time.Second, "startup taint removed again", verified)
+	cp.WaitNode(t, node.Name, 10*time.Second, "startup taint removed again", verified)
 }
 
 // TestContinuousCheckRetaintsOnlyOnItsOwnFailures: a node whose only
@@ -73,8 +84,8 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 // would fail, and that check never runs again; a node whose continuous
 // check is dns is re-tainted by the same fault, and recovers.
 func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
-	apiOnly := newNode(t, "continuous-api", harness.NodeOptions{})
-	dnsToo := newNode(t, "continuous-dns", harness.NodeOptions{})
+	apiOnly := cp.NewNode(t, "continuous-api", harness.NodeOptions{})
+	dnsToo := cp.NewNode(t, "continuous-dns", harness.NodeOptions{})
 	resolv := map[string]string{}
 	agents := map[string]*agent{}
 	for _, n := range []struct {
@@ -93,7 +104,7 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 			"--check.dns.resolv-conf="+resolv[n.node.Name], "--fleet-budget=100%")
 	}
 	for _, n := range []harness.Node{apiOnly, dnsToo} {
-		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
 	_, before := httpGet(t, agents[apiOnly.Name].URL("/metrics"))
 	// Both nodes' resolvers now point where nothing answers.
@@ -102,9 +113,9 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitNode(t, dnsToo.Name, 20*time.Second, "re-tainted by its continuous dns check", func(n *corev1.Node) bool { return tainted(n) })
+	cp.WaitNode(t, dnsToo.Name, 20*time.Second, "re-tainted by its continuous dns check", func(n *corev1.Node) bool { return tainted(n) })
 	// Why, on the node: the condition names the failing check and the modes.
-	waitNode(t, dnsToo.Name, 5*time.Second, "condition ChecksFailing naming dns", func(n *corev1.Node) bool {
+	cp.WaitNode(t, dnsToo.Name, 5*time.Second, "condition ChecksFailing naming dns", func(n *corev1.Node) bool {
 		c := condition(n)
 		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != api.ReasonChecksFailing {
 			return false
@@ -113,10 +124,8 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 		return err == nil && slices.Equal(m.Failing, []string{"dns"}) && !m.Since.IsZero() &&
 			slices.Equal(m.Continuous, []string{"dns", "api"}) && slices.Equal(m.Bootstrap, []string{"network", "discovery", "daemonsets"})
 	})
-	time.Sleep(3 * time.Second) // several more rounds on the api-only node
-	if n := getNode(t, apiOnly.Name); !verified(n) {
-		t.Errorf("node %s with only api continuous was re-tainted: %v", apiOnly.Name, n.Spec.Taints)
-	}
+	agents[apiOnly.Name].looped(t, 3, "more rounds on the api-only node",
+		nodeHolds(t, apiOnly.Name, "verified (only api is continuous)", verified))
 	_, after := httpGet(t, agents[apiOnly.Name].URL("/metrics"))
 	if got, want := metricLine(after, `node_check_duration_seconds_count{check="dns"}`), metricLine(before, `node_check_duration_seconds_count{check="dns"}`); got != want {
 		t.Errorf("bootstrap dns check ran after verification on %s: %s, then %s", apiOnly.Name, want, got)
@@ -128,8 +137,8 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 	if err := os.WriteFile(resolv[dnsToo.Name], []byte(mustRead(t, cp.ResolvConf)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, dnsToo.Name, 20*time.Second, "verified again", verified)
-	waitNode(t, dnsToo.Name, 5*time.Second, "condition ChecksPassed", func(n *corev1.Node) bool {
+	cp.WaitNode(t, dnsToo.Name, 20*time.Second, "verified again", verified)
+	cp.WaitNode(t, dnsToo.Name, 5*time.Second, "condition ChecksPassed", func(n *corev1.Node) bool {
 		c := condition(n)
 		return c != nil && c.Status == corev1.ConditionTrue && c.Reason == "ChecksPassed"
 	})

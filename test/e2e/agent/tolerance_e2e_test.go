@@ -31,12 +31,12 @@ func TestRestartedAgentKeepsTheTolerance(t *testing.T) {
 		{name: "restart-untainted", opts: harness.NodeOptions{NoStartupTaint: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newNode(t, tc.name, tc.opts)
+			n := cp.NewNode(t, tc.name, tc.opts)
 			resolv := ownResolvConf(t)
 			args := []string{"--check.dns.resolv-conf=" + resolv, "--fleet-budget=100%", "--retaint-threshold=3"}
 			if tc.verifyFirst {
 				first := startAgent(t, n, args...)
-				waitNode(t, n.Name, 20*time.Second, "verified", verified)
+				cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 				if err := first.Stop(5 * time.Second); err != nil {
 					t.Fatal(err)
 				}
@@ -44,7 +44,7 @@ func TestRestartedAgentKeepsTheTolerance(t *testing.T) {
 			breakDNS(t, resolv)
 			start := time.Now()
 			a := startAgent(t, n, append(args, "--check-period="+period.String())...)
-			waitNode(t, n.Name, 30*time.Second, "re-tainted", func(n *corev1.Node) bool { return hasTaint(n, unhealthyTaint) })
+			cp.WaitNode(t, n.Name, 30*time.Second, "re-tainted", func(n *corev1.Node) bool { return hasTaint(n, unhealthyTaint) })
 			took := time.Since(start)
 			t.Logf("re-tainted %s after the agent started", took.Round(100*time.Millisecond))
 			// Three failed rounds: the first at once, the next two a period (±10 %) apart each.
@@ -64,8 +64,8 @@ func TestRestartedAgentKeepsTheTolerance(t *testing.T) {
 // address. The node that was not touched is not at fault: its network check
 // reads the list again and passes on the new peers, round after round.
 func TestPeersReplacedByTheAgentsRollingUpdate(t *testing.T) {
-	watched := newNode(t, "rollout-watched", harness.NodeOptions{})
-	peers := []harness.Node{newNode(t, "rollout-peer-0", harness.NodeOptions{}), newNode(t, "rollout-peer-1", harness.NodeOptions{})}
+	watched := cp.NewNode(t, "rollout-watched", harness.NodeOptions{})
+	peers := []harness.Node{cp.NewNode(t, "rollout-peer-0", harness.NodeOptions{}), cp.NewNode(t, "rollout-peer-1", harness.NodeOptions{})}
 	// The peers' agents run as pods with addresses of their own.
 	pods := make([]harness.Node, len(peers))
 	running := make([]*agent, len(peers))
@@ -78,7 +78,7 @@ func TestPeersReplacedByTheAgentsRollingUpdate(t *testing.T) {
 	// pod alone cannot carry the node through.
 	w := startAgent(t, watched, "--check.network.min-peers=3", "--fleet-budget=100%")
 	for _, n := range append(peers, watched) {
-		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
 	rounds := w.Metric(t, "node_check_duration_seconds_count", `check="network"`)
 	failures := w.Metric(t, "node_check_failures_total", `check="network"`)
@@ -102,7 +102,7 @@ func TestPeersReplacedByTheAgentsRollingUpdate(t *testing.T) {
 		got, err := w.TryMetric("node_check_duration_seconds_count", `check="network"`)
 		return err == nil && got >= after+5, fmt.Sprintf("%v rounds (err %v)", got-after, err)
 	})
-	if n := getNode(t, watched.Name); !verified(n) {
+	if n := cp.GetNode(t, watched.Name); !verified(n) {
 		t.Errorf("untouched node %s after the peers' rollout: taints %v, label %q", watched.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
 	}
 	if got := w.Metric(t, "node_check_failures_total", `check="network"`); got != failures {
@@ -151,10 +151,10 @@ func breakDNS(t *testing.T, resolvConf string) {
 // fail it does not count toward --retaint-threshold, so changes of the node
 // cannot re-taint it in seconds. Anchored on the rounds run.
 func TestWokenRoundsDoNotShortenTheTolerance(t *testing.T) {
-	n := newNode(t, "woken-rounds", harness.NodeOptions{})
+	n := cp.NewNode(t, "woken-rounds", harness.NodeOptions{})
 	resolv := ownResolvConf(t)
 	a := startAgent(t, n, "--check.dns.resolv-conf="+resolv, "--fleet-budget=100%", "--retaint-threshold=3", "--check-period=2m")
-	waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	breakDNS(t, resolv)
 	const waitFor = "karpenter.sh/unregistered"
 	for i := range 4 {
@@ -169,7 +169,7 @@ func TestWokenRoundsDoNotShortenTheTolerance(t *testing.T) {
 	if got := a.Metric(t, "node_check_failures_total", `check="dns"`); got < 4 {
 		t.Fatalf("%v failed dns rounds, want at least 4: DNS is not broken", got)
 	}
-	if nd := getNode(t, n.Name); !verified(nd) {
+	if nd := cp.GetNode(t, n.Name); !verified(nd) {
 		t.Errorf("re-tainted by rounds woken by the node's changes, within seconds of a %s period: taints %v, label %q",
 			2*time.Minute, nd.Spec.Taints, nd.Labels["node-ready/verified"])
 	}

@@ -25,25 +25,27 @@ import (
 // and while the new server warms up are not the nodes' failures: no node is
 // re-tainted, though every agent saw failing rounds.
 func TestAPIServerRestartRetaintsNothing(t *testing.T) {
-	var nodes []harness.Node
-	for i := range 3 {
-		nodes = append(nodes, newNode(t, fmt.Sprintf("restart-%d", i), harness.NodeOptions{}))
-	}
-	publishPeers(t, nodes...)
-	var agents []*agent
-	for _, n := range nodes {
-		agents = append(agents, startAgent(t, n, "--fleet-budget=100%"))
-	}
-	for _, n := range nodes {
-		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	agents := startFleet(t, "restart", 3, "--fleet-budget=100%")
+	for _, a := range agents {
+		n := a.node
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
 	if err := cp.RestartAPIServer(t.Context(), 12*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// Every round now would pass; give the agents time to make any mistake.
-	time.Sleep(10 * time.Second)
+	// Every round now would pass; give the agents ten rounds to make any
+	// mistake, each node verified all along.
+	harness.WaitCounters(t, daemons(agents), iterations, 10, "rounds after the restart", func() (bool, string) {
+		for _, a := range agents {
+			n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), a.node.Name, metav1.GetOptions{})
+			if err == nil && !verified(n) {
+				return false, fmt.Sprintf("node %s after the restart: taints %v, label %q", a.node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
+			}
+		}
+		return true, ""
+	})
 	for _, a := range agents {
-		if n := getNode(t, a.node.Name); !verified(n) {
+		if n := cp.GetNode(t, a.node.Name); !verified(n) {
 			t.Errorf("node %s after the restart: taints %v, label %q", a.node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
 		}
 		if got := a.Metric(t, "node_ready_taint_operations_total", `operation="add"`, `result="success"`); got != 0 {
@@ -65,28 +67,28 @@ func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 // until the node reports the conditions, and the agent says why on the node;
 // the change of condition untaints at once, not at the next backoff step.
 func TestConditionGate(t *testing.T) {
-	n := newNode(t, "cond-gate", harness.NodeOptions{})
+	n := cp.NewNode(t, "cond-gate", harness.NodeOptions{})
 	setConditions(t, n.Name, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady"})
 	a := startAgent(t, n, "--require-conditions=Ready=True,NetworkUnavailable=False", "--require-conditions.absent=pass",
 		"--initial-backoff=1s", "--initial-tries=3", "--check-period=30s")
-	waitNode(t, n.Name, 10*time.Second, "condition explains the wait", func(n *corev1.Node) bool {
+	cp.WaitNode(t, n.Name, 10*time.Second, "condition explains the wait", func(n *corev1.Node) bool {
 		return strings.Contains(agentCondition(n).Message, "conditions")
 	})
-	time.Sleep(2 * time.Second)
-	if !tainted(getNode(t, n.Name)) {
-		t.Fatal("node untainted while Ready=False")
-	}
-	if c := agentCondition(getNode(t, n.Name)); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "failing: conditions") {
+	a.looped(t, 2, "rounds with Ready=False", nodeHolds(t, n.Name, "tainted while Ready=False", tainted))
+	if c := agentCondition(cp.GetNode(t, n.Name)); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "failing: conditions") {
 		t.Errorf("KubeNodeReady = %s %s: %q, want False naming the conditions gate", c.Status, c.Reason, c.Message)
 	}
 	if !logContains(a.Process, "Ready is False, want True (KubeletNotReady)") {
 		t.Error("agent log does not say which condition is unmet")
 	}
-	// The start-up backoff is now at 30 s: only the wake on the node's
-	// change can untaint it this soon.
-	time.Sleep(5 * time.Second)
+	// The start-up backoff has run out, so the next round is 30 s away: only
+	// the wake on the node's change can untaint it this soon.
+	harness.Eventually(t, 20*time.Second, "the start-up backoff ran out", func() (bool, string) {
+		v, err := a.TryMetric("node_ready_initial_retries_exhausted_total")
+		return err == nil && v >= 1, fmt.Sprintf("node_ready_initial_retries_exhausted_total %v (%v)", v, err)
+	})
 	setConditions(t, n.Name, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"})
-	waitNode(t, n.Name, 5*time.Second, "verified after Ready=True", verified)
+	cp.WaitNode(t, n.Name, 5*time.Second, "verified after Ready=True", verified)
 }
 
 // agentCondition returns the agent's KubeNodeReady condition of n.
@@ -134,15 +136,15 @@ func TestProbeCheck(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	target := "http://" + ln.Addr().String() + "/healthz"
 
-	n := newNode(t, "probe", harness.NodeOptions{})
+	n := cp.NewNode(t, "probe", harness.NodeOptions{})
 	startAgent(t, n, "--checks=dns,api,probe", "--check.probe.targets="+target+"#status=200&timeout=500ms")
-	waitNode(t, n.Name, 10*time.Second, "probe failure on the node", func(n *corev1.Node) bool {
+	cp.WaitNode(t, n.Name, 10*time.Second, "probe failure on the node", func(n *corev1.Node) bool {
 		c := agentCondition(n)
 		return strings.Contains(c.Message, "failing: probe")
 	})
-	if !tainted(getNode(t, n.Name)) {
+	if !tainted(cp.GetNode(t, n.Name)) {
 		t.Fatal("node untainted while its probe target answers 503")
 	}
 	healthy.Store(true)
-	waitNode(t, n.Name, 10*time.Second, "verified once the probe target answers 200", verified)
+	cp.WaitNode(t, n.Name, 10*time.Second, "verified once the probe target answers 200", verified)
 }

@@ -25,26 +25,26 @@ const retaintLease = "kube-node-ready-retaint"
 // re-tainted node that an operator bypasses gives its slot back: the next
 // failing node is re-tainted, not suppressed.
 func TestBypassFreesItsBudgetSlot(t *testing.T) {
-	first, second := newNode(t, "bypass-slot-0", harness.NodeOptions{}), newNode(t, "bypass-slot-1", harness.NodeOptions{})
+	first, second := cp.NewNode(t, "bypass-slot-0", harness.NodeOptions{}), cp.NewNode(t, "bypass-slot-1", harness.NodeOptions{})
 	resolv := map[string]string{first.Name: ownResolvConf(t), second.Name: ownResolvConf(t)}
 	agents := map[string]*agent{}
 	for _, n := range []harness.Node{first, second} {
 		agents[n.Name] = startAgent(t, n, "--check.dns.resolv-conf="+resolv[n.Name], "--fleet-budget=1")
 	}
 	for _, n := range []harness.Node{first, second} {
-		waitNode(t, n.Name, 20*time.Second, "verified", verified)
+		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
 	breakDNS(t, resolv[first.Name])
-	waitNode(t, first.Name, 20*time.Second, "re-tainted", func(n *corev1.Node) bool {
+	cp.WaitNode(t, first.Name, 20*time.Second, "re-tainted", func(n *corev1.Node) bool {
 		return hasTaint(n, unhealthyTaint) && n.Labels["node-ready/verified"] == "false"
 	})
 	cp.KubectlT(t, "", "annotate", "node", first.Name, "node-ready/skip-verification=true")
-	waitNode(t, first.Name, 10*time.Second, "untainted, verified=false removed", func(n *corev1.Node) bool {
+	cp.WaitNode(t, first.Name, 10*time.Second, "untainted, verified=false removed", func(n *corev1.Node) bool {
 		_, labelled := n.Labels["node-ready/verified"]
 		return !tainted(n) && !labelled
 	})
 	breakDNS(t, resolv[second.Name])
-	waitNode(t, second.Name, 20*time.Second, "re-tainted: the bypassed node holds no slot", func(n *corev1.Node) bool {
+	cp.WaitNode(t, second.Name, 20*time.Second, "re-tainted: the bypassed node holds no slot", func(n *corev1.Node) bool {
 		return hasTaint(n, unhealthyTaint)
 	})
 	if got := agents[second.Name].Metric(t, "node_ready_retaint_suppressed_total"); got != 0 {
@@ -75,20 +75,20 @@ func TestRetaintLeaseLeftByAGoneAgent(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = leases.Delete(context.Background(), retaintLease, metav1.DeleteOptions{}) })
 
-	n := newNode(t, "lease-gone", harness.NodeOptions{})
+	n := cp.NewNode(t, "lease-gone", harness.NodeOptions{})
 	resolv := ownResolvConf(t)
 	a := startAgent(t, n, "--check.dns.resolv-conf="+resolv, "--fleet-budget=100%")
-	waitNode(t, n.Name, 20*time.Second, "verified", verified)
+	cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	breakDNS(t, resolv)
 	harness.Eventually(t, 20*time.Second, "a re-taint waiting for the Lease is counted", func() (bool, string) {
 		got, err := a.TryMetric("node_ready_retaint_deferred_total", `reason="lease_held"`)
 		return err == nil && got > 0, fmt.Sprintf("node_ready_retaint_deferred_total{reason=\"lease_held\"} = %v (err %v)", got, err)
 	})
-	waitEvent(t, n.Name, "RetaintDeferred", 10*time.Second)
+	cp.WaitEvent(t, 10*time.Second, "Node", n.Name, "RetaintDeferred", "")
 	if !logContains(a.Process, "another agent holds the re-taint lease") {
 		t.Error("agent did not log that its re-taint waits for the lease")
 	}
-	waitNode(t, n.Name, 25*time.Second, "re-tainted despite the Lease left behind", func(n *corev1.Node) bool {
+	cp.WaitNode(t, n.Name, 25*time.Second, "re-tainted despite the Lease left behind", func(n *corev1.Node) bool {
 		return hasTaint(n, unhealthyTaint)
 	})
 	if got := logCount(a.Process, "another agent holds the re-taint lease"); got != 1 {
