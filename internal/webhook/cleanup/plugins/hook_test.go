@@ -80,7 +80,8 @@ func TestHook(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 1})
-			err = p.Cleanup(ctx, deletedNode())
+			deleted := deletedNode()
+			err = p.Cleanup(ctx, deleted)
 			if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("err = %v, want %q", err, tt.wantErr)
 			}
@@ -91,7 +92,7 @@ func TestHook(t *testing.T) {
 				t.Fatalf("%d posts, want %d", len(r.bodies), tt.wantPosts)
 			}
 			d := r.bodies[0]
-			want := HookNode{Name: "n1", UID: "uid-n1", ProviderID: "aws:///eu-west-1a/i-0abc", Zone: "eu-west-1a", InstanceType: "m7g.large"}
+			want := HookNode{Name: "n1", UID: string(deleted.UID), ProviderID: "aws:///eu-west-1a/i-0abc", Zone: "eu-west-1a", InstanceType: "m7g.large"}
 			if d.Event != "NodeDeleted" || d.Cluster != "prod" || d.Node.Name != want.Name || d.Node.UID != want.UID ||
 				d.Node.ProviderID != want.ProviderID || d.Node.Zone != want.Zone || d.Node.InstanceType != want.InstanceType ||
 				d.Node.DeletionTimestamp == nil || d.Node.Labels[corev1.LabelHostname] != "n1" {

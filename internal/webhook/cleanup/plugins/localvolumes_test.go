@@ -12,16 +12,17 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
 // hostNode is a Node named name whose kubernetes.io/hostname label is host.
 func hostNode(name, host string, deleting bool) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name),
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uuid.NewUUID(),
 		Labels: map[string]string{corev1.LabelHostname: host}, CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))}}
 	if deleting {
 		n.DeletionTimestamp = &metav1.Time{Time: time.Now()}
@@ -33,7 +34,7 @@ func hostNode(name, host string, deleting bool) *corev1.Node {
 // localPV is a PersistentVolume of class "local" pinned by term.
 func localPV(name string, term corev1.NodeSelectorTerm) *corev1.PersistentVolume {
 	return &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: uuid.NewUUID(), CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour))},
 		Spec: corev1.PersistentVolumeSpec{StorageClassName: "local",
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}}},
 	}

@@ -15,15 +15,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// node is a Node with a UID of its own: two calls with the same name are two
+// incarnations of that name.
 func node(name string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{corev1.LabelHostname: name}}}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uuid.NewUUID(), Labels: map[string]string{corev1.LabelHostname: name}}}
 }
 
 func hostnameTerm(values ...string) corev1.NodeSelectorTerm {
@@ -232,16 +235,17 @@ func TestNotifyFormatsAndRetries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			n1 := node("n1")
 			ctx := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 1})
-			if err := p.Cleanup(ctx, node("n1")); err != nil {
+			if err := p.Cleanup(ctx, n1); err != nil {
 				t.Fatal(err)
 			}
-			// A second attempt does not announce the start again.
+			// A second attempt (of the same node) does not announce the start again.
 			ctx2 := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 2})
-			if err := p.Cleanup(ctx2, node("n1")); err != nil || len(bodies) != 1 {
+			if err := p.Cleanup(ctx2, n1); err != nil || len(bodies) != 1 {
 				t.Errorf("attempt 2 sent a start message again")
 			}
-			p.(cleanup.Observer).Finished(ctx, node("n1"), nil)
+			p.(cleanup.Observer).Finished(ctx, n1, nil)
 			if len(bodies) != 2 {
 				t.Fatalf("%d messages delivered, want start and success", len(bodies))
 			}
@@ -275,7 +279,6 @@ func TestNotifyStartRetriedUntilDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := node("n1")
-	n.UID = "uid-1"
 	for attempt := 1; attempt <= 3; attempt++ {
 		ctx := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: attempt})
 		if err := p.Cleanup(ctx, n); err == nil {
@@ -293,7 +296,6 @@ func TestNotifyStartRetriedUntilDelivered(t *testing.T) {
 	}
 	// A node re-created under the same name is a new node.
 	again := node("n1")
-	again.UID = "uid-2"
 	if err := p.Cleanup(ctx, again); err != nil || delivered.Load() != 2 {
 		t.Errorf("re-created node: err=%v, delivered %d, want a second start message", err, delivered.Load())
 	}
