@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/kube"
@@ -46,7 +48,7 @@ func main() {
 		fmt.Fprintf(fs.Output(), "Usage:\n  %s [flags]        verify this node and manage its startup taint\n  %s check [flags]  run one round of checks, print a table, exit 0 if all pass\n\nFlags:\n", name, name)
 		fs.PrintDefaults()
 	}
-	opts := agent.NewOptions()
+	opts := app.NewOptions()
 	if code := cli.Parse(name, fs, opts, args, os.Stdout, os.Stderr); code != cli.Continue {
 		os.Exit(code)
 	}
@@ -61,10 +63,11 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, opts *agent.Options) error {
+func run(ctx context.Context, opts *app.Options) error {
 	log := logging.New(os.Stdout, opts.LogLevel).With("node", opts.NodeName)
 	// client-go logs through klog; send those lines through the same JSON logger.
 	klog.SetSlogLogger(log)
+	warnDeprecated(log, opts)
 	// Bind the metrics port before anything else: a clash stops the start.
 	metricsLn, err := metricsserver.Listen(opts.MetricsAddr)
 	if err != nil {
@@ -80,15 +83,13 @@ func run(ctx context.Context, opts *agent.Options) error {
 			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	cs, err := agent.BuildChecks(opts, client, log)
+	cs, err := app.Build(opts, client, log)
 	if err != nil {
 		return err
 	}
-	var continuousNames []string
-	for _, c := range opts.Enabled() {
-		if opts.Continuous(c) {
-			continuousNames = append(continuousNames, c)
-		}
+	cfg, err := opts.Config()
+	if err != nil {
+		return err
 	}
 	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Log: log}
 	// The recorder's worker outlives ctx: Close drains it on the way out.
@@ -101,12 +102,12 @@ func run(ctx context.Context, opts *agent.Options) error {
 	if err != nil {
 		return err
 	}
-	a, err := agent.New(opts, client, cs, checkMetrics, agentMetrics, recorder, log)
+	a, err := agent.New(cfg, client, cs, checkMetrics, agentMetrics, recorder, log)
 	if err != nil {
 		return err
 	}
 	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", strings.Join(opts.Enabled(), ","),
-		"continuous_checks", strings.Join(continuousNames, ","))
+		"continuous_checks", strings.Join(cfg.Continuous, ","))
 	serveErr := make(chan error, 1)
 	go func() {
 		serveErr <- metricsserver.Serve(ctx, metricsLn, metricsserver.Endpoints{Gatherer: reg, Ready: a.Ready, Grace: metricsGrace, Log: log})
@@ -122,23 +123,31 @@ func run(ctx context.Context, opts *agent.Options) error {
 	return runErr
 }
 
-func runCheck(ctx context.Context, opts *agent.Options) int {
+func runCheck(ctx context.Context, opts *app.Options) int {
 	log := logging.New(os.Stderr, opts.LogLevel).With("node", opts.NodeName)
+	warnDeprecated(log, opts)
 	client, err := newClient(opts.Kubeconfig)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
 	}
-	cs, err := agent.BuildChecks(opts, client, log)
+	cs, err := app.BuildChecks(opts, client, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
 	}
 	round := checks.NewRunner(cs, opts.CheckTimeout, nil).Run(ctx)
-	if err := agent.PrintRound(os.Stdout, round); err != nil || !round.Passed() {
+	if err := app.PrintRound(os.Stdout, round); err != nil || !round.Passed() {
 		return 1
 	}
 	return 0
+}
+
+// warnDeprecated logs, once at start-up, each old flag name in use.
+func warnDeprecated(log *slog.Logger, opts *app.Options) {
+	for _, w := range opts.Deprecations() {
+		log.Warn(w)
+	}
 }
 
 func newClient(path string) (*kube.Client, error) {

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
@@ -25,7 +25,7 @@ type binary struct {
 
 func binaries() []binary {
 	return []binary{
-		{name: "kube-node-ready-agent", options: func() cli.Options { return agent.NewOptions() }},
+		{name: "kube-node-ready-agent", options: func() cli.Options { return app.NewOptions() }},
 		{name: "kube-node-ready-webhook", options: func() cli.Options { return webhook.NewOptions() }},
 	}
 }

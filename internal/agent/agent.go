@@ -1,29 +1,27 @@
-// Package agent is the node-local verifier: it runs the checks on its own
-// node, removes the startup taint when they pass, and re-taints the node when
-// they keep failing, within a cluster-wide budget.
+// Package agent is the node-local verifier's loop: it runs the checks on
+// its own node, removes the startup taint when they pass, and re-taints the
+// node when they keep failing, within a cluster-wide budget.
+//
+// The loop (this file) reads its node through a view with freshness rules
+// (nodeview.go), counts rounds (rounds.go: the start-up backoff, the
+// streaks, control-plane faults), writes the node through a guarded writer
+// (write.go) and re-taints only within the fleet budget (fleet.go, under
+// the Lease of lease.go). The decisions are pure (taint.go, condition.go).
 package agent
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
-	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
 
 // Event reasons recorded on the Node.
@@ -34,135 +32,123 @@ const (
 	ReasonRetaintSuppressed  = "RetaintSuppressed"
 	// ReasonRetaintDeferred: a re-taint waits for the re-taint Lease.
 	ReasonRetaintDeferred = "RetaintDeferred"
+	// ReasonGateTimeout: the DaemonSet gate gave up on a DaemonSet.
+	ReasonGateTimeout = "DaemonSetGateTimeout"
 )
 
 // Agent verifies one node. Create it with New and call Run.
+//
+// Its fields are set by New and only read afterwards, except three: view
+// and health, which lock themselves (the watch's and the metrics server's
+// goroutines use them), and loop, which only the goroutine running Run
+// touches.
 type Agent struct {
-	opts   *Options
-	client Client
-	log    *slog.Logger
+	cfg      Config
+	client   Client
+	log      *slog.Logger
+	metrics  *Metrics
+	recorder Recorder
 	// runner runs every enabled check: the rounds until the first untaint.
 	runner *checks.Runner
 	// periodic runs the continuous checks once the node is verified; nil
 	// when there are none (bootstrap-only: no rounds after verification).
 	periodic *checks.Runner
-	metrics  *Metrics
-	recorder Recorder
-	taints   Taints
-	thresh   Thresholds
-	budget   budget.Budget
-	informer cache.SharedIndexInformer
-	lock     *retaintLock
-	// writeRetry spaces the rounds after a failed write to the node, so a
-	// passed round is not left waiting a whole period for its untaint.
-	writeRetry backoff.BackOff
+	// modes names the continuous and bootstrap checks in the condition.
+	modes CheckModes
+	// gates are the enabled gates, driven by the loop beyond their rounds.
+	gates []checks.Gate
+	lock  *retaintLock
 	// wake is signalled when the node changes in a way that should not wait for the next round.
 	wake chan struct{}
 	// idle is set while a bootstrap-only agent has nothing to do but watch
 	// its node; the startup taint coming back then wakes it.
 	idle atomic.Bool
 
-	mu         sync.Mutex
-	roundsDone bool
-	apiOK      bool
-	// written is the node as the agent's own last write returned it: newer
-	// than the informer's copy until the watch delivers that write.
-	written *corev1.Node
+	view   *nodeView
+	health health
+	loop   loop
+}
 
-	// modes names the continuous and bootstrap checks in the condition.
-	modes CheckModes
-	// The gates, nil when off; dsWatch feeds the DaemonSet gate.
-	condGate *checks.Conditions
-	dsGate   *checks.DaemonSets
-	dsWatch  *daemonSetWatch
-
-	// Owned by the Run loop.
+// loop is the state of the Run loop; only the goroutine running Run reads
+// or writes it.
+type loop struct {
 	// woken is set while a step runs because the node's watch woke the
 	// loop, not the timer; due is when the next periodic round is due.
-	woken        bool
-	due          time.Time
+	woken bool
+	due   time.Time
+	// startup is the start-up backoff; startupOver is set once it no longer
+	// paces rounds (a round passed, or its tries ran out).
+	startup     backoff.BackOff
+	startupOver bool
+	// writeRetry spaces the rounds after a failed write to the node, so a
+	// passed round is not left waiting a whole period for its untaint.
+	writeRetry backoff.BackOff
+	// failures and passes are the current streaks of rounds that count;
+	// failingSince is when the failure streak began.
 	failures     int
 	passes       int
 	failingSince time.Time
-	// faultLogged is set while rounds are not counted because of a
-	// control-plane fault, so that is logged once per outage.
-	faultLogged  bool
-	condErr      bool
 	everVerified bool
-	noNodeLogged bool
-	// blockedLogged is why a wanted re-taint was last blocked, so that is
-	// logged once per episode.
+	// Each is set while its episode lasts, so that is logged once:
+	// faultLogged a control-plane fault, condErr a failing condition write,
+	// noNodeLogged a node missing from the watch, blockedLogged why a
+	// wanted re-taint is blocked, waitingFor the wait-for taint present.
+	faultLogged   bool
+	condErr       bool
+	noNodeLogged  bool
 	blockedLogged string
 	waitingFor    string
-	// exclusionsChecked is set once unmatched gate exclusions were reported.
-	exclusionsChecked bool
 }
 
-// New wires an agent from validated options and the checks BuildChecks
-// made; it adds the gates the options enable, which read the agent's own
-// view of its node.
-func New(opts *Options, client Client, cs []checks.Check, checkMetrics *checks.Metrics, metrics *Metrics, recorder Recorder, log *slog.Logger) (*Agent, error) {
-	startup, err := ParseTaint(opts.StartupTaint)
-	if err != nil {
-		return nil, err
-	}
-	unhealthy, err := ParseTaint(opts.UnhealthyTaint)
-	if err != nil {
-		return nil, err
-	}
-	fleetBudget, err := budget.Parse(opts.MaxRetainted)
-	if err != nil {
-		return nil, err
-	}
-	// Watch only our own node: a field-selected list+watch, never all nodes.
-	own := fields.OneTermEqualSelector("metadata.name", opts.NodeName).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = own
-			return client.ListNodes(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = own
-			return client.WatchNodes(ctx, o)
-		},
-	}
+// New wires an agent from its configuration and the enabled checks, gates
+// among them; the gates are attached to the agent's loop.
+func New(cfg Config, client Client, cs []checks.Check, checkMetrics *checks.Metrics, metrics *Metrics, recorder Recorder, log *slog.Logger) (*Agent, error) {
 	a := &Agent{
-		opts: opts, client: client, log: log, metrics: metrics, recorder: recorder,
-		taints:   Taints{Startup: startup, Unhealthy: unhealthy},
-		thresh:   Thresholds{Retaint: opts.RetaintThreshold, Recover: opts.RecoverThreshold},
-		budget:   fleetBudget,
-		informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{}),
-		wake:     make(chan struct{}, 1),
+		cfg: cfg, client: client, log: log, metrics: metrics, recorder: recorder,
+		view: newNodeView(client, cfg.NodeName),
+		wake: make(chan struct{}, 1),
 		lock: &retaintLock{
-			client: client, namespace: opts.PodNamespace, name: "kube-node-ready-retaint",
-			holder: opts.NodeName, duration: 15 * time.Second, now: time.Now,
-		},
-		writeRetry: &backoff.ExponentialBackOff{
-			InitialInterval: opts.InitialBackoff, Multiplier: 2, RandomizationFactor: 0.2,
-			MaxInterval: opts.Period, Stop: backoff.Stop, Clock: backoff.SystemClock,
+			client: client, namespace: cfg.LeaseNamespace, name: "kube-node-ready-retaint",
+			holder: cfg.NodeName, duration: 15 * time.Second, now: time.Now,
 		},
 	}
-	a.writeRetry.Reset()
-	all, err := a.addGates(cs)
-	if err != nil {
-		return nil, err
+	a.loop.startup = newInitialBackoff(cfg.InitialBackoff, cfg.InitialTries)
+	a.loop.writeRetry = &backoff.ExponentialBackOff{
+		InitialInterval: cfg.InitialBackoff, Multiplier: 2, RandomizationFactor: 0.2,
+		MaxInterval: cfg.Period, Stop: backoff.Stop, Clock: backoff.SystemClock,
 	}
+	a.loop.writeRetry.Reset()
 	var continuous []checks.Check
-	for _, c := range all {
+	for _, c := range cs {
 		name := c.Name()
-		if opts.Continuous(name) {
+		if g, ok := c.(checks.Gate); ok {
+			g.Attach(gateHost{a})
+			a.gates = append(a.gates, g)
+		}
+		on := a.continuous(name)
+		if on {
 			continuous = append(continuous, c)
 			a.modes.Continuous = append(a.modes.Continuous, name)
 		} else {
 			a.modes.Bootstrap = append(a.modes.Bootstrap, name)
 		}
-		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[opts.Continuous(name)])
+		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[on])
 	}
-	a.runner = checks.NewRunner(all, opts.CheckTimeout, checkMetrics)
+	a.runner = checks.NewRunner(cs, cfg.CheckTimeout, checkMetrics)
 	if len(continuous) > 0 {
-		a.periodic = checks.NewRunner(continuous, opts.CheckTimeout, checkMetrics)
+		a.periodic = checks.NewRunner(continuous, cfg.CheckTimeout, checkMetrics)
 	}
-	_, err = a.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	if err := a.watchNode(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) continuous(check string) bool { return slices.Contains(a.cfg.Continuous, check) }
+
+// watchNode wakes the loop on the changes of the node it acts on at once.
+func (a *Agent) watchNode() error {
+	_, err := a.view.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		// The initial list is not news: Run starts with a round anyway.
 		AddFunc: func(_ any, initialList bool) {
 			if !initialList {
@@ -179,118 +165,56 @@ func New(opts *Options, client Client, cs []checks.Check, checkMetrics *checks.M
 		},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// After the watch expires the reflector re-lists on its own backoff; a
-	// GET of the node meanwhile keeps decisions on its current state.
-	err = a.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+	return a.view.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			go a.refresh(ctx)
+			go a.view.refresh(ctx)
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-// refresh reads the node from the API server and keeps it when it is newer
-// than what the informer holds.
-func (a *Agent) refresh(ctx context.Context) {
-	n, err := a.client.GetNode(ctx, a.opts.NodeName)
-	if err == nil {
-		a.remember(n)
-	}
-}
-
-// remember keeps n, the node as a write or a direct read returned it.
-func (a *Agent) remember(n *corev1.Node) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.written == nil || newer(n, a.written) {
-		a.written = n
-	}
-}
-
-// newer reports whether a is a later version of the same node than b.
-// Resource versions compare only where the server says they do (etcd's do);
-// otherwise a is not taken as newer.
-func newer(a, b *corev1.Node) bool {
-	if a.UID != b.UID {
-		return a.CreationTimestamp.After(b.CreationTimestamp.Time)
-	}
-	c, err := resourceversion.CompareResourceVersion(a.ResourceVersion, b.ResourceVersion)
-	return err == nil && c > 0
 }
 
 // relevantChange is true when the bypass annotation or the wait-for taints
-// changed: those are acted on at once rather than at the next round.
-// An idle (bootstrap-only, verified) agent also wakes when the startup
-// taint comes back.
+// changed, or what a gate waits for on a node being verified: those are
+// acted on at once rather than at the next round. An idle (bootstrap-only,
+// verified) agent also wakes when the startup taint comes back.
 func (a *Agent) relevantChange(o, n *corev1.Node) bool {
-	if a.condGate != nil && !a.bootstrapped(n) &&
-		(len(checks.UnmetConditions(o, a.condGate.Required, a.condGate.AbsentPasses)) == 0) !=
-			(len(checks.UnmetConditions(n, a.condGate.Required, a.condGate.AbsentPasses)) == 0) {
+	if !a.bootstrapped(n) && slices.ContainsFunc(a.gates, func(g checks.Gate) bool { return g.Changed(o, n) }) {
 		return true
 	}
 	return a.bypassed(o) != a.bypassed(n) ||
-		HasAnyTaintKey(o.Spec.Taints, a.opts.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.opts.WaitForTaints) ||
-		(a.idle.Load() && !HasTaint(o.Spec.Taints, a.taints.Startup) && HasTaint(n.Spec.Taints, a.taints.Startup))
-}
-
-func (a *Agent) signal() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+		HasAnyTaintKey(o.Spec.Taints, a.cfg.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.cfg.WaitForTaints) ||
+		(a.idle.Load() && !HasTaint(o.Spec.Taints, a.cfg.Taints.Startup) && HasTaint(n.Spec.Taints, a.cfg.Taints.Startup))
 }
 
 func (a *Agent) bypassed(n *corev1.Node) bool {
-	return n.Annotations[a.opts.SkipAnnotation] == "true"
-}
-
-// Ready reports whether a first round has finished and the API server was
-// reachable in the last one: the /readyz answer.
-func (a *Agent) Ready() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case !a.roundsDone:
-		return errors.New("no verification round finished yet")
-	case !a.apiOK:
-		return errors.New("API server not reachable in the last round")
-	}
-	return nil
+	return n.Annotations[a.cfg.BypassAnnotation] == "true"
 }
 
 // Run verifies the node until ctx ends. It never touches the taint on the
 // way out: a stopped agent leaves the node as it found it.
 func (a *Agent) Run(ctx context.Context) error {
-	go a.informer.RunWithContext(ctx)
-	if a.dsWatch != nil {
-		// List DaemonSets and pods while the node is listed.
-		a.dsWatch.start(ctx)
-	}
+	go a.view.informer.RunWithContext(ctx)
+	defer func() {
+		for _, g := range a.gates {
+			g.Stop()
+		}
+	}()
 	a.log.Info("waiting for the node to appear in the watch")
-	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), a.view.informer.HasSynced) {
 		return nil
 	}
-	initial := newInitialBackoff(a.opts.InitialBackoff, a.opts.InitialTries)
-	inInitial := true
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		a.woken = false
+		a.loop.woken = false
 		select {
 		case <-ctx.Done():
 			a.log.Info("stopping; node taint left as it is")
-			if a.dsWatch != nil {
-				a.dsWatch.stop()
-			}
 			return nil
 		case <-a.wake:
-			a.woken = true
+			a.loop.woken = true
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -299,43 +223,36 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		case <-timer.C:
 		}
-		next := a.step(ctx, &inInitial, initial)
-		a.due = time.Now().Add(next)
+		next := a.step(ctx)
+		a.metrics.iterations.Inc()
+		a.loop.due = time.Now().Add(next)
 		timer.Reset(next)
 	}
 }
 
 // step runs one iteration and returns the delay before the next.
-func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackOff) time.Duration {
-	node := a.cachedNode()
+func (a *Agent) step(ctx context.Context) time.Duration {
+	node := a.view.node()
 	if node == nil {
-		if !a.noNodeLogged {
+		if !a.loop.noNodeLogged {
 			a.log.Warn("node not found; waiting for it to (re)appear")
-			a.noNodeLogged = true
+			a.loop.noNodeLogged = true
 		}
-		a.setReady(false, a.apiReachable(ctx))
-		return a.opts.Period
+		a.health.set(false, a.apiReachable(ctx))
+		return a.cfg.Period
 	}
-	a.noNodeLogged = false
+	a.loop.noNodeLogged = false
 	if a.bypassed(node) {
-		// Nothing is verified while bypassed: the gates' watches can go.
-		a.runGates(ctx, false)
-		if err := a.apply(ctx, Decide(State{Bypass: true}, a.thresh, a.taints)); err != nil {
-			a.log.Error("untaint for bypass annotation failed", "annotation", a.opts.SkipAnnotation, "error", err)
-			return a.opts.InitialBackoff
-		}
-		a.setCondition(ctx, BypassedCondition(a.opts.SkipAnnotation))
-		a.setReady(true, true)
-		return a.jittered()
+		return a.bypass(ctx)
 	}
-	if key := HasAnyTaintKey(node.Spec.Taints, a.opts.WaitForTaints); key != "" {
-		if a.waitingFor != key {
+	if key := HasAnyTaintKey(node.Spec.Taints, a.cfg.WaitForTaints); key != "" {
+		if a.loop.waitingFor != key {
 			a.log.Info("waiting for taint to be removed before verifying", "taint", key)
-			a.waitingFor = key
+			a.loop.waitingFor = key
 		}
-		return a.opts.Period
+		return a.cfg.Period
 	}
-	a.waitingFor = ""
+	a.loop.waitingFor = ""
 
 	runner := a.runner
 	a.runGates(ctx, !a.bootstrapped(node))
@@ -353,26 +270,52 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	if !round.Passed() {
 		if fault := a.controlPlaneFault(ctx, round); fault != nil {
 			a.skip(round, fault)
-			return a.next(ctx, round, inInitial, initial)
+			return a.next(round)
 		}
 	}
-	if a.faultLogged {
-		a.faultLogged = false
+	if a.loop.faultLogged {
+		a.loop.faultLogged = false
 		a.log.Info("control plane answers again; counting rounds from zero")
 	}
-	if a.woken && !round.Passed() && !a.startingUp() {
+	if a.loop.woken && !round.Passed() && !a.startingUp() {
 		return a.uncounted(round)
 	}
 	a.observe(round)
+	if err := a.act(ctx, round, node); err != nil {
+		d := a.loop.writeRetry.NextBackOff()
+		a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
+		return d
+	}
+	a.loop.writeRetry.Reset()
+	return a.next(round)
+}
+
+// bypass is the step while the bypass annotation is set: untaint, never
+// re-taint, and nothing verified.
+func (a *Agent) bypass(ctx context.Context) time.Duration {
+	// Nothing is verified while bypassed: the gates' watches can go.
+	a.runGates(ctx, false)
+	if err := a.apply(ctx, Decide(State{Bypass: true}, a.cfg.Thresholds, a.cfg.Taints)); err != nil {
+		a.log.Error("untaint for bypass annotation failed", "annotation", a.cfg.BypassAnnotation, "error", err)
+		return a.cfg.InitialBackoff
+	}
+	a.setCondition(ctx, BypassedCondition(a.cfg.BypassAnnotation))
+	a.health.set(true, true)
+	return a.jittered()
+}
+
+// act decides on the node after a counted round and writes the decision
+// and the condition.
+func (a *Agent) act(ctx context.Context, round checks.Round, node *corev1.Node) error {
 	// The round took a while: decide on the node as it is now.
-	if n := a.cachedNode(); n != nil {
+	if n := a.view.node(); n != nil {
 		node = n
 	}
-	startupTainted, retainted := NodeState(node, a.taints, a.opts.VerifiedLabel)
+	startupTainted, retainted := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
 	want := Decide(State{
-		Passed: round.Passed(), Failures: a.failures, Passes: a.passes,
+		Passed: round.Passed(), Failures: a.loop.failures, Passes: a.loop.passes,
 		StartupTainted: startupTainted, Retainted: retainted,
-	}, a.thresh, a.taints)
+	}, a.cfg.Thresholds, a.cfg.Taints)
 	var err error
 	if want.IsRetaint() {
 		err = a.retaint(ctx, node, want)
@@ -381,19 +324,13 @@ func (a *Agent) step(ctx context.Context, inInitial *bool, initial backoff.BackO
 	}
 	switch {
 	case !round.Passed():
-		a.setCondition(ctx, FailingCondition(round.Failed(), a.failingSince, a.modes))
-	case retainted && a.passes < a.thresh.Recover:
-		a.setCondition(ctx, RecoveringCondition(a.passes, a.thresh.Recover, a.modes))
+		a.setCondition(ctx, FailingCondition(round.Failed(), a.loop.failingSince, a.modes))
+	case retainted && a.loop.passes < a.cfg.Thresholds.Recover:
+		a.setCondition(ctx, RecoveringCondition(a.loop.passes, a.cfg.Thresholds.Recover, a.modes))
 	default:
 		a.setCondition(ctx, PassingCondition(a.modes))
 	}
-	if err != nil {
-		d := a.writeRetry.NextBackOff()
-		a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
-		return d
-	}
-	a.writeRetry.Reset()
-	return a.next(ctx, round, inInitial, initial)
+	return err
 }
 
 // idleWait is how long a bootstrap-only agent sleeps between looks at its
@@ -405,7 +342,7 @@ const idleWait = 24 * time.Hour
 // (label false) under a bootstrap-only agent must pass every check again,
 // as nothing else would ever untaint it.
 func (a *Agent) bootstrapped(node *corev1.Node) bool {
-	switch node.Labels[a.opts.VerifiedLabel] {
+	switch node.Labels[a.cfg.VerifiedLabel] {
 	case "true":
 		return true
 	case "false":
@@ -421,74 +358,16 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 	if !a.idle.Swap(true) {
 		a.log.Info("node verified; bootstrap-only, so no more rounds on this node")
 	}
-	a.setReady(true, true)
+	a.health.set(true, true)
 	a.setCondition(ctx, BootstrappedCondition(a.modes))
-	if HasTaint(node.Spec.Taints, a.taints.Startup) {
+	if HasTaint(node.Spec.Taints, a.cfg.Taints.Startup) {
 		a.log.Info("startup taint re-added to a verified node; removing it again")
-		if err := a.apply(ctx, Desired{Remove: []corev1.Taint{a.taints.Startup}, Label: "true"}); err != nil {
-			d := a.writeRetry.NextBackOff()
+		if err := a.apply(ctx, Desired{Remove: []corev1.Taint{a.cfg.Taints.Startup}, Label: "true"}); err != nil {
+			d := a.loop.writeRetry.NextBackOff()
 			a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
 			return d
 		}
-		a.writeRetry.Reset()
+		a.loop.writeRetry.Reset()
 	}
 	return idleWait
-}
-
-// setCondition writes the agent's condition on its node when it differs
-// from what the node (as last seen) says. A failed write is logged once per
-// streak and retried with the next round; it never holds up a decision.
-func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
-	node := a.cachedNode()
-	if node == nil {
-		return
-	}
-	patch, err := ConditionPatch(node, want, time.Now())
-	if err != nil || patch == nil {
-		return
-	}
-	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
-	if err == nil {
-		a.remember(updated)
-	}
-	switch {
-	case err != nil && !a.condErr:
-		a.condErr = true
-		a.log.Warn("cannot write the node condition; will retry with later rounds", "condition", string(ConditionType), "error", err)
-	case err == nil:
-		a.condErr = false
-	}
-}
-
-func (a *Agent) setReady(done, apiOK bool) {
-	a.mu.Lock()
-	a.roundsDone = a.roundsDone || done
-	a.apiOK = apiOK
-	a.mu.Unlock()
-}
-
-func (a *Agent) apiReachable(ctx context.Context) bool {
-	_, err := a.client.ServerVersion(ctx)
-	return err == nil
-}
-
-// cachedNode returns the freshest known state of the node: the informer's
-// copy, or the agent's own last write (or read) when that is newer, as it is
-// until the watch delivers it. nil when the informer does not have the node.
-func (a *Agent) cachedNode() *corev1.Node {
-	obj, ok, err := a.informer.GetStore().GetByKey(a.opts.NodeName)
-	if err != nil || !ok {
-		return nil
-	}
-	n, _ := obj.(*corev1.Node)
-	if n == nil {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.written != nil && newer(a.written, n) {
-		return a.written
-	}
-	a.written = nil
-	return n
 }

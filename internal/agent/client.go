@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,20 +34,11 @@ type ServerClient interface {
 	Readyz(ctx context.Context) error
 }
 
-// WorkloadClient lists and watches what the DaemonSet gate reads.
-type WorkloadClient interface {
-	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
-	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	ListDaemonSets(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error)
-	WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
 // Client is the agent's access to the API server; kube.Client implements it.
 type Client interface {
 	NodeClient
 	LeaseClient
 	ServerClient
-	WorkloadClient
 }
 
 // Recorder records Events about the node; kube.Recorder implements it.

@@ -13,8 +13,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -43,6 +45,10 @@ type fakeCluster struct {
 	readyErr error
 	// silent stops watch events, as a watch that lags or has expired.
 	silent bool
+	// daemonSets are what the DaemonSet gate lists; no pods run anywhere.
+	daemonSets []appsv1.DaemonSet
+	// dsWatches are the DaemonSet watches opened.
+	dsWatches []*watch.RaceFreeFakeWatcher
 }
 
 func newFakeCluster(nodes ...*corev1.Node) *fakeCluster {
@@ -230,16 +236,78 @@ func (f *fakeCluster) ListPods(context.Context, metav1.ListOptions) (*corev1.Pod
 	return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
 }
 
-func (f *fakeCluster) WatchPods(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	return watch.NewRaceFreeFake(), nil
+func (f *fakeCluster) WatchPods(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	w := watch.NewRaceFreeFake()
+	initialEvents(w, o, "1", &corev1.Pod{})
+	return w, nil
+}
+
+// initialEvents sends, for client-go's streaming list, the bookmark that
+// ends the (here empty, or given) initial objects.
+func initialEvents(w *watch.RaceFreeFakeWatcher, o metav1.ListOptions, rv string, bookmark runtime.Object, objs ...runtime.Object) {
+	if o.SendInitialEvents == nil || !*o.SendInitialEvents {
+		return
+	}
+	for _, obj := range objs {
+		w.Add(obj)
+	}
+	m, _ := meta.Accessor(bookmark)
+	m.SetResourceVersion(rv)
+	m.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	w.Action(watch.Bookmark, bookmark)
 }
 
 func (f *fakeCluster) ListDaemonSets(context.Context, metav1.ListOptions) (*appsv1.DaemonSetList, error) {
-	return &appsv1.DaemonSetList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &appsv1.DaemonSetList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: f.daemonSets}, nil
 }
 
-func (f *fakeCluster) WatchDaemonSets(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	return watch.NewRaceFreeFake(), nil
+func (f *fakeCluster) WatchDaemonSets(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := watch.NewRaceFreeFake()
+	var objs []runtime.Object
+	for i := range f.daemonSets {
+		objs = append(objs, f.daemonSets[i].DeepCopy())
+	}
+	initialEvents(w, o, "1", &appsv1.DaemonSet{}, objs...)
+	f.dsWatches = append(f.dsWatches, w)
+	return w, nil
+}
+
+// openDaemonSetWatches counts the DaemonSet watches not stopped.
+func (f *fakeCluster) openDaemonSetWatches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, w := range f.dsWatches {
+		if !w.IsStopped() {
+			n++
+		}
+	}
+	return n
+}
+
+// remove deletes the node and tells the watchers.
+func (f *fakeCluster) remove(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[name]
+	delete(f.nodes, name)
+	f.rv++
+	for _, w := range f.watchers {
+		w.Delete(n.DeepCopy())
+	}
+}
+
+// update changes the stored node with edit as another client would.
+func (f *fakeCluster) update(name string, edit func(*corev1.Node)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[name].DeepCopy()
+	edit(n)
+	f.store(n)
 }
 
 // fakeRecorder keeps the Events the agent records.

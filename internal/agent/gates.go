@@ -2,248 +2,55 @@ package agent
 
 import (
 	"context"
-	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
 
-// daemonSetWatch keeps the DaemonSets of the cluster and the pods on this
-// node in caches for the DaemonSet gate: one field-selected watch of pods
-// and one watch of DaemonSets, trimmed to what the gate reads. It runs only
-// while the gate is needed (a bootstrap gate stops it once the node is
-// verified), so a node in service pays nothing for it.
-type daemonSetWatch struct {
-	client   WorkloadClient
-	nodeName string
-	// changed is called on every change, from the informers' goroutines.
-	changed func()
+// gateHost is what the agent's gates see of it (checks.GateHost): its node
+// view, its loop's wake-up, and its metrics, log and Events.
+type gateHost struct{ a *Agent }
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	ds     cache.SharedIndexInformer
-	pods   cache.SharedIndexInformer
+// Node implements checks.GateHost.
+func (h gateHost) Node() *corev1.Node { return h.a.view.node() }
+
+// Verifying implements checks.GateHost.
+func (h gateHost) Verifying() bool {
+	node := h.a.view.node()
+	return node != nil && !h.a.bootstrapped(node)
 }
 
-// start runs the watches unless they already run.
-func (w *daemonSetWatch) start(ctx context.Context) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel != nil {
-		return
-	}
-	onNode := fields.OneTermEqualSelector("spec.nodeName", w.nodeName).String()
-	w.pods = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = onNode
-			return w.client.ListPods(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = onNode
-			return w.client.WatchPods(ctx, o)
-		},
-	}, &corev1.Pod{}, 0, cache.Indexers{})
-	w.ds = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return w.client.ListDaemonSets(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return w.client.WatchDaemonSets(ctx, o)
-		},
-	}, &appsv1.DaemonSet{}, 0, cache.Indexers{})
-	for _, inf := range []cache.SharedIndexInformer{w.pods, w.ds} {
-		// Errors here only mean the informer already started, which it has not.
-		_ = inf.SetTransform(trimForGate)
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { w.changed() },
-			UpdateFunc: func(any, any) { w.changed() },
-			DeleteFunc: func(any) { w.changed() },
-		})
-	}
-	ctx, w.cancel = context.WithCancel(ctx)
-	w.done = make(chan struct{})
-	pods, ds, done := w.pods, w.ds, w.done
-	go func() {
-		defer close(done)
-		var wg sync.WaitGroup
-		wg.Go(func() { pods.RunWithContext(ctx) })
-		wg.Go(func() { ds.RunWithContext(ctx) })
-		wg.Wait()
-	}()
-}
+// Wake implements checks.GateHost.
+func (h gateHost) Wake() { h.a.signal() }
 
-// stop ends the watches and drops the caches.
-func (w *daemonSetWatch) stop() {
-	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.cancel, w.done, w.ds, w.pods = nil, nil, nil, nil
-	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
-// DaemonSets implements checks.DaemonSetSource.
-func (w *daemonSetWatch) DaemonSets() []*appsv1.DaemonSet {
-	return listOf[*appsv1.DaemonSet](w.informer(func() cache.SharedIndexInformer { return w.ds }))
-}
-
-// PodsOnNode implements checks.DaemonSetSource.
-func (w *daemonSetWatch) PodsOnNode() []*corev1.Pod {
-	return listOf[*corev1.Pod](w.informer(func() cache.SharedIndexInformer { return w.pods }))
-}
-
-// Synced implements checks.DaemonSetSource.
-func (w *daemonSetWatch) Synced() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ds != nil && w.ds.HasSynced() && w.pods.HasSynced()
-}
-
-func (w *daemonSetWatch) informer(pick func() cache.SharedIndexInformer) cache.SharedIndexInformer {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return pick()
-}
-
-func listOf[T any](inf cache.SharedIndexInformer) []T {
-	if inf == nil {
-		return nil
-	}
-	var out []T
-	for _, obj := range inf.GetStore().List() {
-		if t, ok := obj.(T); ok {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// trimForGate keeps only what the gate reads, so a cluster with many large
-// DaemonSets costs the agent little memory on every node.
-func trimForGate(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *appsv1.DaemonSet:
-		spec := o.Spec.Template.Spec
-		return &appsv1.DaemonSet{
-			ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace, UID: o.UID, Labels: o.Labels, ResourceVersion: o.ResourceVersion},
-			Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				NodeName: spec.NodeName, NodeSelector: spec.NodeSelector, Affinity: spec.Affinity,
-				Tolerations: spec.Tolerations, HostNetwork: spec.HostNetwork,
-			}}},
-		}, nil
-	case *corev1.Pod:
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion,
-				OwnerReferences: o.OwnerReferences, DeletionTimestamp: o.DeletionTimestamp,
-			},
-			Status: corev1.PodStatus{Conditions: o.Status.Conditions},
-		}, nil
-	}
-	return obj, nil
-}
-
-// ReasonGateTimeout is the Event reason of a DaemonSet the gate gave up on.
-const ReasonGateTimeout = "DaemonSetGateTimeout"
-
-// addGates appends the gates the options enable to cs.
-func (a *Agent) addGates(cs []checks.Check) ([]checks.Check, error) {
-	o := a.opts
-	if len(o.RequireConditions) > 0 {
-		g := &checks.Conditions{Node: a.cachedNode, AbsentPasses: o.AbsentConditions == "pass"}
-		for _, s := range o.RequireConditions {
-			r, err := checks.ParseConditionRequirement(s)
-			if err != nil {
-				return nil, err
-			}
-			g.Required = append(g.Required, r)
-		}
-		a.condGate = g
-		cs = append(cs, g)
-	}
-	if o.DaemonSetGate {
-		sel, err := labels.Parse(o.DaemonSetExcludeSelector)
-		if err != nil {
-			return nil, err
-		}
-		if o.DaemonSetExcludeSelector == "" {
-			sel = nil
-		}
-		a.dsWatch = &daemonSetWatch{client: a.client, nodeName: o.NodeName, changed: a.daemonSetsChanged}
-		g := &checks.DaemonSets{
-			Node: a.cachedNode, Source: a.dsWatch, SelfPod: o.PodNamespace + "/" + o.PodName,
-			IgnoreTaints:    append([]string{a.taints.Startup.Key, a.taints.Unhealthy.Key}, o.WaitForTaints...),
-			ExcludeSelector: sel, Timeout: o.DaemonSetTimeout, OnTimeout: a.daemonSetTimedOut,
-		}
-		for _, s := range o.DaemonSetExclude {
-			e, err := checks.ParseDaemonSetExclusion(s)
-			if err != nil {
-				return nil, err
-			}
-			g.Exclude = append(g.Exclude, e)
-		}
-		a.dsGate = g
-		cs = append(cs, g)
-	}
-	return cs, nil
-}
-
-// daemonSetsChanged wakes the agent when the DaemonSet gate, the last thing
-// a new node may be waiting for, now passes: the untaint should not wait
-// for the next backoff step.
-func (a *Agent) daemonSetsChanged() {
-	node := a.cachedNode()
-	if node == nil || !a.dsWatch.Synced() || a.bootstrapped(node) {
-		return
-	}
-	if len(a.dsGate.Pending(node)) == 0 {
-		a.signal()
-	}
-}
-
-func (a *Agent) daemonSetTimedOut(ds string, waited time.Duration) {
+// DaemonSetTimedOut implements checks.GateHost.
+func (h gateHost) DaemonSetTimedOut(ds string, waited, timeout time.Duration) {
+	a := h.a
 	a.metrics.gateTimeouts.Inc()
 	a.log.Warn("gate gave up waiting for a DaemonSet; no longer waited for", "daemonset", ds, "waited_seconds", waited.Seconds())
-	if node := a.cachedNode(); node != nil {
+	if node := a.view.node(); node != nil {
 		a.event(node, corev1.EventTypeWarning, ReasonGateTimeout, "Verify",
-			"DaemonSet %s not Ready on this node after %s; no longer waited for", ds, a.opts.DaemonSetTimeout)
+			"DaemonSet %s not Ready on this node after %s; no longer waited for", ds, timeout)
 	}
 }
 
-// runGates starts the DaemonSet watch while the gate has work (the node is
-// being verified, or the gate is continuous) and stops it otherwise, so a
-// node in service pays nothing for a bootstrap gate.
+// signal asks the loop for a round now, or right after the one it is running.
+func (a *Agent) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runGates runs each gate's watches while it has work (the node is being
+// verified, or the gate is continuous) and stops them otherwise, so a node
+// in service pays nothing for a bootstrap gate.
 func (a *Agent) runGates(ctx context.Context, verifying bool) {
-	if a.dsWatch == nil {
-		return
-	}
-	if !verifying && !a.opts.Continuous(GateDaemonSets) {
-		a.dsWatch.stop()
-		return
-	}
-	a.dsWatch.start(ctx)
-	// A round before the first list would fail the gate and cost the node a
-	// backoff step; the list takes milliseconds.
-	_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, a.opts.CheckTimeout, true, func(context.Context) (bool, error) {
-		return a.dsWatch.Synced(), nil
-	})
-	if !a.exclusionsChecked && a.dsWatch.Synced() {
-		a.exclusionsChecked = true
-		for _, e := range a.dsGate.Unmatched() {
-			a.log.Warn("gate exclusion matches no DaemonSet", "exclusion", e)
+	for _, g := range a.gates {
+		if verifying || a.continuous(g.Name()) {
+			g.Start(ctx, a.cfg.CheckTimeout)
+		} else {
+			g.Stop()
 		}
 	}
 }

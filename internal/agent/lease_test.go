@@ -192,9 +192,9 @@ func TestRetaintCountOutlastingTheLeaseIsDeferred(t *testing.T) {
 	a, rec := startTestAgent(t, f, stubCheck{err: errDNS}, nil)
 	a.client = slowFleetCount{f}
 	a.lock.duration = 300 * time.Millisecond
-	a.failures = a.opts.RetaintThreshold - 1
-	inInitial := false
-	a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+	a.loop.failures = a.cfg.Thresholds.Retaint - 1
+	a.loop.startupOver = true
+	a.step(t.Context())
 	if HasTaint(f.node("n1").Spec.Taints, unhealthy) {
 		t.Fatal("re-tainted without a fleet count")
 	}

@@ -20,6 +20,7 @@ type Metrics struct {
 	continuous        *prometheus.GaugeVec
 	skippedRounds     prometheus.Counter
 	gateTimeouts      prometheus.Counter
+	iterations        prometheus.Counter
 }
 
 // NewMetrics registers the agent metrics on reg; it fails when one of them is
@@ -44,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		retaintSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "node_ready_retaint_suppressed_total",
-			Help: "Re-taints refused because the fleet budget (--max-retainted) was used up.",
+			Help: "Re-taints refused because the fleet budget (--fleet-budget) was used up.",
 		}),
 		retaintDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_ready_retaint_deferred_total",
@@ -62,13 +63,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "node_ready_gate_timeouts_total",
 			Help: "DaemonSets the DaemonSet gate gave up waiting for (--gate.daemonsets.timeout).",
 		}),
+		iterations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "node_ready_loop_iterations_total",
+			Help: "Iterations of the verification loop: a round of checks, or a look at the node that found nothing to verify (bypassed, waiting for a --wait-for-taints taint, node missing). Stalls while a bootstrap-only agent rests on its verified node.",
+		}),
 		continuous: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_check_continuous",
 			Help: "Mode of each enabled check: 1 continuous (re-run every period once verified, can re-taint), 0 bootstrap (runs only until the first untaint).",
 		}, []string{"check"}),
 	}
 	buildInfo := version.BuildInfo("node_ready_build_info", "Build of the running agent; always 1.")
-	for _, c := range []prometheus.Collector{m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, buildInfo} {
+	for _, c := range []prometheus.Collector{m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, m.iterations, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("agent: register metrics: %w", err)
 		}

@@ -15,9 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
 
 // stubCheck passes or fails as told.
@@ -26,9 +28,12 @@ type stubCheck struct{ err error }
 func (stubCheck) Name() string                { return "dns" }
 func (c stubCheck) Run(context.Context) error { return c.err }
 
+// testNode is a node as the API server returns it: each call is a new
+// object with a UID of its own, as a node deleted and created again under
+// the same name has.
 func testNode(name string, taints []corev1.Taint, labels, annotations map[string]string) *corev1.Node {
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + "name", Labels: labels, Annotations: annotations,
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: uuid.NewUUID(), Labels: labels, Annotations: annotations,
 			CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))},
 		Spec: corev1.NodeSpec{Taints: taints},
 	}
@@ -133,14 +138,14 @@ func TestStep(t *testing.T) {
 			}
 			f.patchHooks = tt.hooks
 			f.lease = tt.lease
-			a, rec := startTestAgent(t, f, stubCheck{err: tt.roundErr}, func(o *Options) {
+			a, rec := startTestAgent(t, f, stubCheck{err: tt.roundErr}, func(c *Config) {
 				if tt.budget != "" {
-					o.MaxRetainted = tt.budget
+					c.FleetBudget = mustBudget(t, tt.budget)
 				}
 			})
-			a.failures, a.passes = tt.failures, tt.passes
-			inInitial := false
-			a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+			a.loop.failures, a.loop.passes = tt.failures, tt.passes
+			a.loop.startupOver = true
+			a.step(t.Context())
 
 			got := f.node("n1")
 			var keys []string
@@ -159,8 +164,8 @@ func TestStep(t *testing.T) {
 			if ev := rec.got(); !slices.Equal(ev, tt.wantEvent) {
 				t.Errorf("events = %v, want %v", ev, tt.wantEvent)
 			}
-			if a.failures != tt.wantFail {
-				t.Errorf("consecutive failures = %d, want %d", a.failures, tt.wantFail)
+			if a.loop.failures != tt.wantFail {
+				t.Errorf("consecutive failures = %d, want %d", a.loop.failures, tt.wantFail)
 			}
 		})
 	}
@@ -172,19 +177,19 @@ func TestStepUsesItsOwnWriteBeforeTheWatchShowsIt(t *testing.T) {
 	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
 	check := &toggleCheck{err: errDNS}
 	a, _ := startTestAgent(t, f, check, nil)
-	a.failures = 2
+	a.loop.failures = 2
 	// From here on the watch delivers nothing: the informer's copy lags.
 	f.mu.Lock()
 	f.silent = true
 	f.mu.Unlock()
-	inInitial := false
-	a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+	a.loop.startupOver = true
+	a.step(t.Context())
 	if !HasTaint(f.node("n1").Spec.Taints, unhealthy) {
 		t.Fatal("not re-tainted")
 	}
 	check.err = nil
-	a.passes = 1
-	a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+	a.loop.passes = 1
+	a.step(t.Context())
 	if n := f.node("n1"); HasTaint(n.Spec.Taints, unhealthy) || n.Labels["node-ready/verified"] != "true" {
 		t.Errorf("after passing rounds the node is %v %v: the decision used the stale cached node", n.Spec.Taints, n.Labels)
 	}
@@ -195,20 +200,48 @@ type toggleCheck struct{ err error }
 func (*toggleCheck) Name() string                { return "dns" }
 func (c *toggleCheck) Run(context.Context) error { return c.err }
 
+// testConfig is the agent's default configuration for node n1.
+func testConfig() Config {
+	fleet, _ := budget.Parse("10%")
+	return Config{
+		NodeName: "n1", LeaseNamespace: "kube-node-ready",
+		Taints:        Taints{Startup: startup, Unhealthy: unhealthy},
+		VerifiedLabel: "node-ready/verified", BypassAnnotation: "node-ready/skip-verification",
+		WaitForTaints: []string{"karpenter.sh/unregistered"},
+		Continuous:    []string{"dns"},
+		CheckTimeout:  time.Second, Period: time.Minute, Jitter: 0.1,
+		InitialBackoff: time.Second, InitialTries: 5,
+		Thresholds:  Thresholds{Retaint: 3, Recover: 2},
+		FleetBudget: fleet, FleetBudgetFlag: "--fleet-budget=10%",
+	}
+}
+
 // startTestAgent builds an agent for node n1 on f with one check and runs
 // its node informer until the test ends.
-func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate func(*Options)) (*Agent, *fakeRecorder) {
+func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
 	t.Helper()
-	opts := NewOptions()
-	opts.NodeName = "n1"
-	opts.Checks = []string{"dns"}
-	opts.DaemonSetGate = false
-	opts.CheckTimeout = time.Second
-	if mutate != nil {
-		mutate(opts)
+	return startTestAgentWith(t, f, []checks.Check{check}, mutate)
+}
+
+// startTestAgentWith is startTestAgent with any checks (gates among them).
+func startTestAgentWith(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
+	t.Helper()
+	a, rec := newTestAgent(t, f, cs, mutate)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go a.view.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), a.view.informer.HasSynced) {
+		t.Fatal("informer did not sync")
 	}
-	if err := opts.Validate(); err != nil {
-		t.Fatal(err)
+	return a, rec
+}
+
+// newTestAgent builds an agent for node n1 on f; its node informer does not run yet.
+func newTestAgent(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
+	t.Helper()
+	cfg := testConfig()
+	if mutate != nil {
+		mutate(&cfg)
 	}
 	reg := prometheus.NewRegistry()
 	rec := &fakeRecorder{}
@@ -220,15 +253,9 @@ func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(opts, f, []checks.Check{check}, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := New(cfg, f, cs, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go a.informer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
-		t.Fatal("informer did not sync")
 	}
 	return a, rec
 }
@@ -251,9 +278,9 @@ func TestRetaintGatesOnTheNodeItWrites(t *testing.T) {
 			f.mu.Unlock()
 		}}
 		a, _ := startTestAgent(t, f, check, nil)
-		a.failures = 2
-		inInitial := false
-		a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+		a.loop.failures = 2
+		a.loop.startupOver = true
+		a.step(t.Context())
 		if n := f.node("n1"); HasTaint(n.Spec.Taints, unhealthy) {
 			t.Errorf("re-tainted a node bypassed while its round ran: %v", n.Spec.Taints)
 		}
@@ -265,13 +292,22 @@ func TestRetaintGatesOnTheNodeItWrites(t *testing.T) {
 			return nil // the patch then applies to the bypassed node, unless it is guarded
 		}}
 		a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, nil)
-		a.failures = 2
-		inInitial := false
-		a.step(t.Context(), &inInitial, newInitialBackoff(time.Millisecond, 1))
+		a.loop.failures = 2
+		a.loop.startupOver = true
+		a.step(t.Context())
 		if n := f.node("n1"); HasTaint(n.Spec.Taints, unhealthy) {
 			t.Errorf("re-tainted a node bypassed after the agent read it: %v", n.Spec.Taints)
 		}
 	})
+}
+
+func mustBudget(t *testing.T, s string) budget.Budget {
+	t.Helper()
+	b, err := budget.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // hookCheck fails as told and runs hook while it runs.

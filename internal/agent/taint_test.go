@@ -227,14 +227,3 @@ func TestRetaintAllowed(t *testing.T) {
 		t.Error("RetaintAllowed: one more than the limit must be refused, up to it allowed")
 	}
 }
-
-func TestParseTaint(t *testing.T) {
-	if got, err := ParseTaint("node-ready/unverified=true:NoSchedule"); err != nil || got != startup {
-		t.Errorf("ParseTaint = %v, %v", got, err)
-	}
-	for _, bad := range []string{"", "no-effect", "k=v:Sometimes", "bad key!=v:NoSchedule"} {
-		if _, err := ParseTaint(bad); err == nil {
-			t.Errorf("ParseTaint(%q) accepted", bad)
-		}
-	}
-}

@@ -13,18 +13,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// fieldManager names the agent's writes in the node's managed fields.
+const fieldManager = "kube-node-ready-agent"
+
 // apply patches the node toward want, re-reading it and retrying when a
 // concurrent edit makes the guarded patch fail. It writes nothing when the
 // node already matches.
 func (a *Agent) apply(ctx context.Context, want Desired) error {
-	node := a.cachedNode()
+	node := a.view.node()
 	if node == nil {
 		return errors.New("node not in cache")
 	}
 	defer func() {
 		// The gauge follows the node, whether this call wrote or found it done.
-		v := !HasTaint(node.Spec.Taints, a.taints.Startup) && !HasTaint(node.Spec.Taints, a.taints.Unhealthy) &&
-			node.Labels[a.opts.VerifiedLabel] == "true"
+		v := !HasTaint(node.Spec.Taints, a.cfg.Taints.Startup) && !HasTaint(node.Spec.Taints, a.cfg.Taints.Unhealthy) &&
+			node.Labels[a.cfg.VerifiedLabel] == "true"
 		a.metrics.verified.Set(map[bool]float64{true: 1, false: 0}[v])
 	}()
 	bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
@@ -39,15 +42,15 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 				return nil
 			}
 		}
-		patch, err := NodePatch(node, a.opts.VerifiedLabel, want)
+		patch, err := NodePatch(node, a.cfg.VerifiedLabel, want)
 		if err != nil || patch == nil {
 			return err
 		}
 		op := a.operation(node, want)
-		updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-agent"})
+		updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		if err == nil {
 			a.count(op, "success")
-			a.remember(updated)
+			a.view.remember(updated)
 			a.afterWrite(node, updated, op)
 			node = updated
 			return nil
@@ -59,7 +62,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			a.count(op, "error")
 			return fmt.Errorf("patch node: %w", err)
 		}
-		fresh, getErr := a.client.GetNode(ctx, a.opts.NodeName)
+		fresh, getErr := a.client.GetNode(ctx, a.cfg.NodeName)
 		if getErr != nil {
 			a.count(op, "error")
 			return fmt.Errorf("patch node: %w (re-read failed: %v)", err, getErr)
@@ -69,7 +72,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			return fmt.Errorf("patch node: rejected: %w", err)
 		}
 		a.count(op, "conflict")
-		a.remember(fresh)
+		a.view.remember(fresh)
 		node = fresh
 		d := bo.NextBackOff()
 		if d == backoff.Stop {
@@ -108,24 +111,24 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 	switch op {
 	case "remove":
 		if a.bypassed(after) {
-			a.log.Info("taints removed: bypass annotation set", "annotation", a.opts.SkipAnnotation)
-			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "taints removed without checks: annotation %s=true", a.opts.SkipAnnotation)
+			a.log.Info("taints removed: bypass annotation set", "annotation", a.cfg.BypassAnnotation)
+			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "taints removed without checks: annotation %s=true", a.cfg.BypassAnnotation)
 			return
 		}
-		if !a.everVerified && HasTaint(before.Spec.Taints, a.taints.Startup) {
-			a.everVerified = true
+		if !a.loop.everVerified && HasTaint(before.Spec.Taints, a.cfg.Taints.Startup) {
+			a.loop.everVerified = true
 			secs := time.Since(before.CreationTimestamp.Time).Seconds()
 			a.metrics.timeToVerified.Set(secs)
 			a.log.Info("node verified; startup taint removed", "since_creation_seconds", secs)
-			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", a.opts.StartupTaint)
+			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", taintString(a.cfg.Taints.Startup))
 			return
 		}
-		a.everVerified = true
-		a.log.Info("checks pass again; node untainted", "passed_rounds", a.passes)
-		a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "checks passed %d rounds in a row; node untainted", a.thresh.Recover)
+		a.loop.everVerified = true
+		a.log.Info("checks pass again; node untainted", "passed_rounds", a.loop.passes)
+		a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "checks passed %d rounds in a row; node untainted", a.cfg.Thresholds.Recover)
 	case "add":
-		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.failures, "taint", taintString(a.taints.Unhealthy))
-		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; taint %s applied", a.thresh.Retaint, taintString(a.taints.Unhealthy))
+		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.loop.failures, "taint", taintString(a.cfg.Taints.Unhealthy))
+		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; taint %s applied", a.cfg.Thresholds.Retaint, taintString(a.cfg.Taints.Unhealthy))
 	}
 }
 
@@ -135,4 +138,29 @@ func (a *Agent) event(node *corev1.Node, eventType, reason, action, note string,
 	}
 	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 	a.recorder.Eventf(ref, eventType, reason, action, note, args...)
+}
+
+// setCondition writes the agent's condition on its node when it differs
+// from what the node (as last seen) says. A failed write is logged once per
+// streak and retried with the next round; it never holds up a decision.
+func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
+	node := a.view.node()
+	if node == nil {
+		return
+	}
+	patch, err := ConditionPatch(node, want, time.Now())
+	if err != nil || patch == nil {
+		return
+	}
+	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	if err == nil {
+		a.view.remember(updated)
+	}
+	switch {
+	case err != nil && !a.loop.condErr:
+		a.loop.condErr = true
+		a.log.Warn("cannot write the node condition; will retry with later rounds", "condition", string(ConditionType), "error", err)
+	case err == nil:
+		a.loop.condErr = false
+	}
 }

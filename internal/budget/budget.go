@@ -1,6 +1,6 @@
 // Package budget is a limit on how many nodes may be in some state at once,
 // given as a count ("5") or a share of all nodes ("10%"), never below one:
-// the agents' fleet budget (--max-retainted) and the webhook's replacement
+// the agents' fleet budget (--fleet-budget) and the webhook's replacement
 // budget (--max-replacing).
 package budget
 

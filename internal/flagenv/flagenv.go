@@ -24,9 +24,22 @@ func Name(prefix, name string) string {
 // NODE_NAME from the downward API).
 func Apply(fs *flag.FlagSet, prefix string, aliases map[string][]string) error {
 	var errs []string
+	// Renamed flags' old variables first, so a flag's current variable
+	// wins over its old one when both are set.
+	var flags []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) {
+		if _, old := f.Value.(*alias); old {
+			flags = append(flags, f)
+		}
+	})
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, old := f.Value.(*alias); !old {
+			flags = append(flags, f)
+		}
+	})
+	for _, f := range flags {
 		if f.Name == "version" {
-			return // a command, not configuration
+			continue // a command, not configuration
 		}
 		names := append(append([]string(nil), aliases[f.Name]...), Name(prefix, f.Name))
 		f.Usage += fmt.Sprintf(" (env %s)", strings.Join(names, ", "))
@@ -39,7 +52,7 @@ func Apply(fs *flag.FlagSet, prefix string, aliases map[string][]string) error {
 				errs = append(errs, fmt.Sprintf("invalid value %q for %s (flag --%s): %v", v, env, f.Name, err))
 			}
 		}
-	})
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}

@@ -22,6 +22,8 @@ func TestRenamed(t *testing.T) {
 		{name: "old env twin", env: map[string]string{"KNR_OLD_TAINT": "c/d"}, wantKey: "c/d=true:NoSchedule", wantWarns: 1},
 		{name: "old bool without value", args: []string{"--old-on"}, wantKey: "x=true:NoSchedule", wantOn: true, wantWarns: 1},
 		{name: "new flag on the command line beats the old env twin", env: map[string]string{"KNR_OLD_TAINT": "c/d"}, args: []string{"--startup-taint=e/f=1:NoExecute"}, wantKey: "e/f=1:NoExecute", wantWarns: 1},
+		{name: "new env twin beats the old one", env: map[string]string{"KNR_OLD_TAINT": "c/d", "KNR_STARTUP_TAINT": "e/f=1:NoExecute"}, wantKey: "e/f=1:NoExecute", wantWarns: 1},
+		{name: "new env twin beats the old one, whatever the names' order", env: map[string]string{"KNR_ZOLD_TAINT": "c/d", "KNR_STARTUP_TAINT": "e/f=1:NoExecute"}, wantKey: "e/f=1:NoExecute", wantWarns: 1},
 		{name: "bad old value names the old flag", args: []string{"--old-taint="}, wantErr: "old-taint"},
 	}
 	for _, tt := range tests {
@@ -41,6 +43,7 @@ func TestRenamed(t *testing.T) {
 					return s + "=true:NoSchedule", nil
 				}},
 				{Old: "old-on", New: "on"},
+				{Old: "zold-taint", New: "startup-taint", Convert: func(s string) (string, error) { return s + "=true:NoSchedule", nil }},
 			})
 			if err := Apply(fs, "KNR", nil); err != nil {
 				t.Fatal(err)

@@ -5,15 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -348,6 +349,7 @@ func TestWhyCommand(t *testing.T) {
 
 func TestBypassRoundTrip(t *testing.T) {
 	fapi := newFake(testNode("a", "", []corev1.Taint{startupTaint}, nil, annotate("example.com/keep", "1")))
+	uid := string(fapi.nodes["a"].UID)
 	steps := []struct {
 		args      []string
 		wantOut   string
@@ -377,7 +379,7 @@ func TestBypassRoundTrip(t *testing.T) {
 		}
 	}
 	if len(fapi.patches) > 0 {
-		want := `{"metadata":{"annotations":{"node-ready/skip-verification":"true"},"uid":"uid-a"}}`
+		want := `{"metadata":{"annotations":{"node-ready/skip-verification":"true"},"uid":"` + uid + `"}}`
 		if fapi.patches[0] != want {
 			t.Errorf("patch %s, want %s", fapi.patches[0], want)
 		}
@@ -443,5 +445,43 @@ func TestCleanupSkip(t *testing.T) {
 				t.Errorf("patched %v although declined", fapi.patches)
 			}
 		})
+	}
+}
+
+// recreating is stdin that answers yes after the node was deleted and
+// re-created under the same name while the question was on screen.
+type recreating struct {
+	fapi *fakeAPI
+	done bool
+}
+
+func (r *recreating) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, io.EOF
+	}
+	r.done = true
+	r.fapi.nodes["a"] = new(testNode("a", "true", nil, nil, deleting))
+	return copy(p, "y\n"), nil
+}
+
+// The skip annotation is for the node the person was shown: a node
+// re-created under the same name (a new UID) while they answered is left
+// untouched.
+func TestCleanupSkipLeavesANodeRecreatedMeanwhile(t *testing.T) {
+	fapi := newFake(testNode("a", "true", nil, nil, deleting))
+	shown := fapi.nodes["a"].UID
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), []string{"cleanup", "skip", "a"}, Env{
+		Stdin: &recreating{fapi: fapi}, Stdout: &out, Stderr: &errOut,
+		Connect: func(*Connection) (API, string, bool, error) { return fapi, "default", false, nil },
+		Now:     func() time.Time { return now },
+	})
+	n := fapi.nodes["a"]
+	if n.UID == shown {
+		t.Fatal("the fixture gave the re-created node the UID of the one it replaced")
+	}
+	if code != ExitError || n.Annotations[api.SkipCleanupAnnotation] != "" || len(fapi.patches) != 0 {
+		t.Errorf("exit %d, annotation %q, patches %v; want exit 1 and the new node untouched (stderr %q)",
+			code, n.Annotations[api.SkipCleanupAnnotation], fapi.patches, errOut.String())
 	}
 }

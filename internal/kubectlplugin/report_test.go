@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -31,7 +31,7 @@ var (
 // agent's condition (written with the agent's own constructors), nil for none.
 func testNode(name string, verified string, taints []corev1.Taint, cond *agent.ConditionState, mutate ...func(*corev1.Node)) corev1.Node {
 	n := corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), CreationTimestamp: created,
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: uuid.NewUUID(), CreationTimestamp: created,
 			Labels: map[string]string{}, Finalizers: []string{api.Finalizer}},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{

@@ -24,7 +24,7 @@ groups:
           severity: critical
         annotations:
           summary: "Re-taint of {{ "{{" }} $labels.node {{ "}}" }} suppressed by the fleet budget"
-          description: "Checks keep failing on more nodes than --max-retainted allows to re-taint: likely a cluster-wide fault (cluster DNS, API server, CNI)."
+          description: "Checks keep failing on more nodes than the fleet budget (--fleet-budget) allows to re-taint: likely a cluster-wide fault (cluster DNS, API server, CNI)."
       - alert: NodeRetaintDeferred
         expr: increase(node_ready_retaint_deferred_total[5m]) > 0
         for: 10m

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -51,6 +52,22 @@ type Conditions struct {
 
 // Name implements Check.
 func (*Conditions) Name() string { return "conditions" }
+
+// Attach implements Gate: the gate reads the node the loop watches.
+func (c *Conditions) Attach(h GateHost) { c.Node = h.Node }
+
+// Start implements Gate; the node's own watch is all the gate needs.
+func (*Conditions) Start(context.Context, time.Duration) {}
+
+// Stop implements Gate.
+func (*Conditions) Stop() {}
+
+// Changed implements Gate: whether the required conditions started or
+// stopped holding.
+func (c *Conditions) Changed(old, new *corev1.Node) bool {
+	return (len(UnmetConditions(old, c.Required, c.AbsentPasses)) == 0) !=
+		(len(UnmetConditions(new, c.Required, c.AbsentPasses)) == 0)
+}
 
 // Run implements Check.
 func (c *Conditions) Run(context.Context) error {

@@ -21,6 +21,14 @@ type Config interface {
 	Build(d Deps) Check
 }
 
+// GateConfig is a gate's configuration: a gate is enabled by its own
+// flags, not by --checks.
+type GateConfig interface {
+	Config
+	// Enabled reports whether the gate's flags turn it on.
+	Enabled() bool
+}
+
 // Deps is what the agent gives every check it builds.
 type Deps struct {
 	// Client reads the agent's own node.
@@ -29,10 +37,17 @@ type Deps struct {
 	Endpoints *EndpointCache
 	// DNSService is the cluster DNS Service, used by more than one check.
 	DNSService ServiceRef
-	// NodeName, PodIP and PodNamespace identify the agent.
+	// Workloads lists and watches pods and DaemonSets, for the DaemonSet gate.
+	Workloads WorkloadClient
+	// NodeName, PodIP, PodName and PodNamespace identify the agent.
 	NodeName     string
 	PodIP        netip.Addr
+	PodName      string
 	PodNamespace string
+	// AgentTaints are the keys of the taints the agent manages or waits
+	// for: the DaemonSet gate ignores them when it decides whether a
+	// DaemonSet will run on the node, as its pods need not tolerate them.
+	AgentTaints []string
 	// Log receives the checks' rare notes.
 	Log *slog.Logger
 }

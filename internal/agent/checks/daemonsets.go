@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -82,6 +85,15 @@ type DaemonSets struct {
 	Timeout time.Duration
 	// OnTimeout is told once about each DaemonSet given up on.
 	OnTimeout func(daemonSet string, waited time.Duration)
+	// Log receives the gate's rare notes.
+	Log *slog.Logger
+
+	// watch feeds Source when the gate was built from its flags; nil in
+	// tests that give a Source of their own.
+	watch *daemonSetWatch
+	host  GateHost
+	// exclusionsChecked is set once unmatched exclusions were reported.
+	exclusionsChecked atomic.Bool
 
 	mu      sync.Mutex
 	since   map[types.UID]time.Time
@@ -106,6 +118,54 @@ func (d *DaemonSets) Run(context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("daemonsets: waiting for %s", strings.Join(pending, ", "))
+}
+
+// Attach implements Gate: the gate reads the loop's node, reports what it
+// gives up on through the loop, and wakes it when its wait ends.
+func (d *DaemonSets) Attach(h GateHost) {
+	d.host = h
+	d.Node = h.Node
+	d.OnTimeout = func(ds string, waited time.Duration) { h.DaemonSetTimedOut(ds, waited, d.Timeout) }
+}
+
+// Start implements Gate: it runs the DaemonSet and pod watches.
+func (d *DaemonSets) Start(ctx context.Context, wait time.Duration) {
+	if d.watch == nil {
+		return
+	}
+	d.watch.start(ctx)
+	// The lists take milliseconds.
+	_ = waitpkg.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait, true, func(context.Context) (bool, error) {
+		return d.watch.Synced(), nil
+	})
+	if d.watch.Synced() && d.Log != nil && !d.exclusionsChecked.Swap(true) {
+		for _, e := range d.Unmatched() {
+			d.Log.Warn("gate exclusion matches no DaemonSet", "exclusion", e)
+		}
+	}
+}
+
+// Stop implements Gate.
+func (d *DaemonSets) Stop() {
+	if d.watch != nil {
+		d.watch.stop()
+	}
+}
+
+// Changed implements Gate: the gate's answer follows the DaemonSets and
+// pods, whose own watch wakes the loop (see changed).
+func (*DaemonSets) Changed(_, _ *corev1.Node) bool { return false }
+
+// changed wakes the loop when the gate, the last thing a new node may be
+// waiting for, now passes: the untaint should not wait for the next
+// backoff step.
+func (d *DaemonSets) changed() {
+	if d.host == nil || !d.host.Verifying() || !d.Source.Synced() {
+		return
+	}
+	if node := d.host.Node(); node != nil && len(d.Pending(node)) == 0 {
+		d.host.Wake()
+	}
 }
 
 // Pending describes each DaemonSet still waited for, such as

@@ -29,7 +29,7 @@ func TestBypassFreesItsBudgetSlot(t *testing.T) {
 	resolv := map[string]string{first.Name: ownResolvConf(t), second.Name: ownResolvConf(t)}
 	agents := map[string]*agent{}
 	for _, n := range []harness.Node{first, second} {
-		agents[n.Name] = startAgent(t, n, "--check.dns.resolv-conf="+resolv[n.Name], "--max-retainted=1")
+		agents[n.Name] = startAgent(t, n, "--check.dns.resolv-conf="+resolv[n.Name], "--fleet-budget=1")
 	}
 	for _, n := range []harness.Node{first, second} {
 		waitNode(t, n.Name, 20*time.Second, "verified", verified)
@@ -77,7 +77,7 @@ func TestRetaintLeaseLeftByAGoneAgent(t *testing.T) {
 
 	n := newNode(t, "lease-gone", harness.NodeOptions{})
 	resolv := ownResolvConf(t)
-	a := startAgent(t, n, "--check.dns.resolv-conf="+resolv, "--max-retainted=100%")
+	a := startAgent(t, n, "--check.dns.resolv-conf="+resolv, "--fleet-budget=100%")
 	waitNode(t, n.Name, 20*time.Second, "verified", verified)
 	breakDNS(t, resolv)
 	harness.Eventually(t, 20*time.Second, "a re-taint waiting for the Lease is counted", func() (bool, string) {

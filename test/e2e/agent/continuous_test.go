@@ -90,7 +90,7 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		agents[n.node.Name] = startAgent(t, n.node, "--continuous-checks="+n.continuous,
-			"--check.dns.resolv-conf="+resolv[n.node.Name], "--max-retainted=100%")
+			"--check.dns.resolv-conf="+resolv[n.node.Name], "--fleet-budget=100%")
 	}
 	for _, n := range []harness.Node{apiOnly, dnsToo} {
 		waitNode(t, n.Name, 20*time.Second, "verified", verified)

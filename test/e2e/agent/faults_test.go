@@ -4,6 +4,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,7 +32,7 @@ func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 	publishPeers(t, nodes...)
 	var agents []*agent
 	for _, n := range nodes {
-		agents = append(agents, startAgent(t, n, "--max-retainted=100%"))
+		agents = append(agents, startAgent(t, n, "--fleet-budget=100%"))
 	}
 	for _, n := range nodes {
 		waitNode(t, n.Name, 20*time.Second, "verified", verified)
@@ -102,13 +103,15 @@ func agentCondition(n *corev1.Node) corev1.NodeCondition {
 // node-problem-detector would (a strategic merge by type).
 func setConditions(t *testing.T, node string, conds ...corev1.NodeCondition) {
 	t.Helper()
-	var parts []string
-	for _, c := range conds {
-		parts = append(parts, fmt.Sprintf(`{"type":%q,"status":%q,"reason":%q,"lastHeartbeatTime":%q,"lastTransitionTime":%q}`,
-			c.Type, c.Status, c.Reason, time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339)))
+	now := metav1.NewTime(time.Now())
+	for i := range conds {
+		conds[i].LastHeartbeatTime, conds[i].LastTransitionTime = now, now
 	}
-	patch := `{"status":{"conditions":[` + strings.Join(parts, ",") + `]}}`
-	if _, err := cp.Client.CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -33,7 +33,7 @@ func TestRestartedAgentKeepsTheTolerance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, tc.name, tc.opts)
 			resolv := ownResolvConf(t)
-			args := []string{"--check.dns.resolv-conf=" + resolv, "--max-retainted=100%", "--retaint-threshold=3"}
+			args := []string{"--check.dns.resolv-conf=" + resolv, "--fleet-budget=100%", "--retaint-threshold=3"}
 			if tc.verifyFirst {
 				first := startAgent(t, n, args...)
 				waitNode(t, n.Name, 20*time.Second, "verified", verified)
@@ -76,7 +76,7 @@ func TestPeersReplacedByTheAgentsRollingUpdate(t *testing.T) {
 	publishPeers(t, append([]harness.Node{watched}, pods...)...)
 	// Every chosen peer (both agents and the DNS pod) must answer: the DNS
 	// pod alone cannot carry the node through.
-	w := startAgent(t, watched, "--check.network.min-peers=3", "--max-retainted=100%")
+	w := startAgent(t, watched, "--check.network.min-peers=3", "--fleet-budget=100%")
 	for _, n := range append(peers, watched) {
 		waitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
@@ -153,7 +153,7 @@ func breakDNS(t *testing.T, resolvConf string) {
 func TestWokenRoundsDoNotShortenTheTolerance(t *testing.T) {
 	n := newNode(t, "woken-rounds", harness.NodeOptions{})
 	resolv := ownResolvConf(t)
-	a := startAgent(t, n, "--check.dns.resolv-conf="+resolv, "--max-retainted=100%", "--retaint-threshold=3", "--check-period=2m")
+	a := startAgent(t, n, "--check.dns.resolv-conf="+resolv, "--fleet-budget=100%", "--retaint-threshold=3", "--check-period=2m")
 	waitNode(t, n.Name, 20*time.Second, "verified", verified)
 	breakDNS(t, resolv)
 	const waitFor = "karpenter.sh/unregistered"

@@ -92,7 +92,7 @@ func TestStatusAndWhy(t *testing.T) {
 	// api is the one other check).
 	cp.StartAgent(t, failing, append(agentArgs, "--checks=dns,api", "--check.dns.names=does-not-exist.default.svc.cluster.local")...)
 	cp.StartAgent(t, broken, append(agentArgs, "--checks=dns,api,probe", "--check.probe.targets="+target+"#status=200&timeout=500ms",
-		"--retaint-threshold=2", "--max-retainted=100%")...)
+		"--retaint-threshold=2", "--fleet-budget=100%")...)
 
 	isVerified := func(n *corev1.Node) bool {
 		return n.Labels[api.VerifiedLabel] == "true" && !hasTaint(n, api.StartupTaintKey)

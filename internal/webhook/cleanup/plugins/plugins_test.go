@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
@@ -23,8 +22,9 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// node is a Node with a UID of its own: two calls with the same name are two
-// incarnations of that name.
+// node is a Node named name with a UID of its own, as the API server gives
+// each object it creates: two calls with one name are two incarnations of
+// the node (deleted and re-created), never the same object.
 func node(name string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uuid.NewUUID(), Labels: map[string]string{corev1.LabelHostname: name}}}
 }
@@ -240,7 +240,7 @@ func TestNotifyFormatsAndRetries(t *testing.T) {
 			if err := p.Cleanup(ctx, n1); err != nil {
 				t.Fatal(err)
 			}
-			// A second attempt (of the same node) does not announce the start again.
+			// A second attempt (same node, same UID) does not announce the start again.
 			ctx2 := cleanup.WithRunInfo(context.Background(), cleanup.RunInfo{Attempt: 2})
 			if err := p.Cleanup(ctx2, n1); err != nil || len(bodies) != 1 {
 				t.Errorf("attempt 2 sent a start message again")
@@ -294,7 +294,7 @@ func TestNotifyStartRetriedUntilDelivered(t *testing.T) {
 	if err := p.Cleanup(ctx, n); err != nil || delivered.Load() != 1 {
 		t.Errorf("attempt 5 after delivery: err=%v, delivered %d, want the start message once", err, delivered.Load())
 	}
-	// A node re-created under the same name is a new node.
+	// A node re-created under the same name is a new node (a new UID).
 	again := node("n1")
 	if err := p.Cleanup(ctx, again); err != nil || delivered.Load() != 2 {
 		t.Errorf("re-created node: err=%v, delivered %d, want a second start message", err, delivered.Load())

@@ -31,19 +31,17 @@ func TestRestartKeepsTheTolerance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeCluster(tt.node)
-			a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Options) {
+			a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Config) {
 				o.Period = time.Minute
 				o.InitialBackoff = time.Second
-				o.RetaintThreshold = 3
+				o.Thresholds.Retaint = 3
 			})
-			// A fresh process: the start-up backoff has not been used.
-			inInitial := true
-			initial := newInitialBackoff(a.opts.InitialBackoff, a.opts.InitialTries)
+			// A fresh agent: its start-up backoff has not been used.
 			var waits []time.Duration
-			for range a.opts.RetaintThreshold - 1 {
-				waits = append(waits, a.step(t.Context(), &inInitial, initial))
+			for range a.cfg.Thresholds.Retaint - 1 {
+				waits = append(waits, a.step(t.Context()))
 			}
-			minPeriod := time.Duration(float64(a.opts.Period) * (1 - a.opts.Jitter))
+			minPeriod := time.Duration(float64(a.cfg.Period) * (1 - a.cfg.Jitter))
 			for i, d := range waits {
 				if tt.wantBackoff && d >= minPeriod {
 					t.Errorf("wait after failed round %d = %s, want the start-up backoff", i+1, d)
@@ -53,7 +51,7 @@ func TestRestartKeepsTheTolerance(t *testing.T) {
 				}
 			}
 			if n := f.node("n1"); tt.node.Labels["node-ready/verified"] == "true" && HasTaint(n.Spec.Taints, unhealthy) {
-				t.Errorf("re-tainted after %d rounds", a.opts.RetaintThreshold-1)
+				t.Errorf("re-tainted after %d rounds", a.cfg.Thresholds.Retaint-1)
 			}
 		})
 	}
@@ -65,31 +63,30 @@ func TestRestartKeepsTheTolerance(t *testing.T) {
 // count as before.
 func TestWokenRoundKeepsThePeriodicSchedule(t *testing.T) {
 	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
-	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Options) {
+	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Config) {
 		o.Period = time.Minute
-		o.RetaintThreshold = 3
+		o.Thresholds.Retaint = 3
 	})
-	inInitial := false
-	initial := newInitialBackoff(time.Second, 1)
-	a.failures, a.passes = 1, 1
-	a.due = time.Now().Add(50 * time.Second)
-	a.woken = true
+	a.loop.startupOver = true
+	a.loop.failures, a.loop.passes = 1, 1
+	a.loop.due = time.Now().Add(50 * time.Second)
+	a.loop.woken = true
 	for range 5 {
-		if d := a.step(t.Context(), &inInitial, initial); d > 50*time.Second || d < 45*time.Second {
+		if d := a.step(t.Context()); d > 50*time.Second || d < 45*time.Second {
 			t.Fatalf("wait after a woken round = %s, want what was left of the periodic wait (50s)", d)
 		}
 	}
-	if a.failures != 1 || a.passes != 0 {
-		t.Errorf("after 5 failed woken rounds: %d failures, %d passes; want 1, 0", a.failures, a.passes)
+	if a.loop.failures != 1 || a.loop.passes != 0 {
+		t.Errorf("after 5 failed woken rounds: %d failures, %d passes; want 1, 0", a.loop.failures, a.loop.passes)
 	}
 	if HasTaint(f.node("n1").Spec.Taints, unhealthy) {
 		t.Fatal("re-tainted by woken rounds")
 	}
-	a.woken = false
+	a.loop.woken = false
 	for range 2 {
-		a.step(t.Context(), &inInitial, initial)
+		a.step(t.Context())
 	}
 	if !HasTaint(f.node("n1").Spec.Taints, unhealthy) {
-		t.Errorf("not re-tainted after 3 failed periodic rounds (failures = %d)", a.failures)
+		t.Errorf("not re-tainted after 3 failed periodic rounds (failures = %d)", a.loop.failures)
 	}
 }

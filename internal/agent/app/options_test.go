@@ -1,4 +1,4 @@
-package agent
+package app
 
 import (
 	"flag"
@@ -16,7 +16,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "missing node", args: nil, want: "--node-name: required"},
 		{name: "unknown check", args: []string{"--node-name=n", "--checks=dns,ping"}, want: `--checks: unknown check "ping"`},
 		{name: "negative period", args: []string{"--node-name=n", "--check-period=-5s"}, want: "--check-period: must be positive"},
-		{name: "bad budget", args: []string{"--node-name=n", "--max-retainted=0"}, want: "--max-retainted"},
+		{name: "bad budget", args: []string{"--node-name=n", "--fleet-budget=0"}, want: "--fleet-budget"},
 		{name: "bad taint", args: []string{"--node-name=n", "--startup-taint=x"}, want: "--startup-taint"},
 		{name: "jitter too big", args: []string{"--node-name=n", "--check-jitter=1.5"}, want: "--check-jitter"},
 		{name: "bad dns server", args: []string{"--node-name=n", "--check.dns.server=10.0.0.10"}, want: "--check.dns.server"},
@@ -25,7 +25,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "unknown continuous check", args: []string{"--node-name=n", "--continuous-checks=ping"}, want: `--continuous-checks: unknown check "ping"`},
 		{name: "continuous check not enabled", args: []string{"--node-name=n", "--checks=dns,api", "--continuous-checks=network"}, want: `--continuous-checks: check "network" is not enabled`},
 		{name: "all with names", args: []string{"--node-name=n", "--continuous-checks=all,dns"}, want: `--continuous-checks: "all" stands alone`},
-		{name: "bad re-taint taint", args: []string{"--node-name=n", "--retaint-taint=x:Never"}, want: "--retaint-taint"},
+		{name: "bad unhealthy taint", args: []string{"--node-name=n", "--unhealthy-taint=x:Never"}, want: "--unhealthy-taint"},
+		{name: "bad unhealthy taint by its old name", args: []string{"--node-name=n", "--retaint-taint=x:Never"}, want: "--unhealthy-taint"},
+		{name: "bad bypass annotation", args: []string{"--node-name=n", "--skip-verification-annotation=a b"}, want: "--skip-verification-annotation"},
 		{name: "zero recover threshold", args: []string{"--node-name=n", "--recover-threshold=0"}, want: "--recover-threshold: must be at least 1"},
 		{name: "unknown condition syntax", args: []string{"--node-name=n", "--require-conditions=Ready"}, want: `--require-conditions: condition "Ready": want Type=Status`},
 		{name: "bad condition status", args: []string{"--node-name=n", "--require-conditions=Ready=yes"}, want: `--require-conditions: condition "Ready=yes"`},
@@ -103,4 +105,58 @@ func TestContinuousChecks(t *testing.T) {
 			t.Errorf("KNR_AGENT_CONTINUOUS_CHECKS= set: dns still continuous (%v)", o.ContinuousChecks)
 		}
 	})
+}
+
+// TestRenamedFlagsStillWork: each old flag name, on the command line or as
+// its environment twin, still sets the renamed flag for one release, and the
+// agent is told to warn about it once.
+func TestRenamedFlagsStillWork(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		got  func(*Options) string
+		want string
+		warn string
+	}{
+		{name: "--retaint-taint", args: []string{"--retaint-taint=example.com/broken=yes:NoExecute"},
+			got: func(o *Options) string { return o.UnhealthyTaint }, want: "example.com/broken=yes:NoExecute", warn: "--unhealthy-taint"},
+		{name: "--max-retainted", args: []string{"--max-retainted=3"},
+			got: func(o *Options) string { return o.FleetBudget }, want: "3", warn: "--fleet-budget"},
+		{name: "--skip-annotation", args: []string{"--skip-annotation=example.com/skip"},
+			got: func(o *Options) string { return o.SkipVerificationAnnotation }, want: "example.com/skip", warn: "--skip-verification-annotation"},
+		{name: "KNR_AGENT_MAX_RETAINTED", env: map[string]string{"KNR_AGENT_MAX_RETAINTED": "25%"},
+			got: func(o *Options) string { return o.FleetBudget }, want: "25%", warn: "--fleet-budget"},
+		{name: "KNR_AGENT_SKIP_ANNOTATION given twice, warned once", env: map[string]string{"KNR_AGENT_SKIP_ANNOTATION": "example.com/a"},
+			args: []string{"--skip-annotation=example.com/b"},
+			got:  func(o *Options) string { return o.SkipVerificationAnnotation }, want: "example.com/b", warn: "--skip-verification-annotation"},
+		{name: "new names: no warning", env: map[string]string{"KNR_AGENT_FLEET_BUDGET": "4"},
+			got: func(o *Options) string { return o.FleetBudget }, want: "4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			o := NewOptions()
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			if err := o.Parse(fs, append([]string{"--node-name=n"}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.got(o); got != tt.want {
+				t.Errorf("value = %q, want %q", got, tt.want)
+			}
+			warnings := o.Deprecations()
+			switch {
+			case tt.warn == "" && len(warnings) > 0:
+				t.Errorf("warnings %q for new flag names", warnings)
+			case tt.warn != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], "use "+tt.warn)):
+				t.Errorf("warnings %q, want one naming %s", warnings, tt.warn)
+			}
+		})
+	}
 }

@@ -54,23 +54,23 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 		a.metrics.retaintSuppressed.Inc()
 		return fmt.Errorf("read the fleet budget, not re-tainting: %w", err)
 	}
-	limit := a.budget.Limit(total)
+	limit := a.cfg.FleetBudget.Limit(total)
 	if !RetaintAllowed(others, limit) {
 		a.metrics.retaintSuppressed.Inc()
 		a.logBlocked("fleet_budget", "re-taint suppressed by the fleet budget", "retainted_nodes", others, "limit", limit, "nodes", total,
-			"consecutive_failures", a.failures)
+			"consecutive_failures", a.loop.failures)
 		// The note stays the same while the outage lasts, so repeats count into
 		// one Event series instead of one Event per round.
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintSuppressed, "Retaint",
-			"checks keep failing, but the fleet budget is used up: %d nodes may be re-tainted at once (--max-retainted=%s)",
-			limit, a.opts.MaxRetainted)
+			"checks keep failing, but the fleet budget is used up: %d nodes may be re-tainted at once (%s)",
+			limit, a.cfg.FleetBudgetFlag)
 		return nil
 	}
 	if !a.lock.held() {
 		a.deferRetaint(node, DeferLeaseExpired, "")
 		return nil
 	}
-	a.blockedLogged = ""
+	a.loop.blockedLogged = ""
 	return a.apply(ctx, want)
 }
 
@@ -80,9 +80,9 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 // only when the round began.
 func (a *Agent) retaintRefusedOn(node *corev1.Node) string {
 	if a.bypassed(node) {
-		return "annotation " + a.opts.SkipAnnotation + "=true"
+		return "annotation " + a.cfg.BypassAnnotation + "=true"
 	}
-	if startupTainted, _ := NodeState(node, a.taints, a.opts.VerifiedLabel); startupTainted {
+	if startupTainted, _ := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel); startupTainted {
 		return "the node carries the startup taint: it is being verified"
 	}
 	return ""
@@ -95,15 +95,15 @@ func (a *Agent) deferRetaint(node *corev1.Node, reason, holder string) {
 	switch reason {
 	case DeferLeaseHeld:
 		a.logBlocked(reason+"/"+holder, "re-taint deferred: another agent holds the re-taint lease", "lease", lease, "holder", holder,
-			"takeover_after_seconds", a.lock.duration.Seconds(), "consecutive_failures", a.failures)
+			"takeover_after_seconds", a.lock.duration.Seconds(), "consecutive_failures", a.loop.failures)
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
 			"checks keep failing; the re-taint waits for Lease %s held by %s (taken over once unchanged for %s)", lease, holder, a.lock.duration)
 	case DeferLeaseError:
-		a.logBlocked(reason, "re-taint deferred: cannot take the re-taint lease", "lease", lease, "consecutive_failures", a.failures)
+		a.logBlocked(reason, "re-taint deferred: cannot take the re-taint lease", "lease", lease, "consecutive_failures", a.loop.failures)
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
 			"checks keep failing, but Lease %s cannot be taken; the re-taint is retried", lease)
 	case DeferLeaseExpired:
-		a.logBlocked(reason, "re-taint deferred: the fleet count outlasted the re-taint lease", "lease", lease, "consecutive_failures", a.failures)
+		a.logBlocked(reason, "re-taint deferred: the fleet count outlasted the re-taint lease", "lease", lease, "consecutive_failures", a.loop.failures)
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
 			"checks keep failing, but counting the fleet budget outlasted Lease %s; the re-taint is retried", lease)
 	}
@@ -112,10 +112,10 @@ func (a *Agent) deferRetaint(node *corev1.Node, reason, holder string) {
 // logBlocked logs why a re-taint is blocked once per episode: again only
 // when the reason (or the holder) changes.
 func (a *Agent) logBlocked(key, msg string, args ...any) {
-	if a.blockedLogged == key {
+	if a.loop.blockedLogged == key {
 		return
 	}
-	a.blockedLogged = key
+	a.loop.blockedLogged = key
 	a.log.Warn(msg, args...)
 }
 
@@ -128,14 +128,14 @@ func RetaintAllowed(alreadyRetainted, limit int) bool {
 // there are. A node with the bypass annotation does not count whatever its
 // label says: its agent may not have removed the label yet (or may not run).
 func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
-	sel := a.opts.VerifiedLabel + "=false"
+	sel := a.cfg.VerifiedLabel + "=false"
 	// A consistent read (no resourceVersion): the previous Lease holder's taint must be seen.
 	retainted, err := a.client.ListNodes(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list nodes %s: %w", sel, err)
 	}
 	for i := range retainted.Items {
-		if n := &retainted.Items[i]; n.Name != a.opts.NodeName && !a.bypassed(n) {
+		if n := &retainted.Items[i]; n.Name != a.cfg.NodeName && !a.bypassed(n) {
 			others++
 		}
 	}

@@ -1,0 +1,320 @@
+// Package app is the agent binary's front: its options (flags with
+// environment twins, validation), the table of checks and gates it builds
+// from them, and the table the check command prints. The loop it feeds is
+// package agent.
+package app
+
+import (
+	"flag"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/budget"
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+)
+
+// EnvPrefix prefixes the environment twin of every agent flag.
+const EnvPrefix = "KNR_AGENT"
+
+// DefaultChecks are the checks enabled by default; probe needs targets.
+var DefaultChecks = []string{"dns", "api", "network", "discovery"}
+
+// ContinuousAll in --continuous-checks stands for every enabled check (gates aside).
+const ContinuousAll = "all"
+
+// Options configures the agent. Every field is a flag with an environment twin.
+type Options struct {
+	// NodeName is the node this agent verifies (downward API spec.nodeName).
+	NodeName string
+	// PodIP is this agent's pod address (downward API status.podIP); its own endpoint is never a peer.
+	PodIP string
+	// PodName is this agent's pod (downward API metadata.name); the DaemonSet gate never waits for its DaemonSet.
+	PodName string
+	// PodNamespace is the namespace of the agent, its headless Service and the re-taint Lease.
+	PodNamespace string
+	// Kubeconfig is a kubeconfig path; empty means the in-cluster configuration.
+	Kubeconfig string
+	// MetricsAddr serves /metrics, /healthz and /readyz.
+	MetricsAddr string
+	// StartupTaint is key=value:Effect of the taint removed once verified.
+	StartupTaint string
+	// UnhealthyTaint is key=value:Effect of the taint a verified node gets
+	// when its checks keep failing. Set it to StartupTaint to re-taint with
+	// the startup taint instead (autoscalers then see a node that is still
+	// starting, not a broken one).
+	UnhealthyTaint string
+	// VerifiedLabel is set to "true" when verified and "false" when re-tainted.
+	VerifiedLabel string
+	// SkipVerificationAnnotation set to "true" on the node untaints it at once and disables re-tainting.
+	SkipVerificationAnnotation string
+	// WaitForTaints are taint keys (such as karpenter.sh/unregistered) that must be gone before the agent untaints.
+	WaitForTaints flagenv.StringList
+	// Checks are the enabled checks.
+	Checks flagenv.StringList
+	// ContinuousChecks are the enabled checks re-run every period once the
+	// node is verified; only their failures re-taint it. The other enabled
+	// checks are bootstrap checks: they must pass before the first untaint
+	// and never run again on that node. "all" (the default) is every enabled
+	// check; an empty list makes the agent bootstrap-only (it cannot re-taint).
+	ContinuousChecks flagenv.StringList
+	// CheckTimeout bounds each check.
+	CheckTimeout time.Duration
+	// Period is the interval between periodic rounds once verified.
+	Period time.Duration
+	// Jitter spreads periodic rounds by ±Jitter×Period.
+	Jitter float64
+	// InitialBackoff is the first retry delay of the start-up rounds; it doubles each try.
+	InitialBackoff time.Duration
+	// InitialTries is how many start-up rounds run on the backoff before falling back to Period.
+	InitialTries int
+	// RetaintThreshold is the number of consecutive failed rounds that re-taints the node.
+	RetaintThreshold int
+	// RecoverThreshold is the number of consecutive passed rounds that untaint a re-tainted node.
+	RecoverThreshold int
+	// FleetBudget caps re-tainted nodes in the cluster: a count ("5") or a share of all nodes ("10%"); at least 1.
+	FleetBudget string
+	// DNSService is the cluster DNS Service (namespace/name), used by the
+	// discovery and network checks.
+	DNSService string
+	// checks holds each known check's and gate's own configuration (flags,
+	// defaults, validation), from checkTable.
+	checks []checkRow
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// renames records the renamed flags the command line or environment used.
+	renames *flagenv.Renames
+}
+
+// renamedFlags are the flags renamed to share one vocabulary with the
+// webhook's flags about the agent's objects; the old names keep working,
+// with a warning, until the next minor release.
+var renamedFlags = []flagenv.Renamed{
+	{Old: "retaint-taint", New: "unhealthy-taint"},
+	{Old: "max-retainted", New: "fleet-budget"},
+	{Old: "skip-annotation", New: "skip-verification-annotation"},
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		PodNamespace:               "kube-node-ready",
+		MetricsAddr:                ":8080",
+		StartupTaint:               api.StartupTaint,
+		UnhealthyTaint:             api.UnhealthyTaint,
+		VerifiedLabel:              api.VerifiedLabel,
+		SkipVerificationAnnotation: api.SkipVerificationAnnotation,
+		WaitForTaints:              flagenv.StringList{"karpenter.sh/unregistered"},
+		Checks:                     flagenv.StringList(slices.Clone(DefaultChecks)),
+		ContinuousChecks:           flagenv.StringList{ContinuousAll},
+		CheckTimeout:               3 * time.Second,
+		Period:                     60 * time.Second,
+		Jitter:                     0.1,
+		InitialBackoff:             time.Second,
+		InitialTries:               5,
+		RetaintThreshold:           3,
+		RecoverThreshold:           2,
+		FleetBudget:                "10%",
+		DNSService:                 "kube-system/kube-dns",
+		checks:                     checkTable(),
+		LogLevel:                   "info",
+	}
+}
+
+// AddFlags registers every option on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "name of the node this agent verifies (required)")
+	fs.StringVar(&o.PodIP, "pod-ip", o.PodIP, "this agent's pod IP; its own endpoint is never a pod-to-pod peer")
+	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this agent's pod name; the DaemonSet gate never waits for its own DaemonSet")
+	fs.StringVar(&o.PodNamespace, "pod-namespace", o.PodNamespace, "namespace of the agent and its headless Service")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig path; empty uses the in-cluster configuration")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
+	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified")
+	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; the startup taint is only ever removed unless this names it")
+	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, `label set to "true" when verified and "false" when re-tainted`)
+	fs.StringVar(&o.SkipVerificationAnnotation, "skip-verification-annotation", o.SkipVerificationAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
+	fs.Var(&o.WaitForTaints, "wait-for-taints", "comma-separated taint keys that must be gone from the node before it is untainted")
+	fs.Var(&o.Checks, "checks", "comma-separated checks to run: "+strings.Join(AllChecks, ","))
+	fs.Var(&o.ContinuousChecks, "continuous-checks", `comma-separated enabled checks re-run every period once verified (only they re-taint); the others run only until the first untaint; "all" is every enabled check, empty is bootstrap-only`)
+	fs.DurationVar(&o.CheckTimeout, "check-timeout", o.CheckTimeout, "timeout of each check")
+	fs.DurationVar(&o.Period, "check-period", o.Period, "interval between periodic rounds")
+	fs.Float64Var(&o.Jitter, "check-jitter", o.Jitter, "spread of the period, as a fraction (0.1 is ±10%)")
+	fs.DurationVar(&o.InitialBackoff, "initial-backoff", o.InitialBackoff, "first retry delay at start-up; doubles each try")
+	fs.IntVar(&o.InitialTries, "initial-tries", o.InitialTries, "start-up rounds on the backoff before retrying every check-period")
+	fs.IntVar(&o.RetaintThreshold, "retaint-threshold", o.RetaintThreshold, "consecutive failed rounds that re-taint the node")
+	fs.IntVar(&o.RecoverThreshold, "recover-threshold", o.RecoverThreshold, "consecutive passed rounds that untaint a re-tainted node")
+	fs.StringVar(&o.FleetBudget, "fleet-budget", o.FleetBudget, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
+	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name), for the discovery and network checks")
+	for _, r := range o.checks {
+		r.config.AddFlags(fs)
+	}
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+}
+
+// Parse registers the flags (and the old names of renamed ones), applies
+// environment twins, then parses args.
+func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
+	o.AddFlags(fs)
+	o.renames = flagenv.AddRenamed(fs, renamedFlags)
+	aliases := map[string][]string{"node-name": {"NODE_NAME"}, "pod-ip": {"POD_IP"}, "pod-name": {"POD_NAME"}, "pod-namespace": {"POD_NAMESPACE"}}
+	if err := flagenv.Apply(fs, EnvPrefix, aliases); err != nil {
+		return err
+	}
+	return fs.Parse(args)
+}
+
+// Validate reports every invalid option, naming the flag.
+func (o *Options) Validate() error {
+	var p cli.Problems
+	if o.NodeName == "" {
+		p.Add("node-name", "required (set it from the downward API: spec.nodeName)")
+	} else if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
+		p.Add("node-name", "%q is not a node name: %s", o.NodeName, strings.Join(msgs, "; "))
+	}
+	if o.PodIP != "" {
+		_, err := netip.ParseAddr(o.PodIP)
+		p.Check("pod-ip", err)
+	}
+	_, err := cli.ParseTaint(o.StartupTaint)
+	p.Check("startup-taint", err)
+	_, err = cli.ParseTaint(o.UnhealthyTaint)
+	p.Check("unhealthy-taint", err)
+	p.Check("verified-label", cli.QualifiedName(o.VerifiedLabel))
+	p.Check("skip-verification-annotation", cli.QualifiedName(o.SkipVerificationAnnotation))
+	o.validateChecks(&p)
+	if o.CheckTimeout <= 0 {
+		p.Add("check-timeout", "must be positive, got %s", o.CheckTimeout)
+	}
+	if o.Period <= 0 {
+		p.Add("check-period", "must be positive, got %s", o.Period)
+	}
+	if o.Jitter < 0 || o.Jitter >= 1 {
+		p.Add("check-jitter", "must be in [0, 1), got %g", o.Jitter)
+	}
+	if o.InitialBackoff <= 0 {
+		p.Add("initial-backoff", "must be positive, got %s", o.InitialBackoff)
+	}
+	if o.InitialTries < 1 {
+		p.Add("initial-tries", "must be at least 1, got %d", o.InitialTries)
+	}
+	if o.RetaintThreshold < 1 {
+		p.Add("retaint-threshold", "must be at least 1, got %d", o.RetaintThreshold)
+	}
+	if o.RecoverThreshold < 1 {
+		p.Add("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
+	}
+	_, err = budget.Parse(o.FleetBudget)
+	p.Check("fleet-budget", err)
+	_, err = checks.ParseServiceRef(o.DNSService)
+	p.Check("check.discovery.service", err)
+	p.Check("log-level", cli.LogLevel(o.LogLevel))
+	return p.Err()
+}
+
+// validateChecks checks --checks, --continuous-checks and each row's own flags.
+func (o *Options) validateChecks(p *cli.Problems) {
+	if len(o.Checks) == 0 {
+		p.Add("checks", "at least one check must be enabled")
+	}
+	for _, c := range o.Checks {
+		if !slices.Contains(AllChecks, c) {
+			p.Add("checks", "unknown check %q (known: %s)", c, strings.Join(AllChecks, ","))
+		}
+	}
+	known := append(slices.Clone(AllChecks), Gates...)
+	for _, c := range o.ContinuousChecks {
+		switch {
+		case c == ContinuousAll && len(o.ContinuousChecks) == 1:
+		case c == ContinuousAll:
+			p.Add("continuous-checks", "%q stands alone, not with check names", ContinuousAll)
+		case !slices.Contains(known, c):
+			p.Add("continuous-checks", "unknown check %q (known: %s)", c, strings.Join(known, ","))
+		case !slices.Contains(o.Enabled(), c):
+			p.Add("continuous-checks", "check %q is not enabled (--checks=%s; gates by --gate.daemonsets and --require-conditions)", c, o.Checks.String())
+		}
+	}
+	for _, r := range o.checks {
+		p.Append(r.config.Validate(o.enabled(r))...)
+	}
+}
+
+// Deprecations says, once per old flag name the command line or the
+// environment used, which flag replaces it: logged at start-up.
+func (o *Options) Deprecations() []string {
+	if o.renames == nil {
+		return nil
+	}
+	return o.renames.Warnings()
+}
+
+// Continuous reports whether the enabled check name is re-run every period
+// once the node is verified. Gates are bootstrap checks unless named.
+func (o *Options) Continuous(name string) bool {
+	if slices.Contains(Gates, name) {
+		return slices.Contains(o.ContinuousChecks, name)
+	}
+	return slices.Equal(o.ContinuousChecks, []string{ContinuousAll}) || slices.Contains(o.ContinuousChecks, name)
+}
+
+// Enabled lists the enabled checks, then the enabled gates.
+func (o *Options) Enabled() []string {
+	out := slices.Clone([]string(o.Checks))
+	for _, r := range o.checks {
+		if r.gate() != nil && r.gate().Enabled() {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// taints parses the startup and unhealthy taints.
+func (o *Options) taints() (startup, unhealthy corev1.Taint, err error) {
+	if startup, err = cli.ParseTaint(o.StartupTaint); err != nil {
+		return startup, unhealthy, err
+	}
+	unhealthy, err = cli.ParseTaint(o.UnhealthyTaint)
+	return startup, unhealthy, err
+}
+
+// Config is the loop's configuration from validated options.
+func (o *Options) Config() (agent.Config, error) {
+	startup, unhealthy, err := o.taints()
+	if err != nil {
+		return agent.Config{}, err
+	}
+	fleetBudget, err := budget.Parse(o.FleetBudget)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	var continuous []string
+	for _, c := range o.Enabled() {
+		if o.Continuous(c) {
+			continuous = append(continuous, c)
+		}
+	}
+	return agent.Config{
+		NodeName:         o.NodeName,
+		LeaseNamespace:   o.PodNamespace,
+		Taints:           agent.Taints{Startup: startup, Unhealthy: unhealthy},
+		VerifiedLabel:    o.VerifiedLabel,
+		BypassAnnotation: o.SkipVerificationAnnotation,
+		WaitForTaints:    slices.Clone([]string(o.WaitForTaints)),
+		Continuous:       continuous,
+		CheckTimeout:     o.CheckTimeout,
+		Period:           o.Period,
+		Jitter:           o.Jitter,
+		InitialBackoff:   o.InitialBackoff,
+		InitialTries:     o.InitialTries,
+		Thresholds:       agent.Thresholds{Retaint: o.RetaintThreshold, Recover: o.RecoverThreshold},
+		FleetBudget:      fleetBudget,
+		FleetBudgetFlag:  "--fleet-budget=" + o.FleetBudget,
+	}, nil
+}

@@ -1,0 +1,121 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/kube"
+)
+
+// Gate names: checks that are enabled by their own flags rather than
+// --checks, and that are bootstrap checks unless --continuous-checks names them.
+const (
+	GateDaemonSets = "daemonsets"
+	GateConditions = "conditions"
+)
+
+// checkTable lists every check and gate the agent knows, in the order they
+// are reported, each with a fresh configuration holding its defaults.
+// Adding a check is its file under internal/agent/checks (the check and its
+// Config), its test, and one row here; a gate's Config also says when its
+// own flags enable it (checks.GateConfig).
+func checkTable() []checkRow {
+	return []checkRow{
+		{"dns", checks.NewDNSConfig()},
+		{"api", checks.APIConfig{}},
+		{"network", checks.NewNetworkConfig()},
+		{"discovery", checks.NewDiscoveryConfig()},
+		{"probe", &checks.ProbeConfig{}},
+		{GateConditions, checks.NewConditionsConfig()},
+		{GateDaemonSets, checks.NewDaemonSetsConfig()},
+	}
+}
+
+type checkRow struct {
+	name   string
+	config checks.Config
+}
+
+// gate returns the row's gate configuration, or nil when the row is a
+// check that --checks enables.
+func (r checkRow) gate() checks.GateConfig {
+	g, _ := r.config.(checks.GateConfig)
+	return g
+}
+
+func names(gates bool) []string {
+	var out []string
+	for _, r := range checkTable() {
+		if (r.gate() != nil) == gates {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// AllChecks lists the checks --checks may name, in the order they are reported.
+var AllChecks = names(false)
+
+// Gates lists the gate names.
+var Gates = names(true)
+
+// enabled reports whether the row's check or gate runs.
+func (o *Options) enabled(r checkRow) bool {
+	if g := r.gate(); g != nil {
+		return g.Enabled()
+	}
+	return slices.Contains(o.Checks, r.name)
+}
+
+// Build returns the enabled checks and gates, in the order of the table:
+// what the agent runs.
+func Build(o *Options, client *kube.Client, log *slog.Logger) ([]checks.Check, error) {
+	return build(o, client, log, true)
+}
+
+// BuildChecks returns the enabled checks without the gates, which need the
+// agent's loop: what the check command runs.
+func BuildChecks(o *Options, client *kube.Client, log *slog.Logger) ([]checks.Check, error) {
+	return build(o, client, log, false)
+}
+
+// build makes the enabled rows' checks. The network and discovery checks
+// share one endpoint cache, so the fresh kube-dns read of discovery also
+// serves as the network check's peer list.
+func build(o *Options, client *kube.Client, log *slog.Logger, gates bool) ([]checks.Check, error) {
+	dnsService, err := checks.ParseServiceRef(o.DNSService)
+	if err != nil {
+		return nil, err
+	}
+	startup, unhealthy, err := o.taints()
+	if err != nil {
+		return nil, err
+	}
+	podIP, _ := netip.ParseAddr(o.PodIP)
+	d := checks.Deps{
+		Client:       client,
+		Endpoints:    &checks.EndpointCache{Source: &checks.SliceLister{Client: client}},
+		DNSService:   dnsService,
+		Workloads:    client,
+		NodeName:     o.NodeName,
+		PodIP:        podIP,
+		PodName:      o.PodName,
+		PodNamespace: o.PodNamespace,
+		AgentTaints:  append([]string{startup.Key, unhealthy.Key}, o.WaitForTaints...),
+		Log:          log,
+	}
+	var out []checks.Check
+	for _, r := range o.checks {
+		if o.enabled(r) && (gates || r.gate() == nil) {
+			out = append(out, r.config.Build(d))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no known check enabled in %q", strings.Join(o.Checks, ","))
+	}
+	return out, nil
+}

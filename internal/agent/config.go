@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/budget"
+)
+
+// Config is what the loop needs, parsed and validated: the binary's front
+// builds it from its flags.
+type Config struct {
+	// NodeName is the node this agent verifies.
+	NodeName string
+	// LeaseNamespace holds the Lease that serializes re-taints across agents.
+	LeaseNamespace string
+	// Taints are the startup and unhealthy taints.
+	Taints Taints
+	// VerifiedLabel is set to "true" when verified and "false" when re-tainted.
+	VerifiedLabel string
+	// BypassAnnotation set to "true" on the node untaints it at once and disables re-tainting.
+	BypassAnnotation string
+	// WaitForTaints are taint keys that must be gone before the agent untaints.
+	WaitForTaints []string
+	// Continuous names the checks re-run every period once the node is
+	// verified; the other checks are bootstrap checks. Empty makes the agent
+	// bootstrap-only.
+	Continuous []string
+	// CheckTimeout bounds each check.
+	CheckTimeout time.Duration
+	// Period is the interval between periodic rounds, spread by ±Jitter×Period.
+	Period time.Duration
+	Jitter float64
+	// InitialBackoff is the first delay of the start-up backoff; it doubles
+	// for InitialTries rounds, then rounds run every Period.
+	InitialBackoff time.Duration
+	InitialTries   int
+	// Thresholds are the streaks that re-taint and untaint again.
+	Thresholds Thresholds
+	// FleetBudget caps the nodes re-tainted at once; FleetBudgetFlag is how
+	// the user wrote it (flag and value), for the Events that name it.
+	FleetBudget     budget.Budget
+	FleetBudgetFlag string
+}

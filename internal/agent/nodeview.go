@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// nodeView is the agent's view of its own node: a field-selected watch
+// (never all nodes), and the node as the agent's own last write or direct
+// read returned it, which is newer than the watch's copy until the watch
+// delivers that write. Decisions are made on the fresher of the two.
+type nodeView struct {
+	name     string
+	client   NodeClient
+	informer cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// written is the node as the agent's last write (or read) returned it.
+	written *corev1.Node
+}
+
+func newNodeView(client NodeClient, name string) *nodeView {
+	own := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = own
+			return client.ListNodes(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = own
+			return client.WatchNodes(ctx, o)
+		},
+	}
+	return &nodeView{name: name, client: client, informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})}
+}
+
+// node returns the freshest known state of the node: the watch's copy, or
+// the agent's own last write (or read) when that is newer. nil when the
+// watch does not have the node.
+func (v *nodeView) node() *corev1.Node {
+	obj, ok, err := v.informer.GetStore().GetByKey(v.name)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := obj.(*corev1.Node)
+	if n == nil {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.written != nil && newer(v.written, n) {
+		return v.written
+	}
+	v.written = nil
+	return n
+}
+
+// remember keeps n, the node as a write or a direct read returned it.
+func (v *nodeView) remember(n *corev1.Node) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.written == nil || newer(n, v.written) {
+		v.written = n
+	}
+}
+
+// refresh reads the node from the API server and keeps it when it is newer
+// than what the watch holds: after the watch expires the reflector re-lists
+// on its own backoff, and decisions meanwhile stay on the node's current
+// state.
+func (v *nodeView) refresh(ctx context.Context) {
+	n, err := v.client.GetNode(ctx, v.name)
+	if err == nil {
+		v.remember(n)
+	}
+}
+
+// newer reports whether a is a later version of the same node than b.
+// Resource versions compare only where the server says they do (etcd's do);
+// otherwise a is not taken as newer.
+func newer(a, b *corev1.Node) bool {
+	if a.UID != b.UID {
+		return a.CreationTimestamp.After(b.CreationTimestamp.Time)
+	}
+	c, err := resourceversion.CompareResourceVersion(a.ResourceVersion, b.ResourceVersion)
+	return err == nil && c > 0
+}

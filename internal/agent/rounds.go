@@ -1,0 +1,175 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+)
+
+// Round accounting: which rounds count toward a re-taint, and when the
+// next round runs. A failed round counts only when the node could have
+// acted on it (not during a control-plane fault) and when it is a periodic
+// round (not one a change of the node woke). The start-up backoff paces
+// only a node being verified for the first time.
+
+// controlPlaneFault returns why a failed round says nothing about the node,
+// or nil: a check that failed because the API server refused or could not
+// serve (5xx, 429), or an API server that is not ready. The agent could not
+// have acted on such a round anyway, and an outage of the control plane is
+// not the node's failure.
+func (a *Agent) controlPlaneFault(ctx context.Context, round checks.Round) error {
+	for _, r := range round.Results {
+		if r.Err != nil && serverFault(r.Err) {
+			return fmt.Errorf("the API server could not serve check %s: %w", r.Name, r.Err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.CheckTimeout)
+	defer cancel()
+	if err := a.client.Readyz(ctx); err != nil {
+		return fmt.Errorf("the API server is not ready: %w", err)
+	}
+	return nil
+}
+
+// serverFault reports whether err is the API server failing to serve, as
+// opposed to answering: overloaded, starting, or timing out on its side.
+func serverFault(err error) bool {
+	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsUnexpectedServerError(err)
+}
+
+// skip handles a failed round that does not count: the streaks start again
+// from zero, so after the outage the node needs the full threshold of
+// rounds the agent could act on.
+func (a *Agent) skip(round checks.Round, fault error) {
+	a.loop.failures, a.loop.passes = 0, 0
+	a.metrics.failures.Set(0)
+	a.metrics.skippedRounds.Inc()
+	a.health.set(true, false)
+	if !a.loop.faultLogged {
+		a.loop.faultLogged = true
+		a.log.Warn("control-plane fault: failed rounds do not count toward re-tainting until it answers",
+			"fault", fault.Error(), "failed", round.Failed())
+	}
+}
+
+// uncounted handles a failed round that a change of the node (a wait-for
+// taint removed, the bypass annotation removed, a gate's condition) woke on
+// a node that is not starting up. Such a round runs at once, so its
+// failure is no periodic round: counted, a few changes of the node could
+// re-taint it in seconds, long before --retaint-threshold periods. It
+// breaks the pass streak but adds nothing to the failure streak, and the
+// next periodic round stays when it was due, so changes coming faster than
+// the period cannot put off the rounds that count either.
+func (a *Agent) uncounted(round checks.Round) time.Duration {
+	a.loop.passes = 0
+	a.health.set(true, apiAnswered(round))
+	a.log.Info("round woken by a change of the node failed; not counted: only periodic rounds count toward the re-taint",
+		"failed", round.Failed(), "consecutive_failures", a.loop.failures, "error", round.Summary())
+	return max(time.Until(a.loop.due), 0)
+}
+
+// observe records a round's outcome in state, metrics, readiness and logs.
+func (a *Agent) observe(round checks.Round) {
+	a.health.set(true, apiAnswered(round))
+	if round.Passed() {
+		a.loop.blockedLogged = ""
+		if a.loop.failures > 0 {
+			a.log.Info("checks pass again", "after_failures", a.loop.failures)
+		}
+		a.loop.failures = 0
+		a.loop.passes++
+	} else {
+		if a.loop.failures == 0 {
+			a.loop.failingSince = time.Now()
+		}
+		a.loop.failures++
+		a.loop.passes = 0
+		a.log.Warn("verification round failed", "failed", round.Failed(), "consecutive_failures", a.loop.failures,
+			"duration_seconds", round.Duration.Seconds(), "error", round.Summary())
+	}
+	a.metrics.failures.Set(float64(a.loop.failures))
+	a.log.Debug("verification round", "passed", round.Passed(), "duration_seconds", round.Duration.Seconds())
+}
+
+// apiAnswered reports whether round's api check (if it ran) passed: the
+// readiness of the agent.
+func apiAnswered(round checks.Round) bool {
+	for _, r := range round.Results {
+		if r.Name == "api" {
+			return r.Err == nil
+		}
+	}
+	return true
+}
+
+// next is the delay after a round: the start-up backoff while the node is
+// verified for the first time (until the first pass, or until its tries run
+// out), then the jittered period.
+//
+// The start-up backoff is only for a node that carries the startup taint. A
+// node that is verified, re-tainted, or carries no taint of ours (the chart
+// installed into a running cluster) is judged on periodic rounds only,
+// whatever the process's age: an agent restarted by a rolling update, an OOM
+// kill or a reboot while DNS or a peer is briefly down must not count its
+// failed rounds seconds apart and re-taint a node in service long before
+// --retaint-threshold periods.
+func (a *Agent) next(round checks.Round) time.Duration {
+	switch {
+	case a.loop.startupOver || !a.startingUp():
+		return a.jittered()
+	case round.Passed():
+		a.loop.startupOver = true
+		return a.jittered()
+	}
+	d := a.loop.startup.NextBackOff()
+	if d == backoff.Stop {
+		a.loop.startupOver = true
+		a.metrics.initialExhausted.Inc()
+		if node := a.view.node(); node != nil {
+			a.event(node, corev1.EventTypeWarning, ReasonVerificationFailed, "Verify",
+				"checks still failing after %d start-up tries, node stays tainted and is retried every %s",
+				a.cfg.InitialTries, a.cfg.Period)
+		}
+		a.log.Warn("start-up retries exhausted; retrying every period", "period_seconds", a.cfg.Period.Seconds(), "error", round.Summary())
+		return a.jittered()
+	}
+	return d
+}
+
+// startingUp reports whether the node, as last seen, is being verified for
+// the first time: it carries the startup taint and was never re-tainted.
+func (a *Agent) startingUp() bool {
+	node := a.view.node()
+	if node == nil {
+		return false
+	}
+	startupTainted, _ := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
+	return startupTainted
+}
+
+// jittered is the period spread by ±Jitter, so agents started together do
+// not query DNS and the API server in lockstep.
+func (a *Agent) jittered() time.Duration {
+	j := a.cfg.Jitter * (2*rand.Float64() - 1)
+	return time.Duration(float64(a.cfg.Period) * (1 + j))
+}
+
+// newInitialBackoff is the start-up backoff: first, doubling, tries times.
+func newInitialBackoff(first time.Duration, tries int) backoff.BackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: first, Multiplier: 2, RandomizationFactor: 0,
+		MaxInterval: first << 20, Stop: backoff.Stop, Clock: backoff.SystemClock,
+	}
+	r := backoff.WithMaxRetries(b, uint64(tries))
+	r.Reset()
+	return r
+}

@@ -1,0 +1,82 @@
+package kubectlplugin
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+)
+
+// cleanupSkipCommand is `kubectl node-ready cleanup skip`.
+var cleanupSkipCommand = &command{
+	path: "cleanup skip", usage: "NODE [--yes]", nargs: 1, flags: []string{"yes"},
+	short: "Let a node go without cleanup: set " + api.SkipCleanupAnnotation + "=true",
+	long: `Sets the annotation ` + api.SkipCleanupAnnotation + `=true on the node (a merge patch of that one
+annotation, guarded by the node's UID): the webhook removes its finalizer without running the
+cleanup plugins, also while a cleanup is running. Whatever the plugins would have cleaned up
+(volume attachments, storage, external inventories, notifications) stays as it is. On a node
+that is not being deleted, the annotation waits there for its deletion.
+
+Without --yes it shows where the node's cleanup stands and asks "[y/N]" on stderr, reading
+the answer from stdin, also when stdin is not a terminal (echo y | kubectl node-ready cleanup
+skip NODE). Anything but y or yes, or no answer at all (stdin empty or closed), leaves the node
+untouched and exits with status 1.`,
+	run: runCleanupSkip,
+}
+
+func runCleanupSkip(ctx context.Context, inv *invocation) error {
+	name := inv.args[0]
+	node, err := inv.api.GetNode(ctx, name)
+	if err != nil {
+		return err
+	}
+	if node.Annotations[api.SkipCleanupAnnotation] == "true" {
+		fmt.Fprintf(inv.out, "node/%s already has %s=true: nothing changed\n", name, api.SkipCleanupAnnotation)
+		return nil
+	}
+	c := CleanupOf(node)
+	if !inv.opts.Yes {
+		fmt.Fprintf(inv.err, "Node %s: cleanup %s.\n", name, c.Summary)
+		if c.State != CleanupDeleting {
+			fmt.Fprintf(inv.err, "The node is not being deleted: the annotation waits for its deletion.\n")
+		}
+		fmt.Fprintf(inv.err, "The webhook will remove the finalizer %s without running the cleanup plugins;\n"+
+			"what they would clean up (volume attachments, storage, inventories, notifications) stays as it is.\n"+
+			"Skip cleanup of node %s? [y/N] ", api.Finalizer, name)
+		yes, err := readYes(inv.stdin)
+		if err != nil {
+			return fmt.Errorf("read the answer: %w", err)
+		}
+		if !yes {
+			return declined(fmt.Sprintf("cleanup skip cancelled: node %s unchanged", name))
+		}
+	}
+	value := "true"
+	patch, err := annotationPatch(string(node.UID), api.SkipCleanupAnnotation, &value)
+	if err != nil {
+		return err
+	}
+	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
+		return err
+	}
+	fmt.Fprintf(inv.out, "node/%s annotated %s=true: the webhook removes the finalizer %s without cleanup\n", name, api.SkipCleanupAnnotation, api.Finalizer)
+	return nil
+}
+
+// readYes reads one line and reports whether it says y or yes. No input at
+// all (an empty or closed stdin) is a no.
+func readYes(r io.Reader) (bool, error) {
+	if r == nil {
+		return false, nil
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes", nil
+}
