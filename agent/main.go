@@ -22,7 +22,6 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
-	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
@@ -90,9 +89,10 @@ func run(ctx context.Context, opts *agent.Options) error {
 			continuousNames = append(continuousNames, c)
 		}
 	}
-	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Log: log}
-	// The recorder's worker outlives ctx: Close drains it on the way out.
-	go recorder.Run(context.WithoutCancel(ctx))
+	recorder, stopRecorder, err := startRecorder(ctx, client, opts.NodeName, log)
+	if err != nil {
+		return err
+	}
 	checkMetrics, err := checks.NewMetrics(reg)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func run(ctx context.Context, opts *agent.Options) error {
 	runErr := a.Run(ctx)
 	// Events of the last rounds still go out, within the grace period.
 	flushCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	recorder.Close(flushCtx)
+	stopRecorder(flushCtx)
 	cancel()
 	if err := <-serveErr; err != nil {
 		return fmt.Errorf("metrics server: %w", err)
@@ -141,10 +141,11 @@ func runCheck(ctx context.Context, opts *agent.Options) int {
 	return 0
 }
 
-func newClient(path string) (*kube.Client, error) {
+func newClient(path string) (apiClient, error) {
 	cfg, err := kubeconfig.Load(path, name+"/"+version.Version)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+		var none apiClient
+		return none, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	return kube.New(cfg)
+	return newAPIClient(cfg)
 }

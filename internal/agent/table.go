@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
-	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // checkTable lists every check the agent knows, in the order they are
@@ -41,10 +40,17 @@ var AllChecks = func() []string {
 	return names
 }()
 
+// CheckClient is what the checks read from the API server: the agent's own
+// node and EndpointSlices.
+type CheckClient interface {
+	checks.NodeGetter
+	checks.SliceClient
+}
+
 // BuildChecks returns the enabled checks, in the order of AllChecks. The
 // network and discovery checks share one endpoint cache, so the fresh
 // kube-dns read of discovery also serves as the network check's peer list.
-func BuildChecks(o *Options, client *kube.Client, log *slog.Logger) ([]checks.Check, error) {
+func BuildChecks(o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
 	dnsService, err := checks.ParseServiceRef(o.DNSService)
 	if err != nil {
 		return nil, err
