@@ -216,8 +216,14 @@ func sampleAgents(ctx context.Context, cgroups map[string]string, window time.Du
 	return w, nil
 }
 
+// median is the middle value of v, the mean of the two middle ones when v
+// has an even length.
 func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
-	return s[len(s)/2]
+	n := len(s)
+	if n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[n/2]
 }
