@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
@@ -89,7 +90,9 @@ func run(ctx context.Context, opts *agent.Options) error {
 			continuousNames = append(continuousNames, c)
 		}
 	}
-	recorder, stopRecorder, err := startRecorder(ctx, client, opts.NodeName, log)
+	// Event writes are not cut by ctx (SIGTERM): those of the last rounds go
+	// on while the agent shuts down.
+	recorder, stopRecorder, err := agent.StartEventRecorder(context.WithoutCancel(ctx), client.CS, name)
 	if err != nil {
 		return err
 	}
@@ -112,10 +115,7 @@ func run(ctx context.Context, opts *agent.Options) error {
 		serveErr <- metricsserver.Serve(ctx, metricsLn, metricsserver.Endpoints{Gatherer: reg, Ready: a.Ready, Grace: metricsGrace, Log: log})
 	}()
 	runErr := a.Run(ctx)
-	// Events of the last rounds still go out, within the grace period.
-	flushCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	stopRecorder(flushCtx)
-	cancel()
+	stopRecorder()
 	if err := <-serveErr; err != nil {
 		return fmt.Errorf("metrics server: %w", err)
 	}
@@ -141,11 +141,14 @@ func runCheck(ctx context.Context, opts *agent.Options) int {
 	return 0
 }
 
-func newClient(path string) (apiClient, error) {
+func newClient(path string) (agent.Clientset, error) {
 	cfg, err := kubeconfig.Load(path, name+"/"+version.Version)
 	if err != nil {
-		var none apiClient
-		return none, fmt.Errorf("kubernetes client configuration: %w", err)
+		return agent.Clientset{}, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	return newAPIClient(cfg)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return agent.Clientset{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return agent.Clientset{CS: cs}, nil
 }

@@ -43,7 +43,7 @@ type WorkloadClient interface {
 	WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// Client is the agent's access to the API server; kube.Client implements it.
+// Client is the agent's access to the API server; Clientset implements it.
 type Client interface {
 	NodeClient
 	LeaseClient
@@ -51,7 +51,7 @@ type Client interface {
 	WorkloadClient
 }
 
-// Recorder records Events about the node; kube.Recorder implements it.
+// Recorder records Events about the node; EventRecorder implements it.
 type Recorder interface {
 	Eventf(ref corev1.ObjectReference, eventType, reason, action, format string, args ...any)
 }

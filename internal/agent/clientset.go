@@ -1,6 +1,4 @@
-//go:build clientset
-
-package main
+package agent
 
 import (
 	"context"
@@ -16,20 +14,19 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
 // Clientset is the agent's Client on client-go's generated clientset, as the
-// webhook uses it; it also serves the checks' own-node read and
-// EndpointSlice lists.
+// webhook uses it; it also serves the checks' reads (CheckClient).
 type Clientset struct {
 	CS kubernetes.Interface
 }
 
-var _ agent.Client = Clientset{}
+var _ Client = Clientset{}
 
 // ServerVersion reads /version; unlike the discovery client's, the request
 // ends with ctx.
@@ -133,4 +130,16 @@ type EventRecorder struct {
 // seen.
 func (r EventRecorder) Eventf(ref corev1.ObjectReference, eventType, reason, action, format string, args ...any) {
 	r.Recorder.Eventf(&ref, nil, eventType, reason, action, "%s", eventnote.Shorten(fmt.Sprintf(format, args...)))
+}
+
+// StartEventRecorder starts client-go's events broadcaster writing to cs, as
+// the webhook records Events, and returns the agent's Recorder on it: repeats
+// of an Event (same object, type, reason and action) count into its series.
+// ctx bounds the writes; stop shuts the broadcaster down.
+func StartEventRecorder(ctx context.Context, cs kubernetes.Interface, controller string) (r Recorder, stop func(), err error) {
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, nil, fmt.Errorf("start event recording: %w", err)
+	}
+	return EventRecorder{Recorder: b.NewRecorder(scheme.Scheme, controller)}, b.Shutdown, nil
 }
