@@ -1,29 +1,23 @@
 package harness
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 )
 
-// Serve runs h on addr (a stand-in for an external service: a Portworx
-// API, a chat webhook, a receiver) until the test ends, when it is shut
-// down gracefully for up to 2 s, then closed.
-func Serve(tb testing.TB, addr string, h http.Handler) {
-	tb.Helper()
-	ln, err := net.Listen("tcp", addr)
+// ServeHTTP serves h on addr (an address of the harness namespace, which
+// processes on simulated nodes and pods on real nodes reach as they reach the
+// API server) until the test ends: a stand-in for a receiver outside the
+// cluster (a CMDB, a chat webhook).
+func ServeHTTP(t testing.TB, addr string, h http.Handler) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		tb.Fatal(err)
+		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if srv.Shutdown(ctx) != nil {
-			_ = srv.Close()
-		}
-	})
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
 }

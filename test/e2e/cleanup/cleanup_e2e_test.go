@@ -58,8 +58,8 @@ func TestCleanup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	e := &env{cp: cp, dir: cp.Dir, px: newPortworx(), chat: &chat{}}
-	harness.Serve(t, pxAddr, e.px)
-	harness.Serve(t, chatAddr, e.chat)
+	harness.ServeHTTP(t, pxAddr, e.px)
+	harness.ServeHTTP(t, chatAddr, e.chat)
 	e.tokenFile = writeFile(t, e.dir, "px-token", "px-token\n")
 	e.urlFile = writeFile(t, e.dir, "chat-url", "http://"+chatAddr+"/hook\n")
 	e.configPath = writeFile(t, e.dir, "config.yaml", e.config(""))

@@ -79,7 +79,7 @@ const (
 func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &flakyReceiver{probeDown: true, postFails: true}
-	harness.Serve(t, hookOutageAddr, rcv)
+	harness.ServeHTTP(t, hookOutageAddr, rcv)
 	config := checkedHookConfig(t, cp.Dir, hookOutageAddr)
 	kubeconfig := webhookIdentity(t, cp)
 

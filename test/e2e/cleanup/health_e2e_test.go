@@ -90,7 +90,7 @@ func checkedHookConfig(t *testing.T, dir, addr string) string {
 func TestPluginHealth(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &flakyReceiver{probeDown: true, postFails: true}
-	harness.Serve(t, healthyAddr, rcv)
+	harness.ServeHTTP(t, healthyAddr, rcv)
 	config := checkedHookConfig(t, cp.Dir, healthyAddr)
 	const pod = "webhook-health"
 	w := startReplica(t, cp, pod, ipHealth, config,
@@ -167,7 +167,7 @@ func TestSlowFirstAttemptShowsStatus(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	var mu sync.Mutex
 	delay := 4 * time.Second
-	harness.Serve(t, healthyAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	harness.ServeHTTP(t, healthyAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		d := delay
 		mu.Unlock()

@@ -73,7 +73,7 @@ func (c *cmdb) snapshot() (docs []plugins.HookDocument, auth []string, hits int)
 func TestHookPlugin(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &cmdb{down: true}
-	harness.Serve(t, hookAddr, rcv)
+	harness.ServeHTTP(t, hookAddr, rcv)
 	auth := writeFile(t, cp.Dir, "cmdb-auth", "Bearer cmdb-token\n")
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
   hook:
@@ -137,13 +137,13 @@ const (
 func TestHookAndNotifyDoNotFollowRedirectsAway(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	away := &elsewhere{}
-	harness.Serve(t, elsewhereAddr, away)
+	harness.ServeHTTP(t, elsewhereAddr, away)
 	rcv, room := &cmdb{}, &chat{}
 	mux := http.NewServeMux()
 	mux.Handle("/api/nodes", rcv)
 	mux.Handle("/services/", room)
 	origin := &redirecting{on: true, target: "http://" + elsewhereAddr, next: mux}
-	harness.Serve(t, originAddr, origin)
+	harness.ServeHTTP(t, originAddr, origin)
 	key := writeFile(t, cp.Dir, "cmdb-key", "k-123\n")
 	chatURL := writeFile(t, cp.Dir, "chat-url", "http://"+originAddr+"/services/T0/B0/SECRET\n")
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:

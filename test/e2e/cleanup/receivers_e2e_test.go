@@ -60,7 +60,7 @@ func newPortworx() *portworx {
 func servePortworx(t *testing.T, dir, addr, timeout string) (*portworx, string) {
 	t.Helper()
 	px := newPortworx()
-	harness.Serve(t, addr, px)
+	harness.ServeHTTP(t, addr, px)
 	token := writeFile(t, dir, "px-token", px.token+"\n")
 	if timeout != "" {
 		timeout = "\n    timeout: " + timeout

@@ -97,7 +97,7 @@ func TestMonitoringOnRealNodes(t *testing.T) {
 	}
 	e := &env{chart: chart, rcv: &receiver{}}
 	e.c = harness.StartClusterT(t, harness.ClusterOptions{ProjectImages: true})
-	harness.Serve(t, hookAddr, e.rcv)
+	harness.ServeHTTP(t, hookAddr, e.rcv)
 	e.install(t)
 	e.startPrometheus(t)
 	for _, s := range []struct {
