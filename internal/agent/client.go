@@ -35,6 +35,14 @@ type ServerClient interface {
 	Readyz(ctx context.Context) error
 }
 
+// ConnectionCloser is a Client that can drop its connections to the API
+// server, so that the next request dials anew (kube.Client can). The agent
+// does when the API server stops answering; a Client without it keeps its
+// connections.
+type ConnectionCloser interface {
+	CloseConnections()
+}
+
 // WorkloadClient lists and watches what the DaemonSet gate reads.
 type WorkloadClient interface {
 	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)

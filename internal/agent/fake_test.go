@@ -41,6 +41,8 @@ type fakeCluster struct {
 	patchHooks []func(f *fakeCluster) error
 	// readyErr is what /readyz answers.
 	readyErr error
+	// closes counts CloseConnections calls.
+	closes int
 	// silent stops watch events, as a watch that lags or has expired.
 	silent bool
 }
@@ -224,6 +226,12 @@ func (f *fakeCluster) Readyz(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.readyErr
+}
+
+func (f *fakeCluster) CloseConnections() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closes++
 }
 
 func (f *fakeCluster) ListPods(context.Context, metav1.ListOptions) (*corev1.PodList, error) {

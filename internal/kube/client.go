@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -45,10 +48,14 @@ func init() {
 // Client talks to the API server for the agent.
 type Client struct {
 	core, discovery, coordination, events, apps *rest.RESTClient
+	// dialer tracks the connections to the API server, so that
+	// CloseConnections can drop them.
+	dialer *connrotation.Dialer
 }
 
-// New builds a client from cfg; its four REST clients share one rate limiter
-// so cfg's QPS and Burst hold for the agent as a whole.
+// New builds a client from cfg; its REST clients share one rate limiter, so
+// cfg's QPS and Burst hold for the agent as a whole, and one transport
+// whose connections CloseConnections drops.
 func New(cfg *rest.Config) (*Client, error) {
 	base := rest.CopyConfig(cfg)
 	if base.RateLimiter == nil {
@@ -61,6 +68,17 @@ func New(cfg *rest.Config) (*Client, error) {
 	if base.UserAgent == "" {
 		base.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
+	dial := base.Dial
+	if dial == nil {
+		// client-go's own dialer, when the config names none.
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	c := Client{dialer: connrotation.NewDialer(dial)}
+	base.Dial = c.dialer.DialContext
+	httpClient, err := rest.HTTPClientFor(base)
+	if err != nil {
+		return nil, err
+	}
 	mk := func(gv schema.GroupVersion) (*rest.RESTClient, error) {
 		c := rest.CopyConfig(base)
 		c.GroupVersion = &gv
@@ -69,10 +87,8 @@ func New(cfg *rest.Config) (*Client, error) {
 			c.APIPath = "/api"
 		}
 		c.NegotiatedSerializer = codecs.WithoutConversion()
-		return rest.RESTClientFor(c)
+		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
-	var c Client
-	var err error
 	if c.core, err = mk(corev1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
@@ -109,6 +125,14 @@ func (c *Client) ServerVersion(ctx context.Context) (*version.Info, error) {
 func (c *Client) Readyz(ctx context.Context) error {
 	return c.core.Get().AbsPath("/readyz").Do(ctx).Error()
 }
+
+// CloseConnections drops every connection to the API server, so that the
+// next request dials anew. A connection that lost packets during a network
+// partition may otherwise carry nothing for tens of seconds after the
+// partition heals (TCP's retransmission backoff, then HTTP/2's ping
+// timeout); the kubelet drops its connections on repeated heartbeat
+// failures for the same reason.
+func (c *Client) CloseConnections() { c.dialer.CloseAll() }
 
 // GetNode reads a Node from the API server (never a cache).
 func (c *Client) GetNode(ctx context.Context, name string) (*corev1.Node, error) {

@@ -34,6 +34,7 @@ type RealNode struct {
 
 	index      int
 	hostLink   string
+	taints     []corev1.Taint // registered by the kubelet, again by a restarted one
 	cluster    *Cluster
 	init       *Process
 	containerd *Process
@@ -90,6 +91,7 @@ func (c *Cluster) AddNode(ctx context.Context, opts RealNodeOptions) (*RealNode,
 	if taints == nil {
 		taints = []corev1.Taint{StartupTaint}
 	}
+	n.taints = taints
 	if err := n.startKubelet(taints); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
@@ -527,7 +529,10 @@ func fileExists(p string) bool {
 // kubelet requires of its cgroupRoot.
 func createCgroups(name string) error {
 	if fileExists("/sys/fs/cgroup/cgroup.controllers") {
-		return os.Mkdir("/sys/fs/cgroup/"+name, 0o755)
+		if err := os.Mkdir("/sys/fs/cgroup/"+name, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		return nil
 	}
 	hierarchies, err := os.ReadDir("/sys/fs/cgroup")
 	if err != nil {
