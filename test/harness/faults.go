@@ -85,7 +85,8 @@ func (n *RealNode) ctr(ctx context.Context, args ...string) (string, error) {
 // Start switches a stopped node on again (see Stop), as the same machine
 // booting: new namespaces (so a fresh /run and a fresh network stack) but
 // the same name, address, pod range, kubelet flags and disk state
-// (/var/lib, so containerd's images and the kubelet's pods), and waits
+// (/var/lib, so containerd's images and the kubelet's pods; the cgroups,
+// in memory on a machine, are new), and waits
 // until the node is Ready. Its Node object, kept while it was off, is the
 // kubelet's again.
 func (n *RealNode) Start(ctx context.Context) error {
@@ -96,6 +97,10 @@ func (n *RealNode) Start(ctx context.Context) error {
 	// The old network namespace, and with it both ends of the node's link,
 	// goes away after its last process; do not wait for the kernel.
 	_ = exec.CommandContext(ctx, "ip", "link", "del", n.hostLink).Run()
+	// A machine's cgroups do not survive a reboot. Left in place, the old
+	// containers' cgroups keep the kubelet's cadvisor retrying them for
+	// about 25 s before the kubelet syncs a pod.
+	removeCgroups(n.cgroupRoot())
 	if err := n.startNamespaces(ctx); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}

@@ -11,7 +11,6 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"log"
 	"os"
@@ -49,33 +48,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if err := harness.EnterNetworkNamespace(); err != nil {
-		fmt.Fprintln(os.Stderr, "harness:", err)
-		os.Exit(1)
-	}
 	root, err := harness.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	chart = filepath.Join(root, "charts", "kube-node-ready")
-	// Long enough to wait for another run's real nodes to stop first.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	// Three nodes, so that every node has a peer besides the faulted one.
-	c, err = harness.StartCluster(ctx, harness.ClusterOptions{
+	// Ten minutes to start: another run's real nodes may have to stop first.
+	harness.MainWithCluster(m, harness.ClusterOptions{
 		Options: harness.Options{Logf: log.Printf}, Nodes: 3, ProjectImages: true, NodeMonitorGracePeriod: gracePeriod,
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "harness: start cluster:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "cluster logs:\n%s", c.Logs(40))
-	}
-	c.Stop()
-	os.Exit(code)
+	}, 10*time.Minute, func(cluster *harness.Cluster) { c = cluster })
 }
 
 // TestFaultsOnRealNodes runs the scenarios one after the other on one
@@ -171,6 +154,16 @@ func agentPod(t *testing.T, node *harness.RealNode, timeout time.Duration) *core
 // metric reads one of the agent's metrics from pod.
 func metric(pod *corev1.Pod, name string, match ...string) (float64, error) {
 	return harness.ScrapeMetric(fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, harness.MetricsPort), name, match...)
+}
+
+// mustMetric is metric for a pod that must answer.
+func mustMetric(t *testing.T, pod *corev1.Pod, name string, match ...string) float64 {
+	t.Helper()
+	v, err := metric(pod, name, match...)
+	if err != nil {
+		t.Fatalf("agent on %s: %v", pod.Spec.NodeName, err)
+	}
+	return v
 }
 
 // rounds is how many rounds pod's agent has run: its api check runs in

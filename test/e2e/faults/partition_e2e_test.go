@@ -37,11 +37,7 @@ func testPodNetworkCut(t *testing.T, taints *taintLog) {
 	victim := nodeWithoutDNS(t)
 	pod := agentPod(t, victim, 30*time.Second)
 	adds := func() float64 {
-		v, err := metric(pod, "node_ready_taint_operations_total", `operation="add"`, `result="success"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
+		return mustMetric(t, pod, "node_ready_taint_operations_total", `operation="add"`, `result="success"`)
 	}
 	addsBefore := adds()
 	mark := time.Now()
@@ -90,13 +86,7 @@ func testAPIServerCut(t *testing.T, taints *taintLog) {
 	ctx := t.Context()
 	victim := c.Nodes[0]
 	pod := agentPod(t, victim, 30*time.Second)
-	skipped := func() float64 {
-		v, err := metric(pod, "node_ready_rounds_skipped_total")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	skipped := func() float64 { return mustMetric(t, pod, "node_ready_rounds_skipped_total") }
 	skippedBefore := skipped()
 	mark := time.Now()
 	if err := victim.CutAPIServer(ctx); err != nil {
@@ -137,6 +127,10 @@ func testAPIServerCut(t *testing.T, taints *taintLog) {
 	waitRounds(t, retaintThreshold+1, pod)
 	taints.assertNoRetaint(t, mark)
 	waitVerified(t, 10*time.Second, victim)
+	// The agent tolerates the unreachable NoExecute taint: not evicted.
+	if after := agentPod(t, victim, 10*time.Second); after.UID != pod.UID {
+		t.Errorf("agent pod on %s replaced during the cut: %s -> %s", victim.Name, pod.UID, after.UID)
+	}
 }
 
 // usable schedules a pod that tolerates nothing onto node and waits until
