@@ -19,9 +19,10 @@ import (
 // makes of it is the test's to observe.
 
 // RestartKubelet stops the node's kubelet (SIGTERM, as `systemctl restart
-// kubelet` does) and starts it again with the same flags. Containers keep
-// running: they belong to containerd's shims.
-func (n *RealNode) RestartKubelet(ctx context.Context) error {
+// kubelet` does) and starts it again with the same flags; it returns once
+// the new kubelet runs (its Lease shows when it talks to the API server).
+// Containers keep running: they belong to containerd's shims.
+func (n *RealNode) RestartKubelet() error {
 	if err := n.kubelet.Stop(10 * time.Second); err != nil {
 		return fmt.Errorf("node %s: stop kubelet: %w", n.Name, err)
 	}

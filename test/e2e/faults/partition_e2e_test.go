@@ -24,7 +24,12 @@ func unreachable(n *corev1.Node) bool {
 			unknown = cond.Status == corev1.ConditionUnknown
 		}
 	}
-	return unknown && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
+	return unknown && taintedUnreachable(n)
+}
+
+// taintedUnreachable reports whether n carries an unreachable taint.
+func taintedUnreachable(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
 }
 
 // testPodNetworkCut: a node whose pods lose the pod network while the node
@@ -54,6 +59,11 @@ func testPodNetworkCut(t *testing.T, taints *taintLog) {
 	// threshold's last one (threshold-1) periods later.
 	if least := time.Duration(retaintThreshold-1) * checkPeriod * 9 / 10; took < least {
 		t.Errorf("re-tainted %s after the cut, before %d rounds (at least %s)", took, retaintThreshold, least)
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+			t.Errorf("node %s not Ready with only its pod network cut: %s %s", victim.Name, cond.Status, cond.Message)
+		}
 	}
 	if node.Labels[verifiedLabel] != "false" {
 		t.Errorf("re-tainted node labelled %s=%q, want false", verifiedLabel, node.Labels[verifiedLabel])
@@ -112,7 +122,7 @@ func testAPIServerCut(t *testing.T, taints *taintLog) {
 		t.Fatal(err)
 	}
 	c.WaitNode(t, victim.Name, time.Minute, "Ready and no longer tainted unreachable", func(n *corev1.Node) bool {
-		return !unreachable(n) && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
+		return !unreachable(n) && !taintedUnreachable(n)
 	})
 	nodeReady(t, victim, time.Minute)
 	figure(t, "reconnected -> node Ready without the unreachable taint", time.Since(back))

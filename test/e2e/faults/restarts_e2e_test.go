@@ -54,11 +54,10 @@ func restarts(pod *corev1.Pod) int32 {
 // running and the node verified: no node is tainted while the agents run
 // a threshold of rounds more.
 func testKubeletRestart(t *testing.T, taints *taintLog) {
-	ctx := t.Context()
 	victim := c.Nodes[0]
 	before := agentPod(t, victim, 30*time.Second)
 	mark := time.Now()
-	if err := victim.RestartKubelet(ctx); err != nil {
+	if err := victim.RestartKubelet(); err != nil {
 		t.Fatal(err)
 	}
 	kubeletBack(t, victim, mark)
@@ -124,8 +123,9 @@ func testAgentKilled(t *testing.T, taints *taintLog) {
 }
 
 // testReboot: a node switched off (every process of it ends, its network
-// namespace goes away) while the others run on, then switched on with the
-// same name, is verified again without a taint, and no other node is
+// namespace goes away) until kube-controller-manager taints it
+// unreachable, while the others run on, then switched on with the same
+// name, is verified again without a taint of ours, and no other node is
 // tainted meanwhile.
 func testReboot(t *testing.T, taints *taintLog) {
 	ctx := t.Context()
@@ -136,8 +136,10 @@ func testReboot(t *testing.T, taints *taintLog) {
 		t.Fatal(err)
 	}
 	figure(t, "switch off (every process of the node stopped)", time.Since(mark))
-	// Off for as long as the other agents need to run a threshold of
-	// rounds with one peer gone.
+	// Off until kube-controller-manager has given up on it, and the other
+	// agents ran a threshold of rounds with one peer gone.
+	c.WaitNode(t, victim.Name, gracePeriod+30*time.Second, "Unknown and tainted unreachable", unreachable)
+	figure(t, "switch off -> kube-controller-manager taints the node unreachable", time.Since(mark))
 	waitRoundsEverywhere(t, retaintThreshold+1, victim)
 	taints.assertNoRetaint(t, mark)
 	on := time.Now()
@@ -147,6 +149,9 @@ func testReboot(t *testing.T, taints *taintLog) {
 	}
 	kubeletBack(t, victim, on)
 	figure(t, "switch on -> kubelet renews its Lease", time.Since(on))
+	c.WaitNode(t, victim.Name, time.Minute, "no longer tainted unreachable", func(n *corev1.Node) bool { return !taintedUnreachable(n) })
+	nodeReady(t, victim, time.Minute)
+	figure(t, "switch on -> node Ready without the unreachable taint", time.Since(on))
 	var after *corev1.Pod
 	harness.Eventually(t, time.Minute, "agent on "+victim.Name+" running again", func() (bool, string) {
 		after = agentPod(t, victim, time.Minute)
