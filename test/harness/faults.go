@@ -53,7 +53,10 @@ func (n *RealNode) RestartContainerd(ctx context.Context) error {
 		return fmt.Errorf("node %s: start containerd again: %w", n.Name, err)
 	}
 	n.containerd = p
-	return n.waitContainerd(ctx)
+	if err := n.waitContainerd(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return nil
 }
 
 // waitContainerd waits until the node's containerd answers on its socket.
@@ -63,7 +66,7 @@ func (n *RealNode) waitContainerd(ctx context.Context) error {
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node %s: containerd not answering: %w", n.Name, err)
+		return fmt.Errorf("containerd not answering: %w", err)
 	}
 	return nil
 }

@@ -258,14 +258,10 @@ state = "/run/containerd"
 		return err
 	}
 	n.containerd = p
-	ctr := filepath.Join(cp.BinDir, "ctr")
-	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
-		_, err := n.run(ctx, ctr, "--address", "/run/containerd/containerd.sock", "version")
-		return err == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("containerd not answering: %w", err)
+	if err := n.waitContainerd(ctx); err != nil {
+		return err
 	}
+	ctr := filepath.Join(cp.BinDir, "ctr")
 	images := []string{filepath.Join(cp.BinDir, "images", pauseTar), filepath.Join(cp.BinDir, "images", coreDNSTar)}
 	if n.cluster.opts.ProjectImages {
 		images = append(images, filepath.Join(cp.BinDir, "images", "kube-node-ready-agent.tar"), filepath.Join(cp.BinDir, "images", "kube-node-ready-webhook.tar"))
