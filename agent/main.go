@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
@@ -155,9 +154,9 @@ func newClient(path string) (agent.Clientset, error) {
 	if err != nil {
 		return agent.Clientset{}, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := agent.NewClientset(cfg)
 	if err != nil {
 		return agent.Clientset{}, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return agent.Clientset{CS: cs}, nil
+	return cs, nil
 }

@@ -34,6 +34,14 @@ type ServerClient interface {
 	Readyz(ctx context.Context) error
 }
 
+// ConnectionCloser is a Client that can drop its connections to the API
+// server, so that the next request dials anew (Clientset can). The agent
+// does when the API server stops answering; a Client without it keeps its
+// connections.
+type ConnectionCloser interface {
+	CloseConnections()
+}
+
 // Client is the agent's access to the API server; Clientset implements it.
 type Client interface {
 	NodeClient

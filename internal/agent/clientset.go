@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/connrotation"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
@@ -24,9 +28,46 @@ import (
 // webhook uses it; it also serves the checks' reads (CheckClient).
 type Clientset struct {
 	CS kubernetes.Interface
+	// dialer tracks the connections to the API server, so that
+	// CloseConnections can drop them; nil for a Clientset built around a
+	// given CS (tests).
+	dialer *connrotation.Dialer
 }
 
-var _ Client = Clientset{}
+// NewClientset builds the agent's client from cfg, on one transport whose
+// connections CloseConnections drops.
+func NewClientset(cfg *rest.Config) (Clientset, error) {
+	cfg = rest.CopyConfig(cfg)
+	dial := cfg.Dial
+	if dial == nil {
+		// client-go's own dialer, when the configuration names none.
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	dialer := connrotation.NewDialer(dial)
+	cfg.Dial = dialer.DialContext
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clientset{}, err
+	}
+	return Clientset{CS: cs, dialer: dialer}, nil
+}
+
+// CloseConnections drops every connection to the API server, so that the
+// next request dials anew. A connection that lost packets during a network
+// partition may otherwise carry nothing for tens of seconds after the
+// partition heals (TCP's retransmission backoff, then HTTP/2's ping
+// timeout); the kubelet drops its connections on repeated heartbeat
+// failures for the same reason.
+func (c Clientset) CloseConnections() {
+	if c.dialer != nil {
+		c.dialer.CloseAll()
+	}
+}
+
+var (
+	_ Client           = Clientset{}
+	_ ConnectionCloser = Clientset{}
+)
 
 // ServerVersion reads /version; unlike the discovery client's, the request
 // ends with ctx.

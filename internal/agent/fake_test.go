@@ -43,6 +43,8 @@ type fakeCluster struct {
 	patchHooks []func(f *fakeCluster) error
 	// readyErr is what /readyz answers.
 	readyErr error
+	// closes counts CloseConnections calls.
+	closes int
 	// silent stops watch events, as a watch that lags or has expired.
 	silent bool
 	// daemonSets are what the DaemonSet gate lists; no pods run anywhere.
@@ -230,6 +232,12 @@ func (f *fakeCluster) Readyz(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.readyErr
+}
+
+func (f *fakeCluster) CloseConnections() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closes++
 }
 
 func (f *fakeCluster) ListPods(context.Context, metav1.ListOptions) (*corev1.PodList, error) {

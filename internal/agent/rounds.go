@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -46,10 +47,24 @@ func serverFault(err error) bool {
 		apierrors.IsUnexpectedServerError(err)
 }
 
+// unanswered reports whether err is a request the API server gave no
+// answer to (a dial or a read that failed or timed out), as opposed to an
+// HTTP status.
+func unanswered(err error) bool {
+	var status apierrors.APIStatus
+	return err != nil && !errors.As(err, &status)
+}
+
 // skip handles a failed round that does not count: the streaks start again
 // from zero, so after the outage the node needs the full threshold of
-// rounds the agent could act on.
+// rounds the agent could act on. When the API server gave no answer, the
+// connections to it are dropped: one that lost packets in a partition may
+// stay silent long after the partition heals, and the next round should
+// dial anew instead of waiting on it.
 func (a *Agent) skip(round checks.Round, fault error) {
+	if closer, ok := a.client.(ConnectionCloser); ok && unanswered(fault) {
+		closer.CloseConnections()
+	}
 	a.loop.failures, a.loop.passes = 0, 0
 	a.metrics.failures.Set(0)
 	a.metrics.skippedRounds.Inc()

@@ -65,6 +65,11 @@ type ClusterOptions struct {
 	Images []string
 	// CoreDNSReplicas is the size of the CoreDNS Deployment (default 2).
 	CoreDNSReplicas int32
+	// NodeMonitorGracePeriod is how long kube-controller-manager's node
+	// lifecycle controller waits for a node's heartbeat before it marks the
+	// node's Ready condition Unknown and taints it node.kubernetes.io/unreachable;
+	// zero keeps its default (50 s). Fault tests shorten it.
+	NodeMonitorGracePeriod time.Duration
 }
 
 // Cluster is a control plane with real nodes.
@@ -373,7 +378,7 @@ func (c *Cluster) startControllers() error {
 		return err
 	}
 	apiDir := filepath.Join(cp.Dir, "apiserver")
-	kcm, err := StartProcess(cp.Dir, "kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"), []string{
+	kcmArgs := []string{
 		"--kubeconfig=" + kcmConfig,
 		"--secure-port=0",
 		"--leader-elect=false",
@@ -387,7 +392,11 @@ func (c *Cluster) startControllers() error {
 		"--node-cidr-mask-size=24",
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--v=1",
-	}, nil)
+	}
+	if g := c.opts.NodeMonitorGracePeriod; g > 0 {
+		kcmArgs = append(kcmArgs, "--node-monitor-grace-period="+g.String(), "--node-monitor-period=1s")
+	}
+	kcm, err := StartProcess(cp.Dir, "kube-controller-manager", filepath.Join(cp.BinDir, "kube-controller-manager"), kcmArgs, nil)
 	if err != nil {
 		return err
 	}

@@ -145,7 +145,7 @@ func (c *Cluster) WaitCoreDNS(ctx context.Context, want int) error {
 		}
 		var ready []string
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && podReady(&p) && p.Status.PodIP != "" {
+			if p.DeletionTimestamp == nil && PodReady(&p) && p.Status.PodIP != "" {
 				ready = append(ready, p.Status.PodIP)
 			}
 		}

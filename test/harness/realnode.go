@@ -34,6 +34,7 @@ type RealNode struct {
 
 	index      int
 	hostLink   string
+	taints     []corev1.Taint // registered by the kubelet, again by a restarted one
 	cluster    *Cluster
 	init       *Process
 	containerd *Process
@@ -90,6 +91,7 @@ func (c *Cluster) AddNode(ctx context.Context, opts RealNodeOptions) (*RealNode,
 	if taints == nil {
 		taints = []corev1.Taint{StartupTaint}
 	}
+	n.taints = taints
 	if err := n.startKubelet(taints); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
@@ -256,14 +258,10 @@ state = "/run/containerd"
 		return err
 	}
 	n.containerd = p
-	ctr := filepath.Join(cp.BinDir, "ctr")
-	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
-		_, err := n.run(ctx, ctr, "--address", "/run/containerd/containerd.sock", "version")
-		return err == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("containerd not answering: %w", err)
+	if err := n.waitContainerd(ctx); err != nil {
+		return err
 	}
+	ctr := filepath.Join(cp.BinDir, "ctr")
 	images := []string{filepath.Join(cp.BinDir, "images", pauseTar), filepath.Join(cp.BinDir, "images", coreDNSTar)}
 	if n.cluster.opts.ProjectImages {
 		images = append(images, filepath.Join(cp.BinDir, "images", "kube-node-ready-agent.tar"), filepath.Join(cp.BinDir, "images", "kube-node-ready-webhook.tar"))
@@ -534,7 +532,10 @@ func fileExists(p string) bool {
 // kubelet requires of its cgroupRoot.
 func createCgroups(name string) error {
 	if fileExists("/sys/fs/cgroup/cgroup.controllers") {
-		return os.Mkdir("/sys/fs/cgroup/"+name, 0o755)
+		if err := os.Mkdir("/sys/fs/cgroup/"+name, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		return nil
 	}
 	hierarchies, err := os.ReadDir("/sys/fs/cgroup")
 	if err != nil {
