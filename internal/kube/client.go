@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,14 +42,21 @@ func init() {
 			panic(err) // static registration: only a programming error gets here
 		}
 	}
+	// Of the storage and resource groups the agent reads only what its
+	// CSI and DRA gates watch: registering those two types, not the groups,
+	// keeps the scheme (and the agent's memory) small.
+	scheme.AddKnownTypes(storagev1.SchemeGroupVersion, &storagev1.CSINode{}, &storagev1.CSINodeList{})
+	metav1.AddToGroupVersion(scheme, storagev1.SchemeGroupVersion)
+	scheme.AddKnownTypes(resourcev1.SchemeGroupVersion, &resourcev1.ResourceSlice{}, &resourcev1.ResourceSliceList{})
+	metav1.AddToGroupVersion(scheme, resourcev1.SchemeGroupVersion)
 }
 
 // Client talks to the API server for the agent.
 type Client struct {
-	core, discovery, coordination, events, apps *rest.RESTClient
+	core, discovery, coordination, events, apps, storage, resource *rest.RESTClient
 }
 
-// New builds a client from cfg; its four REST clients share one rate limiter
+// New builds a client from cfg; its REST clients share one rate limiter
 // so cfg's QPS and Burst hold for the agent as a whole.
 func New(cfg *rest.Config) (*Client, error) {
 	base := rest.CopyConfig(cfg)
@@ -86,6 +95,12 @@ func New(cfg *rest.Config) (*Client, error) {
 		return nil, err
 	}
 	if c.apps, err = mk(appsv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if c.storage, err = mk(storagev1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if c.resource, err = mk(resourcev1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
 	return &c, nil

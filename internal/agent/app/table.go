@@ -14,8 +14,11 @@ import (
 // Gate names: checks that are enabled by their own flags rather than
 // --checks, and that are bootstrap checks unless --continuous-checks names them.
 const (
-	GateDaemonSets = "daemonsets"
-	GateConditions = "conditions"
+	GateDaemonSets        = "daemonsets"
+	GateConditions        = "conditions"
+	GateCSIDrivers        = "csidrivers"
+	GateExtendedResources = "extendedresources"
+	GateDRA               = "dra"
 )
 
 // checkTable lists every check and gate the agent knows, in the order they
@@ -32,6 +35,9 @@ func checkTable() []checkRow {
 		{"probe", &checks.ProbeConfig{}},
 		{GateConditions, checks.NewConditionsConfig()},
 		{GateDaemonSets, checks.NewDaemonSetsConfig()},
+		{GateCSIDrivers, &checks.CSIDriversConfig{}},
+		{GateExtendedResources, &checks.ExtendedResourcesConfig{}},
+		{GateDRA, &checks.DRAConfig{}},
 	}
 }
 
@@ -101,6 +107,8 @@ func build(o *Options, client *kube.Client, log *slog.Logger, gates bool) ([]che
 		Endpoints:    &checks.EndpointCache{Source: &checks.SliceLister{Client: client}},
 		DNSService:   dnsService,
 		Workloads:    client,
+		Storage:      client,
+		Resources:    client,
 		NodeName:     o.NodeName,
 		PodIP:        podIP,
 		PodName:      o.PodName,
