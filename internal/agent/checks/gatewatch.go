@@ -22,10 +22,12 @@ type objectSource interface {
 }
 
 // fieldWatch keeps in a cache the objects of one resource that a field
-// selector picks (the node's own CSINode or ResourceSlices), for a gate. It
-// runs only while the gate is needed, so a node in service pays nothing.
+// selector picks (the node's own CSINode, ResourceSlices or pods), for a
+// gate. It runs only while the gate is needed, so a node in service pays
+// nothing.
 type fieldWatch struct {
-	// selector is the field selector every list and watch carries.
+	// selector is the field selector every list and watch carries; empty
+	// selects every object (the DaemonSets of the cluster).
 	selector string
 	// example is an object of the watched type, for the informer.
 	example runtime.Object
