@@ -56,9 +56,9 @@ func newDRA(drivers []string, source objectSource) *DRA {
 func (*DRA) Name() string { return "dra" }
 
 // Start implements Gate: the watch of the node's ResourceSlices starts once
-// discovery says the cluster serves them.
+// discovery says the cluster serves them; discovery waits at most wait.
 func (g *DRA) Start(ctx context.Context, wait time.Duration) {
-	if !g.discover(ctx) {
+	if !g.discover(ctx, wait) {
 		return
 	}
 	g.watchGate.Start(ctx, wait)
@@ -66,19 +66,20 @@ func (g *DRA) Start(ctx context.Context, wait time.Duration) {
 
 // discover reports whether resource.k8s.io/v1 is served, asking the
 // cluster until it says yes.
-func (g *DRA) discover(ctx context.Context) bool {
+func (g *DRA) discover(ctx context.Context, wait time.Duration) bool {
+	g.mu.Lock()
+	known := g.discovered != nil && *g.discovered
+	g.mu.Unlock()
+	if known || g.Served == nil { // served, or a gate built in a test on a fake source
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	ok, err := g.Served(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.discovered != nil && *g.discovered {
-		return true
-	}
-	if g.Served == nil { // a gate built in a test, on a fake source
-		return true
-	}
-	ok, err := g.Served(ctx)
-	g.discoverErr = err
+	g.discoverErr, g.discovered = err, nil
 	if err != nil {
-		g.discovered = nil
 		return false
 	}
 	g.discovered = &ok
