@@ -132,8 +132,15 @@ func (g *watchGate) Start(ctx context.Context, wait time.Duration) {
 		return
 	}
 	g.watch.start(ctx)
+	waitSynced(ctx, wait, g.watch.synced)
+}
+
+// waitSynced waits at most wait for a gate's first lists: a round before
+// them would fail the gate and cost a new node a backoff step. The lists
+// take milliseconds.
+func waitSynced(ctx context.Context, wait time.Duration, synced func() bool) {
 	_ = waitpkg.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait, true, func(context.Context) (bool, error) {
-		return g.watch.synced(), nil
+		return synced(), nil
 	})
 }
 
