@@ -11,6 +11,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
@@ -183,4 +186,49 @@ func StartEventRecorder(ctx context.Context, cs kubernetes.Interface, controller
 		return nil, nil, fmt.Errorf("start event recording: %w", err)
 	}
 	return EventRecorder{Recorder: b.NewRecorder(scheme.Scheme, controller)}, b.Shutdown, nil
+}
+
+// ListCSINodes lists CSINodes (callers select their node by field).
+func (c Clientset) ListCSINodes(ctx context.Context, opts metav1.ListOptions) (*storagev1.CSINodeList, error) {
+	return c.CS.StorageV1().CSINodes().List(ctx, opts)
+}
+
+// WatchCSINodes watches CSINodes (callers select their node by field).
+func (c Clientset) WatchCSINodes(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.CS.StorageV1().CSINodes().Watch(ctx, opts)
+}
+
+// ResourceSlicesServed reports whether the API server serves
+// resource.k8s.io/v1 (GA in Kubernetes 1.34; a cluster may turn it off),
+// from its discovery document, which every authenticated client may read;
+// unlike the discovery client's, the request ends with ctx.
+func (c Clientset) ResourceSlicesServed(ctx context.Context) (bool, error) {
+	gv := resourcev1.SchemeGroupVersion
+	body, err := c.CS.Discovery().RESTClient().Get().AbsPath("/apis", gv.String()).Do(ctx).Raw()
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("discover %s: %w", gv, err)
+	}
+	var l metav1.APIResourceList
+	if err := json.Unmarshal(body, &l); err != nil {
+		return false, fmt.Errorf("decode discovery of %s: %w", gv, err)
+	}
+	for _, r := range l.APIResources {
+		if r.Name == "resourceslices" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ListResourceSlices lists ResourceSlices (callers select their node by field).
+func (c Clientset) ListResourceSlices(ctx context.Context, opts metav1.ListOptions) (*resourcev1.ResourceSliceList, error) {
+	return c.CS.ResourceV1().ResourceSlices().List(ctx, opts)
+}
+
+// WatchResourceSlices watches ResourceSlices (callers select their node by field).
+func (c Clientset) WatchResourceSlices(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.CS.ResourceV1().ResourceSlices().Watch(ctx, opts)
 }

@@ -238,7 +238,7 @@ func (o *Options) validateChecks(p *cli.Problems) {
 		case !slices.Contains(known, c):
 			p.Add("continuous-checks", "unknown check %q (known: %s)", c, strings.Join(known, ","))
 		case !slices.Contains(o.Enabled(), c):
-			p.Add("continuous-checks", "check %q is not enabled (--checks=%s; gates by --gate.daemonsets and --require-conditions)", c, o.Checks.String())
+			p.Add("continuous-checks", "check %q is not enabled (--checks=%s; gates by --gate.daemonsets, --require-conditions, --gate.csidrivers, --gate.extendedresources and --gate.dra)", c, o.Checks.String())
 		}
 	}
 	for _, r := range o.checks {

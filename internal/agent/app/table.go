@@ -13,8 +13,11 @@ import (
 // Gate names: checks that are enabled by their own flags rather than
 // --checks, and that are bootstrap checks unless --continuous-checks names them.
 const (
-	GateDaemonSets = "daemonsets"
-	GateConditions = "conditions"
+	GateDaemonSets        = "daemonsets"
+	GateConditions        = "conditions"
+	GateCSIDrivers        = "csidrivers"
+	GateExtendedResources = "extendedresources"
+	GateDRA               = "dra"
 )
 
 // checkTable lists every check and gate the agent knows, in the order they
@@ -31,6 +34,9 @@ func checkTable() []checkRow {
 		{"probe", &checks.ProbeConfig{}},
 		{GateConditions, checks.NewConditionsConfig()},
 		{GateDaemonSets, checks.NewDaemonSetsConfig()},
+		{GateCSIDrivers, &checks.CSIDriversConfig{}},
+		{GateExtendedResources, &checks.ExtendedResourcesConfig{}},
+		{GateDRA, &checks.DRAConfig{}},
 	}
 }
 
@@ -71,12 +77,15 @@ func (o *Options) enabled(r checkRow) bool {
 }
 
 // CheckClient is what the checks and gates read from the API server: the
-// agent's own node, EndpointSlices, and pods and DaemonSets for the
-// DaemonSet gate. agent.Clientset implements it.
+// agent's own node, EndpointSlices, pods and DaemonSets for the DaemonSet
+// gate, its CSINode and ResourceSlices for the CSI and DRA gates.
+// agent.Clientset implements it.
 type CheckClient interface {
 	checks.NodeGetter
 	checks.SliceClient
 	checks.WorkloadClient
+	checks.CSINodeClient
+	checks.ResourceSliceClient
 }
 
 // Build returns the enabled checks and gates, in the order of the table:
@@ -109,6 +118,8 @@ func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]chec
 		Endpoints:    &checks.EndpointCache{Source: &checks.SliceLister{Client: client}},
 		DNSService:   dnsService,
 		Workloads:    client,
+		Storage:      client,
+		Resources:    client,
 		NodeName:     o.NodeName,
 		PodIP:        podIP,
 		PodName:      o.PodName,

@@ -35,7 +35,7 @@ func parsed(t *testing.T, args ...string) *Options {
 // one table, in its order, each gate enabled by its own flags; the check
 // command builds the checks alone.
 func TestGatesAreRowsOfTheCheckTable(t *testing.T) {
-	if !slices.Equal(AllChecks, []string{"dns", "api", "network", "discovery", "probe"}) || !slices.Equal(Gates, []string{GateConditions, GateDaemonSets}) {
+	if !slices.Equal(AllChecks, []string{"dns", "api", "network", "discovery", "probe"}) || !slices.Equal(Gates, []string{GateConditions, GateDaemonSets, GateCSIDrivers, GateExtendedResources, GateDRA}) {
 		t.Fatalf("checks %v, gates %v", AllChecks, Gates)
 	}
 	client := agent.Clientset{CS: fake.NewClientset()} // nothing is sent while building
@@ -51,6 +51,9 @@ func TestGatesAreRowsOfTheCheckTable(t *testing.T) {
 		{name: "both gates, in the table's order",
 			args: []string{"--checks=api,dns", "--require-conditions=Ready=True"},
 			want: []string{"dns", "api", GateConditions, GateDaemonSets}, wantChecks: []string{"dns", "api"}},
+		{name: "the resource gates, each on by its own flag",
+			args: []string{"--checks=api", "--gate.daemonsets=false", "--gate.dra=gpu.example.com", "--gate.csidrivers=ebs.csi.aws.com", "--gate.extendedresources=nvidia.com/gpu"},
+			want: []string{"api", GateCSIDrivers, GateExtendedResources, GateDRA}, wantChecks: []string{"api"}},
 		{name: "gates off",
 			args: []string{"--checks=api", "--gate.daemonsets=false"},
 			want: []string{"api"}, wantChecks: []string{"api"}},

@@ -39,6 +39,10 @@ type Deps struct {
 	DNSService ServiceRef
 	// Workloads lists and watches pods and DaemonSets, for the DaemonSet gate.
 	Workloads WorkloadClient
+	// Storage lists and watches CSINodes, for the CSI drivers gate.
+	Storage CSINodeClient
+	// Resources discovers, lists and watches ResourceSlices, for the DRA gate.
+	Resources ResourceSliceClient
 	// NodeName, PodIP, PodName and PodNamespace identify the agent.
 	NodeName     string
 	PodIP        netip.Addr

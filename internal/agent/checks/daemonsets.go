@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -134,10 +133,7 @@ func (d *DaemonSets) Start(ctx context.Context, wait time.Duration) {
 		return
 	}
 	d.watch.start(ctx)
-	// The lists take milliseconds.
-	_ = waitpkg.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait, true, func(context.Context) (bool, error) {
-		return d.watch.Synced(), nil
-	})
+	waitSynced(ctx, wait, d.watch.Synced)
 	if d.watch.Synced() && d.Log != nil && !d.exclusionsChecked.Swap(true) {
 		for _, e := range d.Unmatched() {
 			d.Log.Warn("gate exclusion matches no DaemonSet", "exclusion", e)

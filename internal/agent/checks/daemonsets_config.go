@@ -71,7 +71,7 @@ func (c *DaemonSetsConfig) Build(d Deps) Check {
 		e, _ := ParseDaemonSetExclusion(s) // Validate has refused bad ones
 		g.Exclude = append(g.Exclude, e)
 	}
-	g.watch = &daemonSetWatch{client: d.Workloads, nodeName: d.NodeName, changed: g.changed}
+	g.watch = newDaemonSetWatch(d.Workloads, d.NodeName, g.changed)
 	g.Source = g.watch
 	return g
 }

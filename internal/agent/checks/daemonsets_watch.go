@@ -2,7 +2,6 @@ package checks
 
 import (
 	"context"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 )
 
 // WorkloadClient lists and watches what the DaemonSet gate reads.
@@ -27,106 +25,65 @@ type WorkloadClient interface {
 // while the gate is needed (a bootstrap gate stops it once the node is
 // verified), so a node in service pays nothing for it.
 type daemonSetWatch struct {
-	client   WorkloadClient
-	nodeName string
-	// changed is called on every change, from the informers' goroutines.
-	changed func()
+	pods, ds *fieldWatch
+}
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	ds     cache.SharedIndexInformer
-	pods   cache.SharedIndexInformer
+// newDaemonSetWatch returns the watches of what the gate on nodeName reads;
+// changed is called on every change, from the informers' goroutines.
+func newDaemonSetWatch(client WorkloadClient, nodeName string, changed func()) *daemonSetWatch {
+	return &daemonSetWatch{
+		pods: &fieldWatch{
+			selector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
+			example:  &corev1.Pod{},
+			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return client.ListPods(ctx, o)
+			},
+			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.WatchPods(ctx, o)
+			},
+			changed: changed,
+			trim:    trimForGate,
+		},
+		ds: &fieldWatch{
+			example: &appsv1.DaemonSet{},
+			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return client.ListDaemonSets(ctx, o)
+			},
+			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.WatchDaemonSets(ctx, o)
+			},
+			changed: changed,
+			trim:    trimForGate,
+		},
+	}
 }
 
 // start runs the watches unless they already run.
 func (w *daemonSetWatch) start(ctx context.Context) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cancel != nil {
-		return
-	}
-	onNode := fields.OneTermEqualSelector("spec.nodeName", w.nodeName).String()
-	w.pods = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = onNode
-			return w.client.ListPods(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = onNode
-			return w.client.WatchPods(ctx, o)
-		},
-	}, &corev1.Pod{}, 0, cache.Indexers{})
-	w.ds = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return w.client.ListDaemonSets(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return w.client.WatchDaemonSets(ctx, o)
-		},
-	}, &appsv1.DaemonSet{}, 0, cache.Indexers{})
-	for _, inf := range []cache.SharedIndexInformer{w.pods, w.ds} {
-		// Errors here only mean the informer already started, which it has not.
-		_ = inf.SetTransform(trimForGate)
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { w.changed() },
-			UpdateFunc: func(any, any) { w.changed() },
-			DeleteFunc: func(any) { w.changed() },
-		})
-	}
-	ctx, w.cancel = context.WithCancel(ctx)
-	w.done = make(chan struct{})
-	pods, ds, done := w.pods, w.ds, w.done
-	go func() {
-		defer close(done)
-		var wg sync.WaitGroup
-		wg.Go(func() { pods.RunWithContext(ctx) })
-		wg.Go(func() { ds.RunWithContext(ctx) })
-		wg.Wait()
-	}()
+	w.pods.start(ctx)
+	w.ds.start(ctx)
 }
 
 // stop ends the watches and drops the caches.
 func (w *daemonSetWatch) stop() {
-	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.cancel, w.done, w.ds, w.pods = nil, nil, nil, nil
-	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	w.pods.stop()
+	w.ds.stop()
 }
 
 // DaemonSets implements DaemonSetSource.
 func (w *daemonSetWatch) DaemonSets() []*appsv1.DaemonSet {
-	return listOf[*appsv1.DaemonSet](w.informer(func() cache.SharedIndexInformer { return w.ds }))
+	return listOf[*appsv1.DaemonSet](w.ds.objects())
 }
 
 // PodsOnNode implements DaemonSetSource.
-func (w *daemonSetWatch) PodsOnNode() []*corev1.Pod {
-	return listOf[*corev1.Pod](w.informer(func() cache.SharedIndexInformer { return w.pods }))
-}
+func (w *daemonSetWatch) PodsOnNode() []*corev1.Pod { return listOf[*corev1.Pod](w.pods.objects()) }
 
 // Synced implements DaemonSetSource.
-func (w *daemonSetWatch) Synced() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ds != nil && w.ds.HasSynced() && w.pods.HasSynced()
-}
+func (w *daemonSetWatch) Synced() bool { return w.pods.synced() && w.ds.synced() }
 
-func (w *daemonSetWatch) informer(pick func() cache.SharedIndexInformer) cache.SharedIndexInformer {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return pick()
-}
-
-func listOf[T any](inf cache.SharedIndexInformer) []T {
-	if inf == nil {
-		return nil
-	}
+func listOf[T any](objs []any) []T {
 	var out []T
-	for _, obj := range inf.GetStore().List() {
+	for _, obj := range objs {
 		if t, ok := obj.(T); ok {
 			out = append(out, t)
 		}

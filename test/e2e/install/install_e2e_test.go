@@ -154,6 +154,7 @@ func TestChartOnRealNodes(t *testing.T) {
 		{"daemonset-gate", testDaemonSetGate},
 		{"delete-node", testDeleteNode},
 		{"replace-never-verifying", testReplaceNeverVerifying},
+		{"csi-drivers-gate", testCSIDriversGate},
 		{"uninstall", testUninstall},
 	}
 	for _, s := range steps {
