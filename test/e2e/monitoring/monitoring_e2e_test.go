@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,7 +97,7 @@ func TestMonitoringOnRealNodes(t *testing.T) {
 	}
 	e := &env{chart: chart, rcv: &receiver{}}
 	e.c = harness.StartClusterT(t, harness.ClusterOptions{ProjectImages: true})
-	serve(t, hookAddr, e.rcv)
+	harness.ServeHTTP(t, hookAddr, e.rcv)
 	e.install(t)
 	e.startPrometheus(t)
 	for _, s := range []struct {
@@ -112,17 +111,6 @@ func TestMonitoringOnRealNodes(t *testing.T) {
 	} {
 		t.Run(s.name, s.run)
 	}
-}
-
-func serve(t *testing.T, addr string, h http.Handler) {
-	t.Helper()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
 }
 
 // values are the chart values of the install: local images, a short check
