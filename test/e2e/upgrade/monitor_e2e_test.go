@@ -32,6 +32,8 @@ type monitor struct {
 	deleted map[string]time.Time
 	// finalized are the nodes seen with our finalizer.
 	finalized map[string]bool
+	// releases counts the releases checked, so the test can say the check ran.
+	releases int
 }
 
 // ourTaints are the taint keys the project writes.
@@ -100,6 +102,9 @@ func (m *monitor) updated(o, n *corev1.Node) {
 // released checks that a node was released (its finalizer removed) only
 // after its critical plugin reached the receiver.
 func (m *monitor) released(node string) {
+	m.mu.Lock()
+	m.releases++
+	m.mu.Unlock()
 	if now := time.Now(); !m.rcv.acceptedBefore(node, now) {
 		m.violate("node %s released without its critical hook plugin reaching the receiver (hits %+v)", node, m.rcv.hitsOf(node))
 	}
@@ -140,6 +145,7 @@ func (m *monitor) check(t *testing.T, when string) {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	t.Logf("%s: the node watch checked %d releases of a node by its cleanup so far", when, m.releases)
 	if len(m.violations) > 0 {
 		t.Errorf("%s: %d violation(s):\n%s", when, len(m.violations), strings.Join(m.violations, "\n"))
 		m.violations = nil
