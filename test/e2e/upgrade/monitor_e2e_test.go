@@ -145,7 +145,7 @@ func (m *monitor) check(t *testing.T, when string) {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t.Logf("%s: the node watch checked %d releases of a node by its cleanup so far", when, m.releases)
+	t.Logf("%s: the node watch checked %d node releases by a cleanup so far", when, m.releases)
 	if len(m.violations) > 0 {
 		t.Errorf("%s: %d violation(s):\n%s", when, len(m.violations), strings.Join(m.violations, "\n"))
 		m.violations = nil

@@ -57,6 +57,17 @@ func (e *env) rollback(t *testing.T) {
 	e.afterRoll(t, "after the rollback")
 }
 
+// imageOnlyUpgrade: the previous release's chart with the working tree's
+// images, as a user who only bumps the image tags (or applies older plain
+// manifests) runs them: the new binaries take the previous chart's flag
+// names (deprecated aliases) and work as before.
+func (e *env) imageOnlyUpgrade(t *testing.T) {
+	e.roll(t, "image-only-upgrade", e.newTag, "upgrade", release, e.prev.Chart, "--namespace", namespace, "--values", e.prevVals,
+		"--set", "agent.image.tag="+e.newTag, "--set", "webhook.image.tag="+e.newTag, "--wait", "--timeout", "3m")
+	e.leaseHeldBy(t, e.newTag)
+	e.afterRoll(t, "after the image-only upgrade")
+}
+
 // roll runs helm with args while the creator adds nodes, and waits until
 // every pod runs tag and every real node is verified: the time to settle.
 func (e *env) roll(t *testing.T, what, tag string, args ...string) {

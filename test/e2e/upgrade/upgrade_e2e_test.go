@@ -7,7 +7,8 @@
 // throughout that no node is re-tainted or loses its verified label, that
 // every node created during a roll gets the finalizer, that a cleanup the
 // roll interrupts completes only once its critical plugin was reached, and
-// that each release understands what the other wrote.
+// that each release understands what the other wrote; last, the previous
+// chart runs the working tree's images (the deprecated flag names).
 package upgrade
 
 import (
@@ -24,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -32,13 +34,15 @@ const (
 	release   = "kube-node-ready"
 	namespace = "kube-node-ready"
 
-	finalizer           = "infra.894.io/node-cleanup"
-	verifiedLabel       = "node-ready/verified"
-	startupTaintKey     = "node-ready/unverified"
-	unhealthyTaintKey   = "node-ready/unhealthy"
-	statusAnnotation    = "infra.894.io/cleanup-status"
-	replacingAnnotation = "infra.894.io/replacing"
-	conditionType       = "KubeNodeReady"
+	// The names both releases write: the vocabulary of internal/api, which
+	// the previous release must share.
+	finalizer           = api.Finalizer
+	verifiedLabel       = api.VerifiedLabel
+	startupTaintKey     = api.StartupTaintKey
+	unhealthyTaintKey   = api.UnhealthyTaintKey
+	statusAnnotation    = api.CleanupStatusAnnotation
+	replacingAnnotation = api.ReplacingAnnotation
+	conditionType       = api.ConditionType
 
 	agentApp        = "kube-node-ready"
 	webhookApp      = "kube-node-ready-webhook"
@@ -148,12 +152,13 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 		{"install-previous", e.installPrevious},
 		{"upgrade", e.upgrade},
 		{"rollback", e.rollback},
+		{"image-only-upgrade", e.imageOnlyUpgrade},
 	} {
 		if !t.Run(s.name, s.run) {
 			t.Fatalf("step %s failed; later steps build on it", s.name)
 		}
 	}
-	t.Logf("whole test (previous release, cluster, install, upgrade, rollback) took %s", time.Since(begin).Round(time.Second))
+	t.Logf("whole test (previous release, cluster, install, upgrade, rollback, image-only upgrade) took %s", time.Since(begin).Round(time.Second))
 }
 
 func (e *env) helm(t *testing.T, args ...string) {
