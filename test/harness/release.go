@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,14 +46,8 @@ func PreviousReleaseCommit(ctx context.Context, root string) (string, error) {
 		return "", fmt.Errorf("previous release: %w", err)
 	}
 	defer f.Close()
-	var name string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if l := strings.TrimSpace(s.Text()); l != "" && !strings.HasPrefix(l, "#") {
-			name = l
-		}
-	}
-	if err := s.Err(); err != nil {
+	name, err := lastEntry(f)
+	if err != nil {
 		return "", fmt.Errorf("previous release: read %s: %w", f.Name(), err)
 	}
 	if name == "" {
@@ -63,6 +58,19 @@ func PreviousReleaseCommit(ctx context.Context, root string) (string, error) {
 		return "", fmt.Errorf("previous release: %s names %q, not a commit of this repository (a shallow clone? fetch it): %v: %s", PreviousReleaseFile, name, err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// lastEntry is the last line of r that is neither blank nor a # comment,
+// trimmed; "" when there is none.
+func lastEntry(r io.Reader) (string, error) {
+	var last string
+	s := bufio.NewScanner(r)
+	for s.Scan() {
+		if l := strings.TrimSpace(s.Text()); l != "" && !strings.HasPrefix(l, "#") {
+			last = l
+		}
+	}
+	return last, s.Err()
 }
 
 // BuildRelease builds the release of commit — its chart and, with its own
