@@ -18,13 +18,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
-	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
@@ -91,9 +91,12 @@ func run(ctx context.Context, opts *app.Options) error {
 	if err != nil {
 		return err
 	}
-	recorder := &kube.Recorder{Client: client, Controller: name, Instance: opts.NodeName, Log: log}
-	// The recorder's worker outlives ctx: Close drains it on the way out.
-	go recorder.Run(context.WithoutCancel(ctx))
+	// Event writes are not cut by ctx (SIGTERM): those of the last rounds go
+	// on while the agent shuts down.
+	recorder, stopRecorder, err := agent.StartEventRecorder(context.WithoutCancel(ctx), client.CS, name)
+	if err != nil {
+		return err
+	}
 	checkMetrics, err := checks.NewMetrics(reg)
 	if err != nil {
 		return err
@@ -113,10 +116,7 @@ func run(ctx context.Context, opts *app.Options) error {
 		serveErr <- metricsserver.Serve(ctx, metricsLn, metricsserver.Endpoints{Gatherer: reg, Ready: a.Ready, Grace: metricsGrace, Log: log})
 	}()
 	runErr := a.Run(ctx)
-	// Events of the last rounds still go out, within the grace period.
-	flushCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	recorder.Close(flushCtx)
-	cancel()
+	stopRecorder()
 	if err := <-serveErr; err != nil {
 		return fmt.Errorf("metrics server: %w", err)
 	}
@@ -150,10 +150,14 @@ func warnDeprecated(log *slog.Logger, opts *app.Options) {
 	}
 }
 
-func newClient(path string) (*kube.Client, error) {
+func newClient(path string) (agent.Clientset, error) {
 	cfg, err := kubeconfig.Load(path, name+"/"+version.Version)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+		return agent.Clientset{}, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	return kube.New(cfg)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return agent.Clientset{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return agent.Clientset{CS: cs}, nil
 }

@@ -34,14 +34,14 @@ type ServerClient interface {
 	Readyz(ctx context.Context) error
 }
 
-// Client is the agent's access to the API server; kube.Client implements it.
+// Client is the agent's access to the API server; Clientset implements it.
 type Client interface {
 	NodeClient
 	LeaseClient
 	ServerClient
 }
 
-// Recorder records Events about the node; kube.Recorder implements it.
+// Recorder records Events about the node; EventRecorder implements it.
 type Recorder interface {
 	Eventf(ref corev1.ObjectReference, eventType, reason, action, format string, args ...any)
 }

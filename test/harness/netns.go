@@ -124,9 +124,10 @@ func MainWithCluster(m *testing.M, opts ClusterOptions, setup func(context.Conte
 }
 
 // clusterSetupTimeout bounds starting a cluster of real nodes and the
-// setup of MainWithCluster: minutes on a busy machine with several nodes
-// and a deployment such as cert-manager's.
-const clusterSetupTimeout = 6 * time.Minute
+// setup of MainWithCluster: another process's real nodes may have to stop
+// first (one set of real nodes runs on a machine at a time), then minutes on
+// a busy machine for several nodes and a deployment such as cert-manager's.
+const clusterSetupTimeout = 10 * time.Minute
 
 // environment is what the Main functions start: a control plane or a cluster.
 type environment interface {

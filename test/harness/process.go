@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,20 +164,11 @@ var errExited = errors.New("process exited")
 
 // StatusKiB reads a kB field of /proc/PID/status (VmRSS, VmHWM, RssAnon, RssFile).
 func (p *Process) StatusKiB(field string) (int, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	v, err := statusKiB(p.Pid(), field)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%s: %w", p.Name, err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				break
-			}
-			return strconv.Atoi(f[0])
-		}
-	}
-	return 0, fmt.Errorf("%s: no %s in /proc/%d/status", p.Name, field, p.Pid())
+	return v[0], nil
 }
 
 // StatusKiBT is StatusKiB for tests and benchmarks: an error fails tb.

@@ -492,6 +492,13 @@ func (n *RealNode) Exec(ctx context.Context, name string, args ...string) (strin
 	return n.run(ctx, bin, args...)
 }
 
+// ImageFiles lists the files at path (such as /kube-node-ready-agent) in
+// every image layer unpacked on this node, to reach their page cache.
+func (n *RealNode) ImageFiles(path string) ([]string, error) {
+	// The node's /var/lib is its Dir's var-lib (see startNamespaces).
+	return filepath.Glob(filepath.Join(n.Dir, "var-lib", "containerd", "io.containerd.snapshotter.v1.overlayfs", "snapshots", "*", "fs", path))
+}
+
 // ContainerCgroup is the memory cgroup directory of a container (its ID as
 // in the pod's status) of the pod with podUID on this node, for reading the
 // container's memory use.

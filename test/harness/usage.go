@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,17 +37,11 @@ func TreeUsage(pid int) (Usage, error) {
 	utime, _ := strconv.ParseUint(f[11], 10, 64)
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
 	u.CPU = time.Duration(utime+stime) * time.Second / clockTicks
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, err := statusKiB(pid, "VmRSS")
 	if err != nil {
 		return u, err
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			if fs := strings.Fields(v); len(fs) > 0 {
-				u.RSSKiB, _ = strconv.Atoi(fs[0])
-			}
-		}
-	}
+	u.RSSKiB = rss[0]
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)
@@ -87,37 +82,103 @@ func (c *Cluster) Components() map[string]*Process {
 	return m
 }
 
-// ContainerMemory reads a container's memory working set (usage less
-// inactive file pages, as the kubelet reports it) and its CPU time from its
-// cgroups (v1).
-func ContainerMemory(memoryCgroup string) (workingSetBytes int64, cpu time.Duration, err error) {
-	read := func(p string) (int64, error) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return 0, err
-		}
-		return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	}
-	usage, err := read(filepath.Join(memoryCgroup, "memory.usage_in_bytes"))
+// ContainerStats is a container's memory as its cgroup (v1) and its
+// processes show it, and its CPU time so far.
+type ContainerStats struct {
+	// WorkingSet is usage less inactive file pages: what the kubelet
+	// reports and evicts on (cAdvisor's container_memory_working_set_bytes).
+	WorkingSet int64
+	// Anon and File are the cgroup's anonymous memory (total_rss) and page
+	// cache (total_cache); ActiveFile and InactiveFile split the page cache.
+	Anon, File, ActiveFile, InactiveFile int64
+	// RSS, RSSAnon and RSSFile sum VmRSS, RssAnon and RssFile of the
+	// container's processes: resident pages, whichever cgroup pays for them.
+	RSS, RSSAnon, RSSFile int64
+	// CPU is the container's CPU time so far.
+	CPU time.Duration
+}
+
+// ReadContainerStats reads a container's ContainerStats from its memory
+// cgroup directory (ContainerCgroup) and the matching cpuacct one.
+func ReadContainerStats(memoryCgroup string) (ContainerStats, error) {
+	var s ContainerStats
+	usage, err := readInt(filepath.Join(memoryCgroup, "memory.usage_in_bytes"))
 	if err != nil {
-		return 0, 0, err
+		return s, err
 	}
 	stat, err := os.ReadFile(filepath.Join(memoryCgroup, "memory.stat"))
 	if err != nil {
-		return 0, 0, err
+		return s, err
 	}
+	fields := map[string]*int64{"total_rss": &s.Anon, "total_cache": &s.File, "total_active_file": &s.ActiveFile, "total_inactive_file": &s.InactiveFile}
 	for _, line := range strings.Split(string(stat), "\n") {
-		if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
-			inactive, _ := strconv.ParseInt(v, 10, 64)
-			if inactive < usage {
-				usage -= inactive
-			}
+		k, v, _ := strings.Cut(line, " ")
+		if dst := fields[k]; dst != nil {
+			*dst, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	cpuPath := strings.Replace(memoryCgroup, "/sys/fs/cgroup/memory/", "/sys/fs/cgroup/cpuacct/", 1)
-	ns, err := read(filepath.Join(cpuPath, "cpuacct.usage"))
-	if err != nil {
-		return usage, 0, err
+	s.WorkingSet = usage
+	if s.InactiveFile < usage {
+		s.WorkingSet -= s.InactiveFile
 	}
-	return usage, time.Duration(ns), nil
+	procs, err := os.ReadFile(filepath.Join(memoryCgroup, "cgroup.procs"))
+	if err != nil {
+		return s, err
+	}
+	for _, p := range strings.Fields(string(procs)) {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			continue
+		}
+		kib, err := statusKiB(pid, "VmRSS", "RssAnon", "RssFile")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		s.RSS += int64(kib[0]) << 10
+		s.RSSAnon += int64(kib[1]) << 10
+		s.RSSFile += int64(kib[2]) << 10
+	}
+	cpuPath := strings.Replace(memoryCgroup, "/sys/fs/cgroup/memory/", "/sys/fs/cgroup/cpuacct/", 1)
+	ns, err := readInt(filepath.Join(cpuPath, "cpuacct.usage"))
+	if err != nil {
+		return s, err
+	}
+	s.CPU = time.Duration(ns)
+	return s, nil
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// statusKiB reads kB fields of /proc/PID/status (VmRSS, VmHWM, RssAnon,
+// RssFile), in the order asked.
+func statusKiB(pid int, fields ...string) ([]int, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(fields))
+	found := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if i := slices.Index(fields, k); ok && i >= 0 {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				continue
+			}
+			if out[i], err = strconv.Atoi(f[0]); err != nil {
+				return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, k, err)
+			}
+			found++
+		}
+	}
+	if found != len(fields) {
+		return nil, fmt.Errorf("/proc/%d/status: not all of %s", pid, strings.Join(fields, ", "))
+	}
+	return out, nil
 }

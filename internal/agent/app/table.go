@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
-	"github.com/kube-node-ready/kube-node-ready/internal/kube"
 )
 
 // Gate names: checks that are enabled by their own flags rather than
@@ -71,22 +70,31 @@ func (o *Options) enabled(r checkRow) bool {
 	return slices.Contains(o.Checks, r.name)
 }
 
+// CheckClient is what the checks and gates read from the API server: the
+// agent's own node, EndpointSlices, and pods and DaemonSets for the
+// DaemonSet gate. agent.Clientset implements it.
+type CheckClient interface {
+	checks.NodeGetter
+	checks.SliceClient
+	checks.WorkloadClient
+}
+
 // Build returns the enabled checks and gates, in the order of the table:
 // what the agent runs.
-func Build(o *Options, client *kube.Client, log *slog.Logger) ([]checks.Check, error) {
+func Build(o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
 	return build(o, client, log, true)
 }
 
 // BuildChecks returns the enabled checks without the gates, which need the
 // agent's loop: what the check command runs.
-func BuildChecks(o *Options, client *kube.Client, log *slog.Logger) ([]checks.Check, error) {
+func BuildChecks(o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
 	return build(o, client, log, false)
 }
 
 // build makes the enabled rows' checks. The network and discovery checks
 // share one endpoint cache, so the fresh kube-dns read of discovery also
 // serves as the network check's peer list.
-func build(o *Options, client *kube.Client, log *slog.Logger, gates bool) ([]checks.Check, error) {
+func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]checks.Check, error) {
 	dnsService, err := checks.ParseServiceRef(o.DNSService)
 	if err != nil {
 		return nil, err

@@ -18,8 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +33,9 @@ import (
 var (
 	joins  = flag.Int("realnode.joins", 12, "real nodes joined one after another in the join benchmark")
 	window = flag.Duration("realnode.window", 3*time.Minute, "measuring window of the steady-state benchmark")
+	// baseline and rounds: see compareSteady.
+	baseline = flag.String("realnode.baseline", "", "OCI tarball of another agent image, under another tag, that BenchmarkRealNodeSteady measures side by side with the local one")
+	rounds   = flag.Int("realnode.rounds", 3, "windows per image when BenchmarkRealNodeSteady compares with -realnode.baseline, alternating")
 )
 
 var c *harness.Cluster
@@ -47,7 +48,11 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	var err error
-	c, err = harness.StartCluster(ctx, harness.ClusterOptions{Options: harness.Options{Logf: log.Printf}, ProjectImages: true})
+	opts := harness.ClusterOptions{Options: harness.Options{Logf: log.Printf}, ProjectImages: true}
+	if *baseline != "" {
+		opts.Images = []string{*baseline}
+	}
+	c, err = harness.StartCluster(ctx, opts)
 	if err == nil {
 		err = install(ctx)
 	}
@@ -157,145 +162,6 @@ func BenchmarkRealNodeJoin(b *testing.B) {
 	b.Logf("%d joins, Node creation -> startup taint removed: p50 %s, p95 %s, max %s; from the node's first process: p50 %s, p95 %s",
 		len(samples), p50.Round(time.Millisecond), p95.Round(time.Millisecond), percentile(samples, 100).Round(time.Millisecond),
 		percentile(fromKubelet, 50).Round(time.Millisecond), percentile(fromKubelet, 95).Round(time.Millisecond))
-}
-
-// BenchmarkRealNodeSteady samples, over -realnode.window after every node is
-// verified, the agent container's memory working set and CPU from its
-// cgroups on each real node, and the resident memory and CPU of the
-// cluster's own processes; default values: every check continuous.
-func BenchmarkRealNodeSteady(b *testing.B) { measureSteady(b, "every check continuous, period 60 s") }
-
-// BenchmarkRealNodeSteadyBootstrapOnly is the same after helm upgrade to a
-// bootstrap-only agent (agent.continuousChecks: []): no rounds after
-// verification.
-func BenchmarkRealNodeSteadyBootstrapOnly(b *testing.B) {
-	ctx := b.Context()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := c.Helm(ctx, "upgrade", "kube-node-ready", filepath.Join(root, "charts", "kube-node-ready"), "--namespace", "kube-node-ready",
-		"--reuse-values", "--set-json", "agent.continuousChecks=[]", "--wait", "--timeout", "3m"); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := c.Kubectl(ctx, nil, "rollout", "status", "-n", "kube-node-ready", "daemonset/kube-node-ready", "--timeout=3m"); err != nil {
-		b.Fatal(err)
-	}
-	// The new pods verify nothing (the nodes are verified) and go idle at once.
-	time.Sleep(10 * time.Second)
-	measureSteady(b, "bootstrap-only")
-}
-
-func measureSteady(b *testing.B, mode string) {
-	ctx := b.Context()
-	pods, err := c.Client.CoreV1().Pods("kube-node-ready").List(ctx, metav1.ListOptions{LabelSelector: "app=kube-node-ready"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Nodes the join benchmark switched off and deleted are not measured.
-	var live []*harness.RealNode
-	for _, n := range c.Nodes {
-		if _, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
-			live = append(live, n)
-		}
-	}
-	cgroups := map[string]string{}
-	for _, p := range pods.Items {
-		for _, n := range live {
-			if p.Spec.NodeName != n.Name || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 {
-				continue
-			}
-			cg, err := n.ContainerCgroup(string(p.UID), p.Status.ContainerStatuses[0].ContainerID)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cgroups[n.Name] = cg
-		}
-	}
-	if len(cgroups) != len(live) {
-		b.Fatalf("agent containers found on %d of %d real nodes", len(cgroups), len(live))
-	}
-	components := c.Components()
-	cpuStart := map[string]time.Duration{}
-	for name, p := range components {
-		u, err := harness.TreeUsage(p.Pid())
-		if err != nil {
-			b.Fatal(err)
-		}
-		cpuStart[name] = u.CPU
-	}
-	agentCPUStart := map[string]time.Duration{}
-	for node, cg := range cgroups {
-		_, cpu, err := harness.ContainerMemory(cg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		agentCPUStart[node] = cpu
-	}
-	start := time.Now()
-	var workingSets []float64
-	rss := map[string][]int{}
-	for time.Since(start) < *window {
-		for _, cg := range cgroups {
-			ws, _, err := harness.ContainerMemory(cg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			workingSets = append(workingSets, float64(ws)/(1<<20))
-		}
-		for name, p := range components {
-			if u, err := harness.TreeUsage(p.Pid()); err == nil {
-				rss[name] = append(rss[name], u.RSSKiB)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			b.Fatal(ctx.Err())
-		case <-time.After(5 * time.Second):
-		}
-	}
-	elapsed := time.Since(start)
-	var agentCPU []float64
-	for node, cg := range cgroups {
-		_, cpu, err := harness.ContainerMemory(cg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		agentCPU = append(agentCPU, float64(cpu-agentCPUStart[node])/float64(elapsed)*1000)
-	}
-	sort.Float64s(workingSets)
-	sort.Float64s(agentCPU)
-	b.ReportMetric(workingSets[len(workingSets)/2], "agent-ws-p50-MiB")
-	b.ReportMetric(workingSets[len(workingSets)-1], "agent-ws-max-MiB")
-	b.ReportMetric(agentCPU[len(agentCPU)/2], "agent-millicores")
-	b.Logf("agent container (%s) over %s on %d real nodes: working set p50 %.1f MiB, max %.1f MiB; CPU %.2f millicores (median of nodes)",
-		mode, elapsed.Round(time.Second), len(cgroups), workingSets[len(workingSets)/2], workingSets[len(workingSets)-1], agentCPU[len(agentCPU)/2])
-
-	var names []string
-	for name := range rss {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var totalMiB, totalMilli float64
-	var lines []string
-	for _, name := range names {
-		s := rss[name]
-		sort.Ints(s)
-		mib := float64(s[len(s)/2]) / 1024
-		u, err := harness.TreeUsage(components[name].Pid())
-		if err != nil {
-			continue
-		}
-		milli := float64(u.CPU-cpuStart[name]) / float64(elapsed) * 1000
-		totalMiB += mib
-		totalMilli += milli
-		lines = append(lines, fmt.Sprintf("%-28s RSS %6.1f MiB  CPU %6.1f millicores", name, mib, milli))
-	}
-	b.ReportMetric(totalMiB, "cluster-RSS-MiB")
-	b.ReportMetric(totalMilli, "cluster-millicores")
-	// Printed, not logged: the testing package cuts long benchmark logs.
-	fmt.Printf("cluster's own processes (%s; median RSS incl. children; CPU over the window):\n%s\ntotal: RSS %.0f MiB, CPU %.0f millicores\n",
-		mode, strings.Join(lines, "\n"), totalMiB, totalMilli)
 }
 
 func percentile(d []time.Duration, p int) time.Duration {

@@ -363,18 +363,7 @@ func uninstallStripsFinalizers(t *testing.T, prefix string) {
 			t.Fatal(err)
 		}
 	}
-	runner, err := cp.CreateNode(ctx, prefix+"-hook-runner", harness.NodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hookCtx, stop := context.WithCancel(ctx)
-	ran := playHookJobs(hookCtx, t, runner, namespace)
-	out, err := helm(t, "uninstall", release, "-n", namespace, "--timeout", "60s")
-	stop()
-	jobs := <-ran
-	if err != nil {
-		t.Fatalf("helm uninstall: %v\n%s", err, out)
-	}
+	jobs := helmWithHooks(t, namespace, "uninstall", release, "-n", namespace, "--timeout", "60s")
 	if len(jobs) != 1 {
 		t.Errorf("hook jobs run: %v, want the uninstall job once", jobs)
 	}

@@ -94,17 +94,17 @@ func onlyForeignLeft(t *testing.T, names []string) {
 	}
 }
 
-// helmWithHooks runs helm while playing the hook Jobs it creates, and
-// returns the Jobs run.
-func helmWithHooks(t *testing.T, args ...string) []string {
+// helmWithHooks runs helm while playing the hook Jobs it creates in
+// namespace ns (on a node of their own), and returns the Jobs run.
+func helmWithHooks(t *testing.T, ns string, args ...string) []string {
 	t.Helper()
 	runners++
-	runner, err := cp.CreateNode(t.Context(), fmt.Sprintf("fin-hook-runner-%d", runners), harness.NodeOptions{})
+	runner, err := cp.CreateNode(t.Context(), fmt.Sprintf("hook-runner-%d", runners), harness.NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hookCtx, stop := context.WithCancel(t.Context())
-	ran := playHookJobs(hookCtx, t, runner, namespace)
+	ran := playHookJobs(hookCtx, t, runner, ns)
 	out, err := helm(t, args...)
 	stop()
 	jobs := <-ran
@@ -134,19 +134,19 @@ func TestDisablingByUpgradeStripsFinalizers(t *testing.T) {
 			for _, s := range tc.sets {
 				args = append(args, "--set", s)
 			}
-			jobs := helmWithHooks(t, args...)
+			jobs := helmWithHooks(t, namespace, args...)
 			if len(jobs) != 1 {
 				t.Errorf("hook jobs run by the upgrade: %v, want the finalizer removal once", jobs)
 			}
 			onlyForeignLeft(t, names)
 			// Once nothing adds the finalizer, later upgrades run no Job.
-			if jobs := helmWithHooks(t, args...); len(jobs) != 0 {
+			if jobs := helmWithHooks(t, namespace, args...); len(jobs) != 0 {
 				t.Errorf("hook jobs run by a second upgrade with cleanup already off: %v, want none", jobs)
 			}
 			if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(t.Context(), finRelease+"-kube-node-ready-webhook", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("webhook configuration after the upgrade: %v, want NotFound", err)
 			}
-			helmWithHooks(t, "uninstall", finRelease, "-n", namespace, "--timeout", "60s")
+			helmWithHooks(t, namespace, "uninstall", finRelease, "-n", namespace, "--timeout", "60s")
 		})
 	}
 }
@@ -178,6 +178,6 @@ func TestRenamedFinalizerIsStillRemoved(t *testing.T) {
 		t.Fatalf("helm upgrade: %v\n%s", err, out)
 	}
 	names = append(names, createHeldNodes(t, "renamed-new", false, renamed)...)
-	helmWithHooks(t, "uninstall", finRelease, "-n", namespace, "--timeout", "60s")
+	helmWithHooks(t, namespace, "uninstall", finRelease, "-n", namespace, "--timeout", "60s")
 	onlyForeignLeft(t, names)
 }

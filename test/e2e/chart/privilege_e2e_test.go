@@ -324,18 +324,7 @@ func TestSelfManagedSecretFromUpgradeToUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	runner, err := cp.CreateNode(ctx, "upgrade-hook-runner", harness.NodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hookCtx, stop := context.WithCancel(ctx)
-	ran := playHookJobs(hookCtx, t, runner, ns)
-	out, err := helm(t, "uninstall", rel, "-n", ns, "--timeout", "60s")
-	stop()
-	<-ran
-	if err != nil {
-		t.Fatalf("helm uninstall: %v\n%s", err, out)
-	}
+	helmWithHooks(t, ns, "uninstall", rel, "-n", ns, "--timeout", "60s")
 	left, err := secrets.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestInvalidConfigAtStartHoldsDeletionsOnly(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	ctx := t.Context()
 	px := newPortworx()
-	serve(t, pxBadConfig, px)
+	harness.ServeHTTP(t, pxBadConfig, px)
 	token := cp.Dir + "/px-token" // the Secret key is missing: not written yet
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
   portworx:

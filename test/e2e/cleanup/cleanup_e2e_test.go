@@ -58,8 +58,8 @@ func TestCleanup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	e := &env{cp: cp, dir: cp.Dir, px: newPortworx(), chat: &chat{}}
-	serve(t, pxAddr, e.px)
-	serve(t, chatAddr, e.chat)
+	harness.ServeHTTP(t, pxAddr, e.px)
+	harness.ServeHTTP(t, chatAddr, e.chat)
 	e.tokenFile = writeFile(t, e.dir, "px-token", "px-token\n")
 	e.urlFile = writeFile(t, e.dir, "chat-url", "http://"+chatAddr+"/hook\n")
 	e.configPath = writeFile(t, e.dir, "config.yaml", e.config(""))
@@ -420,6 +420,19 @@ func webhookIdentity(t *testing.T, cp *harness.ControlPlane) string {
 		t.Fatal(err)
 	}
 	return kubeconfig
+}
+
+// startReplica runs a webhook replica named name (its pod name too) on ip
+// with the chart's identity and the cleanup configuration at config, then
+// args; it returns once the replica is ready.
+func startReplica(t *testing.T, cp *harness.ControlPlane, name, ip, config string, args ...string) *harness.Daemon {
+	t.Helper()
+	w := cp.StartWebhook(t, name, ip, append([]string{
+		"--kubeconfig=" + webhookIdentity(t, cp), "--namespace=" + ns, "--pod-name=" + name,
+		"--webhook-config-name=", "--extra-sans=" + ip, "--config=" + config,
+	}, args...)...)
+	w.WaitReady(t, 30*time.Second)
+	return w
 }
 
 // leader is the replica reporting node_cleanup_leader 1.

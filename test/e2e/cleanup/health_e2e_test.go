@@ -90,15 +90,12 @@ func checkedHookConfig(t *testing.T, dir, addr string) string {
 func TestPluginHealth(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &flakyReceiver{probeDown: true, postFails: true}
-	serve(t, healthyAddr, rcv)
+	harness.ServeHTTP(t, healthyAddr, rcv)
 	config := checkedHookConfig(t, cp.Dir, healthyAddr)
 	const pod = "webhook-health"
-	w := cp.StartWebhook(t, pod, ipHealth,
-		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name="+pod,
-		"--webhook-config-name=", "--extra-sans="+ipHealth, "--config="+config,
+	w := startReplica(t, cp, pod, ipHealth, config,
 		"--plugin-health-interval="+healthPeriod.String(),
 		"--cleanup-retry-base=300ms", "--cleanup-retry-max=1s", "--log-level=debug")
-	w.WaitReady(t, 30*time.Second)
 	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
 	e.leader(t)
 
@@ -170,7 +167,7 @@ func TestSlowFirstAttemptShowsStatus(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	var mu sync.Mutex
 	delay := 4 * time.Second
-	serve(t, healthyAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	harness.ServeHTTP(t, healthyAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		d := delay
 		mu.Unlock()
@@ -184,10 +181,7 @@ func TestSlowFirstAttemptShowsStatus(t *testing.T) {
     timeout: 30s
   log: {}
 `, healthyAddr))
-	w := cp.StartWebhook(t, "webhook-slow", ipHealth,
-		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name=webhook-slow",
-		"--webhook-config-name=", "--extra-sans="+ipHealth, "--config="+config, "--plugin-health-interval=0s")
-	w.WaitReady(t, 30*time.Second)
+	w := startReplica(t, cp, "webhook-slow", ipHealth, config, "--plugin-health-interval=0s")
 	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
 	e.leader(t)
 

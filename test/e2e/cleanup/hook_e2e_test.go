@@ -73,7 +73,7 @@ func (c *cmdb) snapshot() (docs []plugins.HookDocument, auth []string, hits int)
 func TestHookPlugin(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &cmdb{down: true}
-	serve(t, hookAddr, rcv)
+	harness.ServeHTTP(t, hookAddr, rcv)
 	auth := writeFile(t, cp.Dir, "cmdb-auth", "Bearer cmdb-token\n")
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
   hook:
@@ -83,11 +83,8 @@ func TestHookPlugin(t *testing.T) {
     cluster: e2e
     retries: 1
 `, hookAddr, auth))
-	w := cp.StartWebhook(t, "webhook-hook", ipHook,
-		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name=webhook-hook",
-		"--webhook-config-name=", "--extra-sans="+ipHook, "--config="+config,
+	w := startReplica(t, cp, "webhook-hook", ipHook, config,
 		"--cleanup-retry-base=500ms", "--cleanup-retry-max=2s", "--log-level=debug")
-	w.WaitReady(t, 30*time.Second)
 	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
 	e.leader(t)
 
@@ -140,13 +137,13 @@ const (
 func TestHookAndNotifyDoNotFollowRedirectsAway(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	away := &elsewhere{}
-	serve(t, elsewhereAddr, away)
+	harness.ServeHTTP(t, elsewhereAddr, away)
 	rcv, room := &cmdb{}, &chat{}
 	mux := http.NewServeMux()
 	mux.Handle("/api/nodes", rcv)
 	mux.Handle("/services/", room)
 	origin := &redirecting{on: true, target: "http://" + elsewhereAddr, next: mux}
-	serve(t, originAddr, origin)
+	harness.ServeHTTP(t, originAddr, origin)
 	key := writeFile(t, cp.Dir, "cmdb-key", "k-123\n")
 	chatURL := writeFile(t, cp.Dir, "chat-url", "http://"+originAddr+"/services/T0/B0/SECRET\n")
 	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
@@ -162,11 +159,8 @@ func TestHookAndNotifyDoNotFollowRedirectsAway(t *testing.T) {
     events: [start]
     retries: 0
 `, originAddr, key, chatURL))
-	w := cp.StartWebhook(t, "webhook-redirect", ipRedirect,
-		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name=webhook-redirect",
-		"--webhook-config-name=", "--extra-sans="+ipRedirect, "--config="+config,
+	w := startReplica(t, cp, "webhook-redirect", ipRedirect, config,
 		"--cleanup-retry-base=500ms", "--cleanup-retry-max=2s")
-	w.WaitReady(t, 30*time.Second)
 	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
 	e.leader(t)
 
@@ -221,11 +215,8 @@ func TestSecretFilesOutsideTheSecretsDirAreRefused(t *testing.T) {
 `, originAddr, authFile)
 	}
 	config := writeFile(t, cp.Dir, "config.yaml", hookConfig(inside))
-	w := cp.StartWebhook(t, "webhook-secrets", ipSecrets,
-		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name=webhook-secrets",
-		"--webhook-config-name=", "--extra-sans="+ipSecrets, "--config="+config, "--config-reload-interval=200ms",
+	w := startReplica(t, cp, "webhook-secrets", ipSecrets, config, "--config-reload-interval=200ms",
 		"--secrets-dir="+dir)
-	w.WaitReady(t, 30*time.Second)
 	e := &env{cp: cp, dir: cp.Dir, configPath: config, procs: []*harness.Daemon{w}}
 	for _, tc := range []struct{ path, want string }{
 		{outside, "is outside the secrets directory"},

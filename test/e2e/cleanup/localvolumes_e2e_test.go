@@ -39,11 +39,8 @@ func TestLocalVolumesOfALiveNodeWithTheSameHostname(t *testing.T) {
     storageClasses: [%s]
   log: {}
 `, class))
-	w := cp.StartWebhook(t, "webhook-lv", ipLocalVolumes,
-		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name=webhook-lv",
-		"--webhook-config-name=", "--extra-sans="+ipLocalVolumes, "--config="+config,
+	w := startReplica(t, cp, "webhook-lv", ipLocalVolumes, config,
 		"--cleanup-retry-base=500ms", "--cleanup-retry-max=2s")
-	w.WaitReady(t, 30*time.Second)
 	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
 	e.leader(t)
 	mustCreate(t, ctx, cp, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "kubernetes.io/no-provisioner"})

@@ -30,16 +30,8 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := &env{cp: cp, dir: cp.Dir, px: newPortworx()}
-	serve(t, pxOutageAddr, e.px)
-	e.tokenFile = writeFile(t, e.dir, "px-token", "px-token\n")
-	e.configPath = writeFile(t, e.dir, "config.yaml", fmt.Sprintf(`plugins:
-  portworx:
-    critical: true
-    timeout: 120s
-    endpoint: http://%s
-    tokenFile: %s
-`, pxOutageAddr, e.tokenFile))
+	e := &env{cp: cp, dir: cp.Dir}
+	e.px, e.configPath = servePortworx(t, e.dir, pxOutageAddr, "120s")
 
 	saKubeconfig := webhookIdentity(t, cp)
 	// The webhook's own identity, through a proxy the test can cut; the test

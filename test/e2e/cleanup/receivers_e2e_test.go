@@ -3,17 +3,16 @@
 package cleanup
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
 // pxBehaviour is how the fake Portworx answers a DELETE for one node.
@@ -53,6 +52,26 @@ type portworx struct {
 // token "px-token".
 func newPortworx() *portworx {
 	return &portworx{behaviour: map[string]pxBehaviour{}, arrived: make(chan string, 16), release: make(chan struct{}), token: "px-token"}
+}
+
+// servePortworx serves a Portworx stand-in on addr and writes a cleanup
+// configuration whose only plugin is a critical portworx plugin calling it
+// (with timeout, unless empty), with its token file beside it in dir.
+func servePortworx(t *testing.T, dir, addr, timeout string) (*portworx, string) {
+	t.Helper()
+	px := newPortworx()
+	harness.ServeHTTP(t, addr, px)
+	token := writeFile(t, dir, "px-token", px.token+"\n")
+	if timeout != "" {
+		timeout = "\n    timeout: " + timeout
+	}
+	config := writeFile(t, dir, "config.yaml", fmt.Sprintf(`plugins:
+  portworx:
+    critical: true%s
+    endpoint: http://%s
+    tokenFile: %s
+`, timeout, addr, token))
+	return px, config
 }
 
 func (p *portworx) set(node string, b pxBehaviour) {
@@ -185,22 +204,6 @@ func (c *chat) messagesAbout(node string) []string {
 		}
 	}
 	return out
-}
-
-// serve runs h on addr until the test ends.
-func serve(t *testing.T, addr string, h http.Handler) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
 }
 
 // elsewhere is a receiver on another address: it accepts and records every

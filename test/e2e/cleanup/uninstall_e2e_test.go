@@ -5,7 +5,6 @@ package cleanup
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -81,22 +80,10 @@ func finished(t *testing.T, out *lines, done <-chan error) string {
 // running past the wait, or failing) is named with where it stood.
 func TestRemoveFinalizersWaitsAndReports(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
-	px := newPortworx()
-	serve(t, pxUninstall, px)
-	token := writeFile(t, cp.Dir, "px-token", "px-token\n")
-	config := writeFile(t, cp.Dir, "config.yaml", fmt.Sprintf(`plugins:
-  portworx:
-    critical: true
-    timeout: 5m
-    endpoint: http://%s
-    tokenFile: %s
-`, pxUninstall, token))
-	w := cp.StartWebhook(t, "webhook-uninstall", ipUninstall,
-		"--kubeconfig="+webhookIdentity(t, cp), "--namespace="+ns, "--pod-name=webhook-uninstall",
-		"--webhook-config-name=", "--extra-sans="+ipUninstall, "--config="+config,
+	px, config := servePortworx(t, cp.Dir, pxUninstall, "5m")
+	w := startReplica(t, cp, "webhook-uninstall", ipUninstall, config,
 		// A failed attempt waits long for its retry: it stays "failing".
 		"--cleanup-retry-base=5m", "--cleanup-retry-max=5m", "--log-level=debug")
-	w.WaitReady(t, 30*time.Second)
 	e := &env{cp: cp, dir: cp.Dir, px: px, procs: []*harness.Daemon{w}}
 	e.leader(t)
 	has := func(name string) bool {

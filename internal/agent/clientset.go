@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
+)
+
+// Clientset is the agent's Client on client-go's generated clientset, as the
+// webhook uses it; it also serves the checks' reads (CheckClient).
+type Clientset struct {
+	CS kubernetes.Interface
+}
+
+var _ Client = Clientset{}
+
+// ServerVersion reads /version; unlike the discovery client's, the request
+// ends with ctx.
+func (c Clientset) ServerVersion(ctx context.Context) (*version.Info, error) {
+	body, err := c.CS.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var info version.Info
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("decode /version: %w", err)
+	}
+	return &info, nil
+}
+
+// Readyz asks the API server whether it is ready to serve; nil when it
+// answers 200 on /readyz.
+func (c Clientset) Readyz(ctx context.Context) error {
+	return c.CS.CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+}
+
+// GetNode reads a Node from the API server (never a cache).
+func (c Clientset) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return c.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// GetNodeCached reads a Node from the API server's watch cache
+// (resourceVersion=0): possibly a little stale, never a read of etcd.
+func (c Clientset) GetNodeCached(ctx context.Context, name string) (*corev1.Node, error) {
+	return c.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+}
+
+// ListNodes lists Nodes.
+func (c Clientset) ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
+	return c.CS.CoreV1().Nodes().List(ctx, opts)
+}
+
+// WatchNodes watches Nodes.
+func (c Clientset) WatchNodes(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.CS.CoreV1().Nodes().Watch(ctx, opts)
+}
+
+// PatchNode patches a Node.
+func (c Clientset) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*corev1.Node, error) {
+	return c.CS.CoreV1().Nodes().Patch(ctx, name, pt, data, opts)
+}
+
+// PatchNodeStatus patches a Node's status subresource.
+func (c Clientset) PatchNodeStatus(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*corev1.Node, error) {
+	return c.CS.CoreV1().Nodes().Patch(ctx, name, pt, data, opts, "status")
+}
+
+// ListPods lists Pods in every namespace (callers select by field).
+func (c Clientset) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	return c.CS.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+}
+
+// WatchPods watches Pods in every namespace (callers select by field).
+func (c Clientset) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.CS.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, opts)
+}
+
+// ListDaemonSets lists DaemonSets in every namespace.
+func (c Clientset) ListDaemonSets(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error) {
+	return c.CS.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
+}
+
+// WatchDaemonSets watches DaemonSets in every namespace.
+func (c Clientset) WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.CS.AppsV1().DaemonSets(metav1.NamespaceAll).Watch(ctx, opts)
+}
+
+// ListEndpointSlices lists EndpointSlices in namespace.
+func (c Clientset) ListEndpointSlices(ctx context.Context, namespace string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	return c.CS.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
+}
+
+// GetLease reads a Lease.
+func (c Clientset) GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	return c.CS.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// CreateLease creates a Lease.
+func (c Clientset) CreateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return c.CS.CoordinationV1().Leases(lease.Namespace).Create(ctx, lease, metav1.CreateOptions{})
+}
+
+// UpdateLease replaces a Lease; the resourceVersion it carries is the precondition.
+func (c Clientset) UpdateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return c.CS.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
+}
+
+// EventRecorder is the agent's Recorder on client-go's events recorder
+// (tools/events), as the webhook records Events.
+type EventRecorder struct {
+	Recorder events.EventRecorder
+}
+
+// Eventf records an Event regarding ref. The note is cut to what the API
+// server accepts: an error can be any length, and a refused Event is never
+// seen.
+func (r EventRecorder) Eventf(ref corev1.ObjectReference, eventType, reason, action, format string, args ...any) {
+	r.Recorder.Eventf(&ref, nil, eventType, reason, action, "%s", eventnote.Shorten(fmt.Sprintf(format, args...)))
+}
+
+// StartEventRecorder starts client-go's events broadcaster writing to cs, as
+// the webhook records Events, and returns the agent's Recorder on it: repeats
+// of an Event (same object, type, reason and action) count into its series.
+// ctx bounds the writes; stop shuts the broadcaster down.
+func StartEventRecorder(ctx context.Context, cs kubernetes.Interface, controller string) (r Recorder, stop func(), err error) {
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, nil, fmt.Errorf("start event recording: %w", err)
+	}
+	return EventRecorder{Recorder: b.NewRecorder(scheme.Scheme, controller)}, b.Shutdown, nil
+}
