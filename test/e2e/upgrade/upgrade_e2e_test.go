@@ -14,6 +14,7 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,7 +67,54 @@ const (
 	unverifiedDeadline = 25 * time.Second
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
+// The cluster (with both releases' images on its nodes), the previous
+// release and the repository root, shared by the test.
+var (
+	cluster *harness.Cluster
+	prev    *harness.Release
+	root    string
+)
+
+// TestMain builds the previous release (or finds it in bin/releases), then
+// starts the cluster with its images beside the working tree's. A cluster
+// of real nodes may first have to wait for another process's to stop:
+// MainWithCluster allows for that.
+func TestMain(m *testing.M) {
+	var err error
+	if root, err = harness.RepoRoot(); err == nil {
+		prev, err = previousRelease()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "upgrade:", err)
+		os.Exit(1)
+	}
+	harness.MainWithCluster(m, harness.ClusterOptions{
+		Options:       harness.Options{Logf: log.Printf},
+		ProjectImages: true,
+		Images:        []string{prev.AgentImage, prev.WebhookImage},
+	}, func(_ context.Context, c *harness.Cluster) error {
+		cluster = c
+		return nil
+	})
+}
+
+// previousRelease builds the release PREVIOUS_RELEASE names (once: it is
+// cached) and says how long that took.
+func previousRelease() (*harness.Release, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	commit, err := harness.PreviousReleaseCommit(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	r, err := harness.BuildRelease(ctx, root, "", commit, log.Printf)
+	if err != nil {
+		return nil, err
+	}
+	log.Printf("previous release %s (chart and images) ready in %s", commit[:12], time.Since(start).Round(time.Millisecond))
+	return r, nil
+}
 
 // env is what the steps share.
 type env struct {
@@ -126,21 +174,7 @@ func tagOf(t *testing.T, tarball string) string {
 // previous release; the monitor watches every node throughout.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
 	begin := time.Now()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, err := harness.PreviousReleaseCommit(t.Context(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev, err := harness.BuildRelease(t.Context(), root, "", commit, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("previous release %s (chart and images) ready in %s", commit[:12], time.Since(begin).Round(time.Millisecond))
-	e := &env{prev: prev, rcv: newReceiver(), newChart: filepath.Join(root, "charts", "kube-node-ready")}
-	e.c = harness.StartClusterT(t, harness.ClusterOptions{ProjectImages: true, Images: []string{prev.AgentImage, prev.WebhookImage}})
+	e := &env{c: cluster, prev: prev, rcv: newReceiver(), newChart: filepath.Join(root, "charts", "kube-node-ready")}
 	harness.ServeHTTP(t, hookAddr, e.rcv)
 	e.prevTag, e.newTag = tagOf(t, prev.AgentImage), tagOf(t, filepath.Join(e.c.BinDir, "images", "kube-node-ready-agent.tar"))
 	e.prevVals, e.newVals = values(t, prev.ImageValues), values(t, e.c.LocalImageValues)
@@ -158,7 +192,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 			t.Fatalf("step %s failed; later steps build on it", s.name)
 		}
 	}
-	t.Logf("whole test (previous release, cluster, install, upgrade, rollback, image-only upgrade) took %s", time.Since(begin).Round(time.Second))
+	t.Logf("install, upgrade, rollback and image-only upgrade took %s (the cluster and the previous release are TestMain's)", time.Since(begin).Round(time.Second))
 }
 
 func (e *env) helm(t *testing.T, args ...string) {
