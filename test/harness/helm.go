@@ -48,11 +48,18 @@ func (cp *ControlPlane) HelmT(tb testing.TB, args ...string) string {
 // (nothing may leave the machine). Further values follow as YAML in extra,
 // which must not repeat the agent or webhook keys.
 func (cp *ControlPlane) LocalImageValues(agentExtra, webhookExtra string) (string, error) {
-	agentRef, err := ImageRef(filepath.Join(cp.BinDir, "images", "kube-node-ready-agent.tar"))
+	return imageValues(filepath.Join(cp.BinDir, "images", "kube-node-ready-agent.tar"),
+		filepath.Join(cp.BinDir, "images", "kube-node-ready-webhook.tar"), agentExtra, webhookExtra)
+}
+
+// imageValues are LocalImageValues for the images in the OCI layout
+// tarballs agentTar and webhookTar.
+func imageValues(agentTar, webhookTar, agentExtra, webhookExtra string) (string, error) {
+	agentRef, err := ImageRef(agentTar)
 	if err != nil {
 		return "", err
 	}
-	webhookRef, err := ImageRef(filepath.Join(cp.BinDir, "images", "kube-node-ready-webhook.tar"))
+	webhookRef, err := ImageRef(webhookTar)
 	if err != nil {
 		return "", err
 	}
