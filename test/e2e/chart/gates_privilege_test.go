@@ -44,17 +44,7 @@ func TestAgentReadsCSINodesAndResourceSlicesOnlyWithTheirGates(t *testing.T) {
 		{"gates on", []string{"agent.gates.csiDrivers.drivers={csi.example.com}", "agent.gates.dra.drivers={gpu.example.com}"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := cp.ApplyChartRBAC(ctx, ns, tc.set...); err != nil {
-				t.Fatal(err)
-			}
-			token, err := cp.NodeToken(ctx, ns, harness.AgentServiceAccount, node.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			agent, err := cp.TokenClient(token)
-			if err != nil {
-				t.Fatal(err)
-			}
+			agent := agentWithChartRBAC(t, ns, node.Name, tc.set...)
 			reads := map[string]func() error{
 				"list its CSINode": func() error {
 					_, err := agent.StorageV1().CSINodes().List(ctx, onNode("metadata.name"))

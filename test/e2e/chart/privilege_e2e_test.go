@@ -374,17 +374,7 @@ func TestAgentReadsPodsOnlyWithTheDaemonSetGate(t *testing.T) {
 		{"gate on (default)", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := cp.ApplyChartRBAC(ctx, ns, tc.set...); err != nil {
-				t.Fatal(err)
-			}
-			token, err := cp.NodeToken(ctx, ns, harness.AgentServiceAccount, node.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			agent, err := cp.TokenClient(token)
-			if err != nil {
-				t.Fatal(err)
-			}
+			agent := agentWithChartRBAC(t, ns, node.Name, tc.set...)
 			allowed := func(a authorizationv1.ResourceAttributes) bool {
 				r, err := agent.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 					Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &a},
@@ -420,4 +410,24 @@ func TestAgentReadsPodsOnlyWithTheDaemonSetGate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agentWithChartRBAC applies the chart's RBAC and policies rendered with
+// the values set, and returns a client with an agent token bound to a pod
+// on node: what the agent there may do.
+func agentWithChartRBAC(t *testing.T, ns, node string, set ...string) *kubernetes.Clientset {
+	t.Helper()
+	ctx := t.Context()
+	if err := cp.ApplyChartRBAC(ctx, ns, set...); err != nil {
+		t.Fatal(err)
+	}
+	token, err := cp.NodeToken(ctx, ns, harness.AgentServiceAccount, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := cp.TokenClient(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agent
 }
