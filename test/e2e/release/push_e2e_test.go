@@ -17,7 +17,7 @@ func checkChartPush(t *testing.T, r release) {
 	tmp := t.TempDir()
 	registry := filepath.Join(tmp, "knr-registry")
 	build := exec.Command("go", "build", "-o", registry, "./registry")
-	build.Dir = filepath.Join(r.root, "test", "tools", "images")
+	build.Dir = filepath.Join(r.root, "hack", "images")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build knr-registry: %v\n%s", err, out)
 	}
