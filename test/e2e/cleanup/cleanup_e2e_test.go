@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -185,9 +186,15 @@ func TestCleanup(t *testing.T) {
 		statuses := watchStatus(t, cp, name)
 		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		harness.WaitFor(t, 30*time.Second, "three failed portworx calls", func() bool { return len(e.px.callsFor(name)) >= 3 })
-		n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil || n.DeletionTimestamp == nil || !slices.Contains(n.Finalizers, fin) {
-			t.Fatalf("node %s after failed cleanups: %v %+v, want it terminating with the finalizer", name, err, n.ObjectMeta)
+		// The receiver counts a call when it answers; the webhook writes the
+		// failed attempt's status after it reads that answer. Wait for that
+		// write rather than read the node once, mid-attempt.
+		n := cp.WaitNode(t, name, 10*time.Second, "a failed attempt's status written", func(n *corev1.Node) bool {
+			s, err := api.ParseCleanupStatus(n.Annotations[nodecleanup.StatusAnnotation])
+			return err == nil && s.Attempt >= 2 && s.RetryIn != ""
+		})
+		if n.DeletionTimestamp == nil || !slices.Contains(n.Finalizers, fin) {
+			t.Fatalf("node %s after failed cleanups: %+v, want it terminating with the finalizer", name, n.ObjectMeta)
 		}
 		// The status annotation showed the pipeline moving, then the failure.
 		var st struct {
