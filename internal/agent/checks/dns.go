@@ -80,7 +80,13 @@ func ParseResolvConf(r io.Reader) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		servers = append(servers, net.JoinHostPort(addr.String(), "53"))
+		// A zone netip takes but no address can carry ("::%]") is skipped
+		// like any other unusable line.
+		server := net.JoinHostPort(addr.String(), "53")
+		if _, _, err := net.SplitHostPort(server); err != nil {
+			continue
+		}
+		servers = append(servers, server)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
