@@ -41,8 +41,12 @@ func AddRenamed(fs *flag.FlagSet, renamed []Renamed) *Renames {
 	return r
 }
 
-// Warnings says, once per old name used, which flag replaces it.
+// Warnings says, once per old name used, which flag replaces it; nil for
+// a nil Renames (no flag renamed, or flags not yet registered).
 func (r *Renames) Warnings() []string {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string

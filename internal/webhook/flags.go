@@ -122,8 +122,5 @@ func taintOfKey(def string) func(string) (string, error) {
 // Deprecations says, once per old flag name the command line or the
 // environment used, which flag replaces it: logged at start-up.
 func (o *Options) Deprecations() []string {
-	if o.renames == nil {
-		return nil
-	}
 	return o.renames.Warnings()
 }

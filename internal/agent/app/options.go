@@ -249,9 +249,6 @@ func (o *Options) validateChecks(p *cli.Problems) {
 // Deprecations says, once per old flag name the command line or the
 // environment used, which flag replaces it: logged at start-up.
 func (o *Options) Deprecations() []string {
-	if o.renames == nil {
-		return nil
-	}
 	return o.renames.Warnings()
 }
 
