@@ -58,7 +58,7 @@ dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and 
 	@ls -l $(DIST)
 
 .PHONY: tools
-tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, cert-manager (controller, CA injector), helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
+tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, cert-manager (controller, CA injector), KWOK, Karpenter (KWOK provider), helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
 	./test/tools/build.sh
 
 .PHONY: test

@@ -112,6 +112,24 @@ crd cert-manager github.com/cert-manager/cert-manager@v1.21.2 deploy/crds
 	fi
 }
 
+# The autoscaler and fleet-scale tools, each in a module of its own (one module
+# for both would let minimal version selection move Karpenter off the
+# Kubernetes and controller-runtime it was released with): KWOK keeps the
+# simulated Nodes Ready and heart-beating; the real Karpenter controller with
+# its KWOK cloud provider creates them. KWOK's Stage documents and the KWOK
+# provider's CRDs (KWOKNodeClass) come from the same pinned modules.
+build kwok "$tools/kwok" sigs.k8s.io/kwok kwok=sigs.k8s.io/kwok/cmd/kwok
+build karpenter "$tools/karpenter" sigs.k8s.io/karpenter karpenter=sigs.k8s.io/karpenter/kwok
+kwokv=$(cd "$tools/kwok" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+karpv=$(cd "$tools/karpenter" && go list -m -f '{{.Version}}' sigs.k8s.io/karpenter)
+# KWOK's "fast" Stages (the kustomization.yaml beside them is not a Stage).
+crd kwok-stage-node-fast "sigs.k8s.io/kwok@$kwokv" kustomize/stage/node/fast
+crd kwok-stage-node-heartbeat-with-lease "sigs.k8s.io/kwok@$kwokv" kustomize/stage/node/heartbeat-with-lease
+crd kwok-stage-pod-fast "sigs.k8s.io/kwok@$kwokv" kustomize/stage/pod/fast
+crd karpenter-kwok "sigs.k8s.io/karpenter@$karpv" kwok/apis/crds
+[[ "$(cat "$bin/.stamp-crds-karpenter")" == "sigs.k8s.io/karpenter@$karpv" ]] ||
+	{ echo "test/tools/karpenter pins Karpenter $karpv, but its CRDs come from $(cat "$bin/.stamp-crds-karpenter"): pin one version" >&2; exit 1; }
+
 # Debian packages: hey (HTTP load), ip (iproute2),
 # unshare and nsenter (util-linux); for real nodes runc, the CNI plugins
 # (/usr/lib/cni), iptables and conntrack.
