@@ -88,6 +88,9 @@ type ClusterAutoscaler struct {
 	// ArgsField is the container field its flags are in, "args" or
 	// "command", where a fix appends a flag.
 	ArgsField string
+	// ArgsAbsent says the container has no args (its flags come from the
+	// image or command), so a fix creates the field instead of appending.
+	ArgsAbsent bool
 	// StartupTaints are the keys of --startup-taint and of its older alias
 	// --ignore-taint.
 	StartupTaints []string
@@ -107,10 +110,11 @@ type ClusterAutoscaler struct {
 // Visible says whether a Deployment of this Cluster Autoscaler was read.
 func (c ClusterAutoscaler) Visible() bool { return c.Name != "" }
 
-// Ref names it in findings: "Deployment kube-system/cluster-autoscaler".
+// Ref names it in findings: "Deployment kube-system/cluster-autoscaler",
+// or "(managed, if any)" for one no Deployment shows.
 func (c ClusterAutoscaler) Ref() string {
 	if !c.Visible() {
-		return "a managed Cluster Autoscaler (no Deployment visible)"
+		return "(managed, if any)"
 	}
 	return "Deployment " + c.Namespace + "/" + c.Name
 }

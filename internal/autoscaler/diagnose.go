@@ -119,6 +119,9 @@ func Diagnose(s Setup) Diagnosis {
 		for _, r := range []Role{RoleStartup, RoleUnhealthy} {
 			t := s.Install.taint(r)
 			class, rule := p.Classify(t)
+			if r == RoleUnhealthy && class == Permanent {
+				rule = "on an initialized node every taint counts, so its capacity is replaced (as it should)"
+			}
 			d.Treatments = append(d.Treatments, Treatment{Role: r, Key: t.Key, Autoscaler: "Karpenter " + p.Ref(), Class: class, Rule: rule})
 		}
 		d.nodePool(s.Install, p, len(s.ClusterAutoscalers) > 0)
@@ -168,11 +171,11 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 		summary = "wrong class: startup"
 		detail = fmt.Sprintf("Cluster Autoscaler counts a re-tainted node as not started; older than --max-node-startup-time (%s) "+
 			"it counts as Unready: it may delete it after --scale-down-unready-time, and halts all autoscaling once unready "+
-			"nodes exceed max(3, 45%%).", shortDuration(c.MaxNodeStartupTime))
+			"nodes exceed max(3, 45%%).", ShortDuration(c.MaxNodeStartupTime))
 	}
 	preset := presetFix(in, PresetClusterAutoscaler)
 	if managed {
-		d.add(Advice, "Cluster Autoscaler (managed, if any)", in, r, summary,
+		d.add(Advice, "Cluster Autoscaler "+c.Ref(), in, r, summary,
 			"No Cluster Autoscaler Deployment is visible. If a managed one scales this cluster (GKE, AKS: its flags cannot be set), "+
 				"only its reserved prefixes work and it treats "+key+" as "+string(class)+". "+detail, preset)
 		return
@@ -204,15 +207,15 @@ func (d *Diagnosis) deadline(in Install, c ClusterAutoscaler, managed bool) {
 	}
 	sev, who := Problem, "Cluster Autoscaler "+c.Ref()
 	if managed {
-		sev, who = Advice, "Cluster Autoscaler (managed, if any)"
+		sev = Advice
 	}
 	detail := fmt.Sprintf("The webhook acts on a node still unverified only after --unverified-deadline=%s (--remediation=%s), "+
 		"but Cluster Autoscaler gives up sooner: after --max-node-startup-time=%s it counts the node Unready, and a scale-up "+
 		"still open after --max-node-provision-time=%s is timed out and its node group backed off (5 to 30 min).",
-		shortDuration(in.UnverifiedDeadline), in.Remediation, shortDuration(c.MaxNodeStartupTime), shortDuration(c.MaxNodeProvisionTime))
+		ShortDuration(in.UnverifiedDeadline), in.Remediation, ShortDuration(c.MaxNodeStartupTime), ShortDuration(c.MaxNodeProvisionTime))
 	fixes := []string{deadlineFix(in, limit)}
 	if !managed {
-		raise := shortDuration(in.UnverifiedDeadline + 5*time.Minute)
+		raise := ShortDuration(in.UnverifiedDeadline + 5*time.Minute)
 		fixes = append(fixes, caFlagFix(c, "--max-node-provision-time="+raise, "--max-node-startup-time="+raise))
 	}
 	d.add(sev, who, in, RoleStartup, "held past Cluster Autoscaler's deadline", detail, fixes...)

@@ -22,10 +22,13 @@ func kubectlPatch(target string, ops ...jsonpatch.Op) string {
 // caFlagFix appends flags to a visible Cluster Autoscaler's command line:
 // a later flag wins over an earlier one, and list flags add up.
 func caFlagFix(c ClusterAutoscaler, flags ...string) string {
-	path := fmt.Sprintf("/spec/template/spec/containers/%d/%s/-", c.Container, c.ArgsField)
-	var ops []jsonpatch.Op
-	for _, f := range flags {
-		ops = append(ops, jsonpatch.Add(path, f))
+	path := fmt.Sprintf("/spec/template/spec/containers/%d/%s", c.Container, c.ArgsField)
+	ops := []jsonpatch.Op{jsonpatch.Add(path, flags)}
+	if !c.ArgsAbsent {
+		ops = ops[:0]
+		for _, f := range flags {
+			ops = append(ops, jsonpatch.Add(path+"/-", f))
+		}
 	}
 	return "add " + strings.Join(flags, " ") + " to Cluster Autoscaler's flags: " +
 		kubectlPatch("deployment "+c.Name+" -n "+c.Namespace, ops...)
@@ -86,13 +89,13 @@ func deadlineFix(in Install, limit time.Duration) string {
 	}
 	if in.Release != "" {
 		return fmt.Sprintf("act before Cluster Autoscaler gives up: helm upgrade %s %s --namespace %s --reuse-values --set webhook.remediation.unverifiedDeadline=%s",
-			in.Release, ChartRef, in.Namespace, shortDuration(d))
+			in.Release, ChartRef, in.Namespace, ShortDuration(d))
 	}
-	return "act before Cluster Autoscaler gives up: set the webhook's --unverified-deadline=" + shortDuration(d)
+	return "act before Cluster Autoscaler gives up: set the webhook's --unverified-deadline=" + ShortDuration(d)
 }
 
-// shortDuration writes d as the flags take it, without zero units: 14m, 1h30m.
-func shortDuration(d time.Duration) string {
+// ShortDuration writes d as the flags take it, without zero units: 14m, 1h30m.
+func ShortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

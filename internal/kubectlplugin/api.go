@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 )
 
 // API is what the commands need from the API server. Its errors already
@@ -27,6 +30,13 @@ type API interface {
 	// ListNodeEvents reads the events.k8s.io/v1 Events about the Node name
 	// in namespace ("" for all namespaces).
 	ListNodeEvents(ctx context.Context, namespace, name string) ([]eventsv1.Event, error)
+	// ListDaemonSets reads the DaemonSets in namespace ("" for all).
+	ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error)
+	// ListDeployments reads the Deployments in namespace ("" for all).
+	ListDeployments(ctx context.Context, namespace string) ([]appsv1.Deployment, error)
+	// ListNodePools reads Karpenter's NodePools; served is false when the
+	// API server does not serve karpenter.sh/v1 NodePools.
+	ListNodePools(ctx context.Context) (pools []autoscaler.NodePool, served bool, err error)
 }
 
 // listChunk is the page size of lists, as kubectl's.

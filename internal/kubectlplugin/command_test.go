@@ -11,6 +11,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 )
 
 // fakeAPI is API on a map of nodes; patches are applied as the API server
@@ -31,6 +33,12 @@ type fakeAPI struct {
 	forbid map[string]bool
 	// listed records the namespaces Events were listed in.
 	listed []string
+	// daemonSets, deployments and nodePools are what doctor reads;
+	// karpenter says whether NodePools are served.
+	daemonSets  []appsv1.DaemonSet
+	deployments []appsv1.Deployment
+	nodePools   []autoscaler.NodePool
+	karpenter   bool
 }
 
 func newFake(nodes ...corev1.Node) *fakeAPI {

@@ -1,0 +1,109 @@
+package kubectlplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+)
+
+// nodePoolsPath is Karpenter's NodePool API (karpenter.sh/v1), read
+// without a typed client: only the fields the doctor needs are decoded.
+const nodePoolsPath = "/apis/karpenter.sh/v1/nodepools"
+
+func (a *kubeAPI) ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error) {
+	var out []appsv1.DaemonSet
+	opts := metav1.ListOptions{Limit: listChunk}
+	for {
+		l, err := a.client.AppsV1().DaemonSets(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, explain(err, "list", "daemonsets.apps"+scope(namespace), "")
+		}
+		out = append(out, l.Items...)
+		if l.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+func (a *kubeAPI) ListDeployments(ctx context.Context, namespace string) ([]appsv1.Deployment, error) {
+	var out []appsv1.Deployment
+	opts := metav1.ListOptions{Limit: listChunk}
+	for {
+		l, err := a.client.AppsV1().Deployments(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, explain(err, "list", "deployments.apps"+scope(namespace), "")
+		}
+		out = append(out, l.Items...)
+		if l.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+// nodePoolList is the part of a NodePoolList the doctor reads.
+type nodePoolList struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					StartupTaints []autoscaler.Taint `json:"startupTaints"`
+					Taints        []autoscaler.Taint `json:"taints"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	} `json:"items"`
+}
+
+func (a *kubeAPI) ListNodePools(ctx context.Context) ([]autoscaler.NodePool, bool, error) {
+	rc := a.client.Discovery().RESTClient()
+	var out []autoscaler.NodePool
+	cont := ""
+	for {
+		req := rc.Get().AbsPath(nodePoolsPath).Param("limit", strconv.Itoa(listChunk))
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		body, err := req.DoRaw(ctx)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, true, explain(err, "list", "nodepools.karpenter.sh", "")
+		}
+		var l nodePoolList
+		if err := json.Unmarshal(body, &l); err != nil {
+			return nil, true, fmt.Errorf("list nodepools.karpenter.sh: decode: %w", err)
+		}
+		for _, it := range l.Items {
+			s := it.Spec.Template.Spec
+			out = append(out, autoscaler.NodePool{Name: it.Metadata.Name, StartupTaints: s.StartupTaints, Taints: s.Taints})
+		}
+		if cont = l.Metadata.Continue; cont == "" {
+			return out, true, nil
+		}
+	}
+}
+
+// scope says where a namespaced list looked: " in namespace X" or " in all
+// namespaces".
+func scope(namespace string) string {
+	if namespace == "" {
+		return " in all namespaces"
+	}
+	return " in namespace " + namespace
+}
