@@ -14,10 +14,6 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 )
 
-// ExitIncomplete is doctor's exit status when it could not read what it
-// needs (RBAC, no agent found) and found no problem in what it could read.
-const ExitIncomplete = 3
-
 // doctorCommand is `kubectl node-ready doctor`.
 var doctorCommand = &command{
 	path: "doctor", usage: "[-o json|yaml]", flags: []string{"output"},
@@ -70,6 +66,7 @@ type doctorRead struct {
 	cas         []autoscaler.ClusterAutoscaler
 	karpenter   bool
 	pools       []autoscaler.NodePool
+	poolsErr    string
 	scope       string // where our objects were looked for
 	// failed are reads that failed, in a person's words; warnings are
 	// reads that fell back or values that could not be read.
@@ -162,6 +159,7 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
 	if err != nil {
 		r.failed = append(r.failed, err.Error())
+		r.poolsErr = err.Error()
 	}
 	slices.SortFunc(r.pools, func(a, b autoscaler.NodePool) int { return strings.Compare(a.Name, b.Name) })
 	return r
@@ -188,7 +186,7 @@ func scopeName(ns string) string {
 // diagnoseAll diagnoses each installation found, or the chart's defaults
 // when none was.
 func diagnoseAll(r *doctorRead) DoctorReport {
-	rep := DoctorReport{APIVersion: ListAPIVersion, Kind: DoctorKind, ReadErrors: r.failed, Karpenter: KarpenterView{Installed: r.karpenter}}
+	rep := DoctorReport{APIVersion: ListAPIVersion, Kind: DoctorKind, ReadErrors: r.failed, Karpenter: KarpenterView{Installed: r.karpenter, ReadError: r.poolsErr}}
 	for _, c := range r.cas {
 		rep.ClusterAutoscalers = append(rep.ClusterAutoscalers, caView(c))
 	}

@@ -22,6 +22,9 @@ const (
 	ExitOK    = 0
 	ExitError = 1 // the command failed, cleanup skip was declined, or doctor found a problem
 	ExitUsage = 2 // bad command line
+	// ExitIncomplete: doctor could not read what it needs (RBAC, no agent
+	// found) and found no problem in what it could read.
+	ExitIncomplete = 3
 )
 
 // Env is what Run takes from the process.

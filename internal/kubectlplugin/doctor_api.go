@@ -79,6 +79,7 @@ func (a *kubeAPI) ListNodePools(ctx context.Context) ([]autoscaler.NodePool, boo
 			req = req.Param("continue", cont)
 		}
 		body, err := req.DoRaw(ctx)
+		err = withStatus(err, body)
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil
 		}
@@ -97,6 +98,16 @@ func (a *kubeAPI) ListNodePools(ctx context.Context) ([]autoscaler.NodePool, boo
 			return out, true, nil
 		}
 	}
+}
+
+// withStatus is err with the API server's own Status from body, which a
+// raw request leaves undecoded ("unknown"); err unchanged otherwise.
+func withStatus(err error, body []byte) error {
+	var st metav1.Status
+	if err == nil || json.Unmarshal(body, &st) != nil || st.Kind != "Status" || st.Message == "" {
+		return err
+	}
+	return &apierrors.StatusError{ErrStatus: st}
 }
 
 // scope says where a namespaced list looked: " in namespace X" or " in all

@@ -51,6 +51,8 @@ type ClusterAutoscalerView struct {
 type KarpenterView struct {
 	Installed bool     `json:"installed"`
 	NodePools []string `json:"nodePools,omitempty"`
+	// ReadError says why the NodePools could not be read.
+	ReadError string `json:"readError,omitempty"`
 }
 
 func caView(c autoscaler.ClusterAutoscaler) ClusterAutoscalerView {
@@ -83,6 +85,8 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 		fmt.Fprintf(tw, "Cluster Autoscaler:\tno Deployment visible (a managed one, as on GKE or AKS, runs outside the cluster)\n")
 	}
 	switch {
+	case rep.Karpenter.ReadError != "":
+		fmt.Fprintf(tw, "Karpenter:\tinstalled; NodePools not read (see below)\n")
 	case !rep.Karpenter.Installed:
 		fmt.Fprintf(tw, "Karpenter:\tnot installed (no karpenter.sh/v1 NodePools)\n")
 	case len(rep.Karpenter.NodePools) == 0:
