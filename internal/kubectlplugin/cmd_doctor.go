@@ -115,20 +115,42 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 	if inv.explicit {
 		ns, fallback = inv.namespace, ""
 	}
-	dss, in, err := listFallback(ctx, r, ns, fallback, "kube-node-ready", inv.api.ListDaemonSets)
+	r.readAgents(ctx, inv.api, ns, fallback)
+	r.readDeployments(ctx, inv.api, ns)
+	var err error
+	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
+	if err != nil {
+		r.failed = append(r.failed, err.Error())
+		r.poolsErr = err.Error()
+	}
+	slices.SortFunc(r.pools, func(a, b autoscaler.NodePool) int { return strings.Compare(a.Name, b.Name) })
+	return r
+}
+
+// readAgents finds our agent DaemonSets in namespace ns ("" for all, then
+// fallback when that is not allowed).
+func (r *doctorRead) readAgents(ctx context.Context, a API, ns, fallback string) {
+	dss, in, err := listFallback(ctx, r, ns, fallback, "kube-node-ready", a.ListDaemonSets)
 	r.scope = scopeName(in)
 	if err != nil {
 		r.failed = append(r.failed, err.Error())
+		return
 	}
 	for _, ds := range dss {
 		if isOurs(ds.Spec.Template, agentApp) {
 			r.daemonSets = append(r.daemonSets, ds)
 		}
 	}
-	if err == nil && len(r.daemonSets) == 0 {
+	if len(r.daemonSets) == 0 {
 		r.failed = append(r.failed, fmt.Sprintf("no kube-node-ready agent DaemonSet (pod label app=%s) in %s: pass --namespace", agentApp, r.scope))
 	}
-	deps, depsIn, err := listFallback(ctx, r, "", clusterAutoscalerFallback, "Cluster Autoscaler", inv.api.ListDeployments)
+}
+
+// readDeployments finds the Cluster Autoscalers in every namespace (in
+// kube-system when that is not allowed) and our webhooks in namespace ns
+// ("" for all) and beside each agent.
+func (r *doctorRead) readDeployments(ctx context.Context, a API, ns string) {
+	deps, depsIn, err := listFallback(ctx, r, "", clusterAutoscalerFallback, "Cluster Autoscaler", a.ListDeployments)
 	if err != nil {
 		r.failed = append(r.failed, err.Error())
 	}
@@ -141,28 +163,26 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 			r.cas = append(r.cas, c)
 		}
 	}
-	// Our webhook lives beside our agent: read there what the list above
-	// did not cover.
+	r.addWebhooks(deps, ns)
 	for _, agentNS := range agentNamespaces(r.daemonSets) {
-		mine := deps
-		if depsIn != "" && depsIn != agentNS {
-			if mine, err = inv.api.ListDeployments(ctx, agentNS); err != nil {
-				r.failed = append(r.failed, err.Error())
-			}
+		if depsIn == "" || depsIn == agentNS {
+			continue // the list above covered it
 		}
-		for _, d := range mine {
-			if d.Namespace == agentNS && isOurs(d.Spec.Template, webhookApp) {
-				r.deployments = append(r.deployments, d)
-			}
+		mine, err := a.ListDeployments(ctx, agentNS)
+		if err != nil {
+			r.failed = append(r.failed, err.Error())
+		}
+		r.addWebhooks(mine, agentNS)
+	}
+}
+
+// addWebhooks keeps our webhook Deployments of deps in namespace ns ("" for all).
+func (r *doctorRead) addWebhooks(deps []appsv1.Deployment, ns string) {
+	for _, d := range deps {
+		if (ns == "" || d.Namespace == ns) && isOurs(d.Spec.Template, webhookApp) {
+			r.deployments = append(r.deployments, d)
 		}
 	}
-	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
-	if err != nil {
-		r.failed = append(r.failed, err.Error())
-		r.poolsErr = err.Error()
-	}
-	slices.SortFunc(r.pools, func(a, b autoscaler.NodePool) int { return strings.Compare(a.Name, b.Name) })
-	return r
 }
 
 // agentNamespaces are the namespaces of the agent DaemonSets, each once.
@@ -193,22 +213,7 @@ func diagnoseAll(r *doctorRead) DoctorReport {
 	for _, p := range r.pools {
 		rep.Karpenter.NodePools = append(rep.Karpenter.NodePools, p.Name)
 	}
-	var installs []autoscaler.Install
-	assumed := len(r.daemonSets) == 0
-	warnings := r.warnings
-	for i := range r.daemonSets {
-		in, w := readAgent(&r.daemonSets[i])
-		warnings = append(warnings, w...)
-		if d := webhookOf(&r.daemonSets[i], r.deployments); d != nil {
-			warnings = append(warnings, readWebhook(&in, d)...)
-		}
-		installs = append(installs, in)
-	}
-	if len(installs) == 0 {
-		s, _ := autoscaler.ParseTaint(api.StartupTaint)
-		u, _ := autoscaler.ParseTaint(api.UnhealthyTaint)
-		installs = append(installs, autoscaler.Install{Agent: "none found: the chart's default keys assumed", Startup: s, Unhealthy: u})
-	}
+	installs, assumed, warnings := installsOf(r)
 	for _, in := range installs {
 		d := autoscaler.Diagnose(autoscaler.Setup{Install: in, ClusterAutoscalers: r.cas, Karpenter: r.karpenter, NodePools: r.pools})
 		if assumed {
@@ -220,6 +225,48 @@ func diagnoseAll(r *doctorRead) DoctorReport {
 		rep.Installs = append(rep.Installs, installView(in, d))
 		rep.Problems += d.Problems()
 	}
-	rep.Warnings = warnings
+	rep.Warnings = append(r.warnings, warnings...)
 	return rep
+}
+
+// installsOf are the installations read: each agent DaemonSet with its
+// webhook; a webhook without an agent with the keys it watches; else the
+// chart's default keys, assumed.
+func installsOf(r *doctorRead) (installs []autoscaler.Install, assumed bool, warnings []string) {
+	paired := map[string]bool{}
+	for i := range r.daemonSets {
+		in, w := readAgent(&r.daemonSets[i])
+		warnings = append(warnings, w...)
+		if d := webhookOf(&r.daemonSets[i], r.deployments); d != nil {
+			paired[d.Namespace+"/"+d.Name] = true
+			keys, w := readWebhook(&in, d)
+			warnings = append(warnings, w...)
+			if m := keyMismatch(in, keys); m != "" {
+				warnings = append(warnings, m)
+			}
+		}
+		installs = append(installs, in)
+	}
+	for i := range r.deployments {
+		d := &r.deployments[i]
+		if paired[d.Namespace+"/"+d.Name] {
+			continue
+		}
+		in := autoscaler.Install{Namespace: d.Namespace, Agent: "no agent DaemonSet found: keys from the webhook's flags"}
+		if d.Labels[managedByLabel] == "Helm" {
+			in.Release = d.Labels[instanceLabel]
+		}
+		keys, w := readWebhook(&in, d)
+		warnings = append(warnings, w...)
+		if keys.set {
+			in.Startup, in.Unhealthy = keys.startup, keys.unhealthy
+			installs = append(installs, in)
+		}
+	}
+	if len(installs) > 0 {
+		return installs, false, warnings
+	}
+	s, _ := autoscaler.ParseTaint(api.StartupTaint)
+	u, _ := autoscaler.ParseTaint(api.UnhealthyTaint)
+	return []autoscaler.Install{{Agent: "none found: the chart's default keys assumed", Startup: s, Unhealthy: u}}, true, warnings
 }

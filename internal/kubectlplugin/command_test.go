@@ -166,6 +166,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "COMMAND --help", args: []string{"why", "--help"}, wantOut: "--events int"},
 		{name: "nested COMMAND --help", args: []string{"cleanup", "skip", "-h"}, wantOut: "[y/N]"},
 		{name: "group help", args: []string{"cleanup", "--help"}, wantOut: "kubectl node-ready cleanup status"},
+		{name: "doctor --help", args: []string{"doctor", "--help"}, wantOut: "3 something it needs could\nnot be read"},
+		{name: "doctor takes no wide", args: []string{"doctor", "-o", "wide"}, wantCode: ExitUsage, wantErrOut: `--output "wide": doctor takes json, yaml`},
 		{name: "version", args: []string{"--version"}, wantOut: "kubectl-node_ready dev"},
 		{name: "group without command", args: []string{"cleanup"}, wantCode: ExitUsage, wantErrOut: "cleanup needs a command: status or skip"},
 		{name: "unknown group command", args: []string{"cleanup", "nuke"}, wantCode: ExitUsage, wantErrOut: `unknown command "nuke" for cleanup`},

@@ -18,35 +18,25 @@ import (
 const nodePoolsPath = "/apis/karpenter.sh/v1/nodepools"
 
 func (a *kubeAPI) ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error) {
-	var out []appsv1.DaemonSet
-	opts := metav1.ListOptions{Limit: listChunk}
-	for {
+	dss, err := listPages(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) ([]appsv1.DaemonSet, string, error) {
 		l, err := a.client.AppsV1().DaemonSets(namespace).List(ctx, opts)
 		if err != nil {
-			return nil, explain(err, "list", "daemonsets.apps"+scope(namespace), "")
+			return nil, "", err
 		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = l.Continue
-	}
+		return l.Items, l.Continue, nil
+	})
+	return dss, explain(err, "list", "daemonsets.apps"+scope(namespace), "")
 }
 
 func (a *kubeAPI) ListDeployments(ctx context.Context, namespace string) ([]appsv1.Deployment, error) {
-	var out []appsv1.Deployment
-	opts := metav1.ListOptions{Limit: listChunk}
-	for {
+	deps, err := listPages(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) ([]appsv1.Deployment, string, error) {
 		l, err := a.client.AppsV1().Deployments(namespace).List(ctx, opts)
 		if err != nil {
-			return nil, explain(err, "list", "deployments.apps"+scope(namespace), "")
+			return nil, "", err
 		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = l.Continue
-	}
+		return l.Items, l.Continue, nil
+	})
+	return deps, explain(err, "list", "deployments.apps"+scope(namespace), "")
 }
 
 // nodePoolList is the part of a NodePoolList the doctor reads.

@@ -131,26 +131,65 @@ func readAgent(ds *appsv1.DaemonSet) (autoscaler.Install, []string) {
 	return in, warnings
 }
 
-// readWebhook adds the webhook Deployment's remediation settings to in.
-func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) []string {
+// webhookKeys are the agent taints a webhook's remediation watches
+// (--agent-startup-taint, --agent-unhealthy-taint); set says the webhook's
+// command line or environment names them (the chart does with remediation on).
+type webhookKeys struct {
+	startup, unhealthy autoscaler.Taint
+	set                bool
+}
+
+// readWebhook adds the webhook Deployment's remediation settings to in and
+// returns the agent taints it watches.
+func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []string) {
 	in.Webhook = "Deployment " + d.Namespace + "/" + d.Name
 	if len(d.Spec.Template.Spec.Containers) == 0 {
-		return []string{in.Webhook + " has no containers"}
+		return webhookKeys{}, []string{in.Webhook + " has no containers"}
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	var warnings []string
-	in.Remediation, _, _ = setting(c, webhookEnvPrefix, "off", "remediation")
-	v, from, w := setting(c, webhookEnvPrefix, defaultUnverifiedDeadline.String(), "unverified-deadline")
-	if w != "" {
-		warnings = append(warnings, w)
+	warn := func(w string) {
+		if w != "" {
+			warnings = append(warnings, w)
+		}
 	}
+	var w string
+	in.Remediation, _, w = setting(c, webhookEnvPrefix, "off", "remediation")
+	warn(w)
+	v, from, w := setting(c, webhookEnvPrefix, defaultUnverifiedDeadline.String(), "unverified-deadline")
+	warn(w)
 	deadline, err := time.ParseDuration(v)
 	if err != nil {
-		warnings = append(warnings, fmt.Sprintf("%s: %s=%s: %v", in.Webhook, from, v, err))
+		warn(fmt.Sprintf("%s: %s=%s: %v", in.Webhook, from, v, err))
 		deadline = defaultUnverifiedDeadline
 	}
 	in.UnverifiedDeadline = deadline
-	return warnings
+	var keys webhookKeys
+	for _, k := range []struct {
+		t    *autoscaler.Taint
+		def  string
+		flag string
+	}{{&keys.startup, api.StartupTaint, "agent-startup-taint"}, {&keys.unhealthy, api.UnhealthyTaint, "agent-unhealthy-taint"}} {
+		v, from, w := setting(c, webhookEnvPrefix, k.def, k.flag)
+		warn(w)
+		keys.set = keys.set || from != "default"
+		if *k.t, err = autoscaler.ParseTaint(v); err != nil {
+			warn(fmt.Sprintf("%s: %s: %v", in.Webhook, from, err))
+			*k.t, _ = autoscaler.ParseTaint(k.def)
+		}
+	}
+	return keys, warnings
+}
+
+// keyMismatch says, when a webhook watches other keys than its agent
+// writes, that remediation misses the agent's nodes; "" when they agree.
+func keyMismatch(in autoscaler.Install, k webhookKeys) string {
+	if !k.set || in.Remediation == "" || in.Remediation == "off" ||
+		(k.startup.Key == in.Startup.Key && k.unhealthy.Key == in.Unhealthy.Key) {
+		return ""
+	}
+	return fmt.Sprintf("%s watches --agent-startup-taint=%s --agent-unhealthy-taint=%s, but %s writes %s and %s: "+
+		"remediation does not see the nodes the agent holds; give both the same keys", in.Webhook, k.startup, k.unhealthy, in.Agent, in.Startup, in.Unhealthy)
 }
 
 // webhookOf is the webhook Deployment of the installation whose agent is

@@ -245,8 +245,26 @@ func TestDoctorReadsEnvironmentTwins(t *testing.T) {
 	}
 	d := webhookDep()
 	d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KNR_WEBHOOK_REMEDIATION", Value: "report"}, {Name: "KNR_WEBHOOK_UNVERIFIED_DEADLINE", Value: "20m"}}
-	if warnings := readWebhook(&in, &d); in.Remediation != "report" || in.UnverifiedDeadline.String() != "20m0s" || len(warnings) > 0 {
-		t.Errorf("webhook: %+v %v", in, warnings)
+	if keys, warnings := readWebhook(&in, &d); in.Remediation != "report" || in.UnverifiedDeadline.String() != "20m0s" || len(warnings) > 0 || keys.set {
+		t.Errorf("webhook: %+v %+v %v", in, keys, warnings)
+	}
+}
+
+// TestDoctorWebhookKeys: a webhook watching other keys than its agent
+// writes is warned about; a webhook without an agent gives the keys it
+// watches.
+func TestDoctorWebhookKeys(t *testing.T) {
+	f := doctorFake(caStartup, caStatus, []string{"--remediation=replace", "--unverified-deadline=10m", "--agent-startup-taint=" + api.StartupTaint, "--agent-unhealthy-taint=" + caStatus}, caDep())
+	code, _, errOut, _ := run(f, "", "doctor")
+	if code != ExitOK || !strings.Contains(errOut, "warning: Deployment kube-node-ready/kube-node-ready-webhook watches --agent-startup-taint=node-ready/unverified=true:NoSchedule") ||
+		!strings.Contains(errOut, "remediation does not see the nodes the agent holds") {
+		t.Errorf("mismatched keys: exit %d, stderr %s", code, errOut)
+	}
+	f.daemonSets = nil
+	code, out, errOut, _ := run(f, "", "doctor")
+	if code != ExitError || !strings.Contains(out, "kube-node-ready:    no agent DaemonSet found: keys from the webhook's flags (Helm release kube-node-ready)") ||
+		!strings.Contains(out, "problem: Cluster Autoscaler Deployment kube-system/cluster-autoscaler, startup taint node-ready/unverified: over-scale") {
+		t.Errorf("webhook without an agent: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
 
