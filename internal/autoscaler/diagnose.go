@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -173,6 +174,9 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 			"it counts as Unready: it may delete it after --scale-down-unready-time, and halts all autoscaling once unready "+
 			"nodes exceed max(3, 45%%).", ShortDuration(c.MaxNodeStartupTime))
 	}
+	if v := fullTaintFlag(c, key); v != "" {
+		detail += " Its flags name " + v + ", but Cluster Autoscaler takes a taint's key alone there, so that names no taint of ours."
+	}
 	preset := presetFix(in, PresetClusterAutoscaler)
 	if managed {
 		d.add(Advice, "Cluster Autoscaler "+c.Ref(), in, r, summary,
@@ -193,6 +197,18 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 		fixes = append(fixes, preset)
 	}
 	d.add(Problem, "Cluster Autoscaler "+c.Ref(), in, r, summary, detail, fixes...)
+}
+
+// fullTaintFlag is a value of c's taint flags that writes key as a whole
+// taint (key=value:Effect), which CA reads as a key that never matches; ""
+// when there is none.
+func fullTaintFlag(c ClusterAutoscaler, key string) string {
+	for _, v := range append(append([]string(nil), c.StartupTaints...), c.StatusTaints...) {
+		if strings.HasPrefix(v, key+"=") || strings.HasPrefix(v, key+":") {
+			return v
+		}
+	}
+	return ""
 }
 
 // deadline compares the webhook's --unverified-deadline with the times

@@ -60,6 +60,10 @@ func TestDiagnose(t *testing.T) {
 			"problem Cluster Autoscaler Deployment kube-system/cluster-autoscaler startup: wrong class: status",
 			"problem Cluster Autoscaler Deployment kube-system/cluster-autoscaler unhealthy: wrong class: startup",
 		}},
+		{"CA flag naming the whole taint", Setup{Install: seed, ClusterAutoscalers: []ClusterAutoscaler{
+			ca("--startup-taint=node-ready/unverified=true:NoSchedule", "--status-taint=node-ready/unhealthy")}}, []string{
+			"problem Cluster Autoscaler Deployment kube-system/cluster-autoscaler startup: over-scale, template poisoning",
+		}},
 		{"CA preset needs no flags", Setup{Install: caPreset, ClusterAutoscalers: []ClusterAutoscaler{ca()}}, nil},
 		{"managed CA: advice only", Setup{Install: seed}, []string{
 			"advice Cluster Autoscaler (managed, if any) startup: over-scale, template poisoning",
@@ -98,6 +102,9 @@ func TestDiagnose(t *testing.T) {
 			d := Diagnose(tt.setup)
 			if got := summaries(d); !slices.Equal(got, tt.want) {
 				t.Errorf("findings:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+			if tt.name == "CA flag naming the whole taint" && !strings.Contains(d.Findings[0].Detail, "takes a taint's key alone") {
+				t.Errorf("the detail does not say CA takes a key: %s", d.Findings[0].Detail)
 			}
 			for _, f := range d.Findings {
 				if len(f.Fixes) == 0 {

@@ -3,7 +3,8 @@
 // treat it as something it is not.
 //
 // The rules are the autoscalers' own, as their code and documentation state
-// them (../shared/AUTOSCALERS.md records where each comes from):
+// them (Cluster Autoscaler's utils/taints/taints.go and FAQ; Karpenter
+// v1.14's pkg/scheduling/taints.go and pkg/controllers/state/statenode.go):
 //
 //   - Cluster Autoscaler sorts a taint into startup (the node still starts:
 //     counted as upcoming, no second scale-up), status (Ready but unusable:
