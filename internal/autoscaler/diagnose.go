@@ -150,30 +150,7 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 	if class == want {
 		return
 	}
-	var summary, detail string
-	switch {
-	case r == RoleStartup && class == Unknown:
-		summary = "over-scale, template poisoning"
-		detail = "Cluster Autoscaler counts a node being verified as Ready capacity that the pending pods do not fit on, " +
-			"so it scales the group up again on every loop while the agent verifies (over-scale); and a tainted node that has " +
-			"been Ready for a minute can become its group's template, after which it believes every new node of the group " +
-			"carries the taint and stops scaling the group up for pods that do not tolerate it (template poisoning)."
-	case r == RoleStartup:
-		summary = "wrong class: status"
-		detail = "Cluster Autoscaler counts a node being verified as Ready capacity that is lost, and scales up to replace it: " +
-			"one extra node for every node being verified."
-	case class == Unknown:
-		summary = "template poisoning, capacity not replaced"
-		detail = "A re-tainted node is Ready and schedulable, so it can become its group's template; Cluster Autoscaler strips only " +
-			"startup, status and condition taints from a template, so it then believes every new node of the group is tainted " +
-			"and stops scaling the group up: the lost capacity is not replaced. As a status taint it is stripped from templates " +
-			"and the re-tainted node's capacity is replaced."
-	default:
-		summary = "wrong class: startup"
-		detail = fmt.Sprintf("Cluster Autoscaler counts a re-tainted node as not started; older than --max-node-startup-time (%s) "+
-			"it counts as Unready: it may delete it after --scale-down-unready-time, and halts all autoscaling once unready "+
-			"nodes exceed max(3, 45%%).", ShortDuration(c.MaxNodeStartupTime))
-	}
+	summary, detail := caHarm(c, r, class)
 	if v := fullTaintFlag(c, key); v != "" {
 		detail += " Its flags name " + v + ", but Cluster Autoscaler takes a taint's key alone there, so that names no taint of ours."
 	}
@@ -197,6 +174,35 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 		fixes = append(fixes, preset)
 	}
 	d.add(Problem, "Cluster Autoscaler "+c.Ref(), in, r, summary, detail, fixes...)
+}
+
+// caHarm is what Cluster Autoscaler c does wrong with our taint of role
+// when it treats it as class: a few words, and why.
+func caHarm(c ClusterAutoscaler, r Role, class Class) (summary, detail string) {
+	switch {
+	case r == RoleStartup && class == Unknown:
+		summary = "over-scale, template poisoning"
+		detail = "Cluster Autoscaler counts a node being verified as Ready capacity that the pending pods do not fit on, " +
+			"so it scales the group up again on every loop while the agent verifies (over-scale); and a tainted node that has " +
+			"been Ready for a minute can become its group's template, after which it believes every new node of the group " +
+			"carries the taint and stops scaling the group up for pods that do not tolerate it (template poisoning)."
+	case r == RoleStartup:
+		summary = "wrong class: status"
+		detail = "Cluster Autoscaler counts a node being verified as Ready capacity that is lost, and scales up to replace it: " +
+			"one extra node for every node being verified."
+	case class == Unknown:
+		summary = "template poisoning, capacity not replaced"
+		detail = "A re-tainted node is Ready and schedulable, so it can become its group's template; Cluster Autoscaler strips only " +
+			"startup, status and condition taints from a template, so it then believes every new node of the group is tainted " +
+			"and stops scaling the group up: the lost capacity is not replaced. As a status taint it is stripped from templates " +
+			"and the re-tainted node's capacity is replaced."
+	default:
+		summary = "wrong class: startup"
+		detail = fmt.Sprintf("Cluster Autoscaler counts a re-tainted node as not started; older than --max-node-startup-time (%s) "+
+			"it counts as Unready: it may delete it after --scale-down-unready-time, and halts all autoscaling once unready "+
+			"nodes exceed max(3, 45%%).", ShortDuration(c.MaxNodeStartupTime))
+	}
+	return summary, detail
 }
 
 // fullTaintFlag is a value of c's taint flags that writes key as a whole
