@@ -21,22 +21,24 @@ var doctorCommand = &command{
 	short:   "How the autoscalers treat our taints, what goes wrong and the exact fix",
 	long: `Reads, read-only, what it can see of the cluster:
 
-  - kube-node-ready's agent DaemonSet and webhook Deployment (pod label app=` + agentApp + `, app=` + webhookApp + `;
-    in the namespace --namespace names, else in all namespaces): the agent's --startup-taint and
-    --unhealthy-taint, the webhook's --remediation and --unverified-deadline, or their KNR_* twins;
+  - kube-node-ready's agent DaemonSet and webhook Deployment (pod labels app=` + agentApp + ` and
+    app=` + webhookApp + `, in the namespace --namespace names, else in all namespaces):
+    the agent's --startup-taint and --unhealthy-taint, the webhook's --remediation and
+    --unverified-deadline, or their KNR_* twins;
   - every Deployment running Cluster Autoscaler (image or program named cluster-autoscaler, any
     namespace): its --startup-taint/--ignore-taint, --status-taint, --startup-taint-prefix,
     --max-node-provision-time and --max-node-startup-time;
   - Karpenter's NodePools (karpenter.sh/v1): spec.template.spec.startupTaints and taints.
 
-and says, for each of our taint keys, how each autoscaler present treats a node carrying it —
-Cluster Autoscaler: startup, status or unknown (with its reserved prefixes ` + autoscaler.CAStartupPrefix + `
-and ` + autoscaler.CAStatusPrefix + `); Karpenter: startup or permanent (readiness.k8s.io/ keys are
-startup) — then what goes wrong (over-scale, template poisoning, runaway launches, a deadline past
-Cluster Autoscaler's) and the exact change that fixes it: the Cluster Autoscaler flag to add, the
-kubectl patch of the NodePool, or the chart value. With no Cluster Autoscaler Deployment visible and
-no Karpenter, it advises for a managed Cluster Autoscaler (GKE, AKS), where only the reserved
-prefixes work.
+and says, for each of our taint keys, how each autoscaler present treats a node carrying it:
+Cluster Autoscaler startup, status or unknown (its reserved prefixes work without flags:
+` + autoscaler.CAStartupPrefix + ` and
+` + autoscaler.CAStatusPrefix + `);
+Karpenter startup or permanent (keys under ` + autoscaler.KarpenterEphemeralPrefix + ` are startup). Then what goes wrong
+(over-scale, template poisoning, runaway launches, a deadline past Cluster Autoscaler's) and the
+exact change that fixes it: the Cluster Autoscaler flag to add, the kubectl patch of the NodePool,
+or the chart value. With no Cluster Autoscaler Deployment visible and no Karpenter, it advises for
+a managed Cluster Autoscaler (GKE, AKS), where only the reserved prefixes work.
 
 Exit status: 0 nothing wrong (advice may be printed), 1 a problem found, 3 something it needs could
 not be read (the read is named; e.g. RBAC) and no problem found in the rest. -o json and -o yaml
