@@ -70,7 +70,8 @@ spec:
 // flags and two NodePools that get our key wrong, the real kubectl runs
 // doctor, which names every problem and exits 1; applying the kubectl
 // patches it printed, as printed, leaves nothing wrong: exit 0. A person
-// RBAC does not let read the NodePools gets exit 3 naming that read.
+// RBAC does not let read the NodePools gets exit 3 naming that read. After
+// helm changes the startup key, doctor reads the new one as deployed.
 func TestDoctor(t *testing.T) {
 	chart, err := harness.ChartDir()
 	if err != nil {
@@ -170,6 +171,27 @@ func TestDoctor(t *testing.T) {
 		!strings.Contains(denied.stderr, `doctor: could not read what it needs: not allowed to list nodepools.karpenter.sh: nodepools.karpenter.sh is forbidden: User "doctor-reader" cannot list resource "nodepools"`) ||
 		!strings.Contains(denied.stdout, "Cluster Autoscaler:  Deployment kube-system/doctor-cluster-autoscaler") {
 		t.Errorf("doctor without NodePool access: %s; want exit 3 naming the NodePool read", denied)
+	}
+
+	// The chart's startup key changes (as switching presets does): doctor
+	// reads the new key from the DaemonSet and the webhook as deployed; the
+	// NodePools still declaring the old key is advice, Cluster Autoscaler not
+	// knowing the new one a problem.
+	cp.HelmT(t, "upgrade", doctorRelease, chart, "--namespace", doctorNamespace, "--reuse-values",
+		"--set", "agent.startupTaint.key=readiness.k8s.io/node-ready")
+	moved := kubectl(t, "", nil, "node-ready", "doctor", "-n", doctorNamespace)
+	if moved.code != kubectlplugin.ExitError || strings.Contains(moved.stderr, "warning:") {
+		t.Errorf("doctor after the key changed: %s; want exit 1 and no warning (the webhook watches the new key too)", moved)
+	}
+	for _, want := range []string{
+		"startup taint:    readiness.k8s.io/node-ready=true:NoSchedule",
+		"problem: Cluster Autoscaler Deployment kube-system/doctor-cluster-autoscaler, startup taint readiness.k8s.io/node-ready: over-scale, template poisoning",
+		"advice: Karpenter nodepool/doctor-default, startup taint readiness.k8s.io/node-ready: previous key declared",
+		"advice: Karpenter nodepool/doctor-gpu, startup taint readiness.k8s.io/node-ready: previous key declared",
+	} {
+		if !strings.Contains(moved.stdout, want) {
+			t.Errorf("doctor after the key changed lacks %q:\n%s", want, moved.stdout)
+		}
 	}
 }
 
