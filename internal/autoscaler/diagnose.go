@@ -143,6 +143,10 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 	key := in.taint(r).Key
 	class, rule := c.Classify(key)
 	d.Treatments = append(d.Treatments, Treatment{Role: r, Key: key, Autoscaler: "Cluster Autoscaler " + c.Ref(), Class: class, Rule: rule})
+	if r == RoleUnhealthy && key == in.Startup.Key {
+		d.sameKey(in, c, class, managed)
+		return
+	}
 	want, flag := Startup, "--startup-taint="+key
 	if r == RoleUnhealthy {
 		want, flag = Status, "--status-taint="+key
@@ -174,6 +178,25 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 		fixes = append(fixes, preset)
 	}
 	d.add(Problem, "Cluster Autoscaler "+c.Ref(), in, r, summary, detail, fixes...)
+}
+
+// sameKey advises on an agent that re-taints with its startup key (a
+// documented choice): Cluster Autoscaler then takes a re-tainted node for
+// one still starting. When CA does not treat the key as startup, the
+// startup key's own finding already says so.
+func (d *Diagnosis) sameKey(in Install, c ClusterAutoscaler, class Class, managed bool) {
+	if class != Startup || managed {
+		return
+	}
+	_, detail := caHarm(c, RoleUnhealthy, Startup)
+	fix := "re-taint with a status key: the agent's --unhealthy-taint=" + presetTaint(PresetClusterAutoscaler, RoleUnhealthy).String() +
+		" (and the webhook's --agent-unhealthy-taint)"
+	if in.Release != "" {
+		fix = fmt.Sprintf("re-taint with a status key: helm upgrade %s %s --namespace %s --reuse-values --set agent.retaintTaint.key=%s",
+			in.Release, ChartRef, in.Namespace, presetTaint(PresetClusterAutoscaler, RoleUnhealthy).Key)
+	}
+	d.add(Advice, "Cluster Autoscaler "+c.Ref(), in, RoleUnhealthy, "re-taints with the startup key",
+		"The agent re-taints unhealthy nodes with its startup key. "+detail, fix)
 }
 
 // caHarm is what Cluster Autoscaler c does wrong with our taint of role

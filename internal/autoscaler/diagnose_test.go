@@ -64,6 +64,14 @@ func TestDiagnose(t *testing.T) {
 			ca("--startup-taint=node-ready/unverified=true:NoSchedule", "--status-taint=node-ready/unhealthy")}}, []string{
 			"problem Cluster Autoscaler Deployment kube-system/cluster-autoscaler startup: over-scale, template poisoning",
 		}},
+		{"re-taint with the startup key", Setup{Install: Install{Namespace: "kube-node-ready", Release: "kube-node-ready",
+			Startup: caPreset.Startup, Unhealthy: caPreset.Startup}, ClusterAutoscalers: []ClusterAutoscaler{ca()}}, []string{
+			"advice Cluster Autoscaler Deployment kube-system/cluster-autoscaler unhealthy: re-taints with the startup key",
+		}},
+		{"re-taint with an unknown startup key: one finding", Setup{Install: Install{Startup: seed.Startup, Unhealthy: seed.Startup},
+			ClusterAutoscalers: []ClusterAutoscaler{ca()}}, []string{
+			"problem Cluster Autoscaler Deployment kube-system/cluster-autoscaler startup: over-scale, template poisoning",
+		}},
 		{"CA preset needs no flags", Setup{Install: caPreset, ClusterAutoscalers: []ClusterAutoscaler{ca()}}, nil},
 		{"managed CA: advice only", Setup{Install: seed}, []string{
 			"advice Cluster Autoscaler (managed, if any) startup: over-scale, template poisoning",
