@@ -303,3 +303,29 @@ func TestIsClusterAutoscaler(t *testing.T) {
 		}
 	}
 }
+
+// TestIsOurs: our workloads are found by the pod label DESIGN.md fixes, or
+// by the image name when manifests renamed the label.
+func TestIsOurs(t *testing.T) {
+	ds := agentDS(api.StartupTaint, api.UnhealthyTaint)
+	relabelled := ds.DeepCopy()
+	relabelled.Spec.Template.Labels = map[string]string{"app": "node-checker"}
+	other := relabelled.DeepCopy()
+	other.Spec.Template.Spec.Containers[0].Image = "example.com/node-checker:1"
+	for _, tt := range []struct {
+		name string
+		t    corev1.PodTemplateSpec
+		app  string
+		want bool
+	}{
+		{"agent by label", ds.Spec.Template, agentApp, true},
+		{"agent by image", relabelled.Spec.Template, agentApp, true},
+		{"another DaemonSet", other.Spec.Template, agentApp, false},
+		{"the agent is not the webhook", ds.Spec.Template, webhookApp, false},
+		{"webhook by label", webhookDep().Spec.Template, webhookApp, true},
+	} {
+		if got := isOurs(tt.t, tt.app); got != tt.want {
+			t.Errorf("%s: isOurs = %t", tt.name, got)
+		}
+	}
+}
