@@ -97,22 +97,16 @@ func TestDoctor(t *testing.T) {
 		_, _ = cp.Kubectl(context.Background(), nil, "delete", "nodepool", "doctor-default", "doctor-gpu", "--ignore-not-found")
 	})
 
-	wrong := kubectl(t, "", nil, "node-ready", "doctor", "-n", doctorNamespace)
-	if wrong.code != kubectlplugin.ExitError || !strings.Contains(wrong.stderr, "doctor: 5 problems found") {
-		t.Fatalf("doctor of the wrong setup: %s; want exit 1 and 5 problems", wrong)
-	}
-	for _, want := range []string{
+	wrong := doctorSays(t, "of the wrong setup", kubectlplugin.ExitError,
 		"kube-node-ready:    DaemonSet knr-doctor/doctor-kube-node-ready (Helm release doctor)",
 		"problem: Cluster Autoscaler Deployment kube-system/doctor-cluster-autoscaler, startup taint node-ready/unverified: over-scale, template poisoning",
 		"problem: Cluster Autoscaler Deployment kube-system/doctor-cluster-autoscaler, unhealthy taint node-ready/unhealthy: template poisoning, capacity not replaced",
 		"problem: Cluster Autoscaler Deployment kube-system/doctor-cluster-autoscaler, startup taint node-ready/unverified: held past Cluster Autoscaler's deadline",
 		"problem: Karpenter nodepool/doctor-default, startup taint node-ready/unverified: runaway launches",
 		"problem: Karpenter nodepool/doctor-gpu, startup taint node-ready/unverified: declared permanent",
-		"or:  use the chart's cluster-autoscaler preset: helm upgrade doctor charts/kube-node-ready --namespace knr-doctor --reuse-values --set autoscaler=cluster-autoscaler",
-	} {
-		if !strings.Contains(wrong.stdout, want) {
-			t.Errorf("doctor's report lacks %q:\n%s", want, wrong.stdout)
-		}
+		"or:  use the chart's cluster-autoscaler preset: helm upgrade doctor charts/kube-node-ready --namespace knr-doctor --reuse-values --set autoscaler=cluster-autoscaler")
+	if !strings.Contains(wrong.stderr, "doctor: 5 problems found") {
+		t.Errorf("doctor of the wrong setup: %s; want 5 problems", wrong)
 	}
 
 	// The same as JSON; its fixes are applied as printed, with the real kubectl.
@@ -129,10 +123,7 @@ func TestDoctor(t *testing.T) {
 		cp.KubectlOK(t, "", patchCommand(t, f)...)
 	}
 
-	clean := kubectl(t, "", nil, "node-ready", "doctor", "-n", doctorNamespace)
-	if clean.code != kubectlplugin.ExitOK || !strings.Contains(clean.stdout, "No problems: every autoscaler present treats our taints as it should.") {
-		t.Fatalf("doctor after the fixes: %s", clean)
-	}
+	doctorSays(t, "after the fixes", kubectlplugin.ExitOK, "No problems: every autoscaler present treats our taints as it should.")
 	args := cp.KubectlOK(t, "", "get", "deployment", "doctor-cluster-autoscaler", "-n", "kube-system", "-o", "jsonpath={.spec.template.spec.containers[0].command}")
 	for _, flag := range []string{"--startup-taint=node-ready/unverified", "--status-taint=node-ready/unhealthy", "--max-node-startup-time=35m"} {
 		if !strings.Contains(args, flag) {
@@ -179,20 +170,30 @@ func TestDoctor(t *testing.T) {
 	// knowing the new one a problem.
 	cp.HelmT(t, "upgrade", doctorRelease, chart, "--namespace", doctorNamespace, "--reuse-values",
 		"--set", "agent.startupTaint.key=readiness.k8s.io/node-ready")
-	moved := kubectl(t, "", nil, "node-ready", "doctor", "-n", doctorNamespace)
-	if moved.code != kubectlplugin.ExitError || strings.Contains(moved.stderr, "warning:") {
-		t.Errorf("doctor after the key changed: %s; want exit 1 and no warning (the webhook watches the new key too)", moved)
-	}
-	for _, want := range []string{
+	moved := doctorSays(t, "after the key changed", kubectlplugin.ExitError,
 		"startup taint:    readiness.k8s.io/node-ready=true:NoSchedule",
 		"problem: Cluster Autoscaler Deployment kube-system/doctor-cluster-autoscaler, startup taint readiness.k8s.io/node-ready: over-scale, template poisoning",
 		"advice: Karpenter nodepool/doctor-default, startup taint readiness.k8s.io/node-ready: previous key declared",
-		"advice: Karpenter nodepool/doctor-gpu, startup taint readiness.k8s.io/node-ready: previous key declared",
-	} {
-		if !strings.Contains(moved.stdout, want) {
-			t.Errorf("doctor after the key changed lacks %q:\n%s", want, moved.stdout)
+		"advice: Karpenter nodepool/doctor-gpu, startup taint readiness.k8s.io/node-ready: previous key declared")
+	if strings.Contains(moved.stderr, "warning:") {
+		t.Errorf("doctor after the key changed warns: %s; the webhook watches the new key too", moved)
+	}
+}
+
+// doctorSays runs `kubectl node-ready doctor -n <the release's namespace>`
+// and fails the test unless it exits with code and prints every one of wants.
+func doctorSays(t *testing.T, what string, code int, wants ...string) result {
+	t.Helper()
+	r := kubectl(t, "", nil, "node-ready", "doctor", "-n", doctorNamespace)
+	if r.code != code {
+		t.Fatalf("doctor %s: %s; want exit %d", what, r, code)
+	}
+	for _, want := range wants {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("doctor %s lacks %q:\n%s", what, want, r.stdout)
 		}
 	}
+	return r
 }
 
 // patchCommand is the kubectl command of the first fix of f that is a
