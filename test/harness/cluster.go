@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -211,6 +212,11 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	}
 	if opts.Nodes > maxRealNodes {
 		return nil, fmt.Errorf("at most %d real nodes", maxRealNodes)
+	}
+	if fams, err := familyAddresses(opts.IPFamilies); err != nil {
+		return nil, err
+	} else if len(fams) != 1 || fams[0].Family != corev1.IPv4Protocol {
+		return nil, fmt.Errorf("real nodes run IPv4 single-stack only so far, not %v", opts.IPFamilies)
 	}
 	start := time.Now()
 	dir, ownDir := opts.Dir, opts.Dir == ""
