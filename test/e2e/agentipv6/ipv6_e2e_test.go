@@ -76,8 +76,9 @@ func TestBrokenNodeRetaintedOnIPv6(t *testing.T) {
 	a := kit.StartAgent(t, node, "--check.dns.resolv-conf="+resolv, "--fleet-budget=100%")
 	kit.CP.WaitNode(t, node.Name, 20*time.Second, "verified", agentkit.Verified)
 
-	// An address of the plane's IPv6 range where nothing answers.
-	dead := netip.MustParsePrefix(harness.ClusterNet6).Addr().Next().Next().Next().Next().String()
+	// An address of the plane's IPv6 range (harness.ClusterNet6) where
+	// nothing answers, as 10.213.0.250 is in IPv4.
+	const dead = "fd00:10:213::fa"
 	if err := os.WriteFile(resolv, []byte("nameserver "+dead+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
