@@ -7,7 +7,6 @@
 package agentipv6_test
 
 import (
-	"context"
 	"log"
 	"testing"
 
@@ -20,9 +19,5 @@ import (
 var kit agentkit.Kit
 
 func TestMain(m *testing.M) {
-	opts := harness.Options{IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, Logf: log.Printf}
-	harness.MainWithControlPlane(m, opts, func(ctx context.Context, c *harness.ControlPlane) error {
-		kit = agentkit.Kit{CP: c}
-		return c.ApplyChartRBAC(ctx, harness.AgentNamespace)
-	})
+	agentkit.Main(m, harness.Options{IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol}, Logf: log.Printf}, &kit)
 }

@@ -172,3 +172,13 @@ func HTTPGet(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// Main runs a package's tests on one control plane started with opts, the
+// chart's agent RBAC applied, k set to it: the TestMain of an agent e2e
+// package whose tests need nothing else.
+func Main(m *testing.M, opts harness.Options, k *Kit) {
+	harness.MainWithControlPlane(m, opts, func(ctx context.Context, c *harness.ControlPlane) error {
+		*k = Kit{CP: c}
+		return c.ApplyChartRBAC(ctx, harness.AgentNamespace)
+	})
+}
