@@ -77,11 +77,12 @@ func (o *Options) enabled(r checkRow) bool {
 }
 
 // CheckClient is what the checks and gates read from the API server: the
-// agent's own node, EndpointSlices, pods and DaemonSets for the DaemonSet
+// agent's own node, the default ServiceCIDR (--ip-families=auto), EndpointSlices, pods and DaemonSets for the DaemonSet
 // gate, its CSINode and ResourceSlices for the CSI and DRA gates.
 // agent.Clientset implements it.
 type CheckClient interface {
 	checks.NodeGetter
+	checks.ServiceCIDRGetter
 	checks.SliceClient
 	checks.WorkloadClient
 	checks.CSINodeClient
@@ -117,6 +118,7 @@ func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]chec
 		Client:       client,
 		Endpoints:    &checks.EndpointCache{Source: &checks.SliceLister{Client: client}},
 		DNSService:   dnsService,
+		IPFamilies:   o.families(),
 		Workloads:    client,
 		Storage:      client,
 		Resources:    client,

@@ -22,6 +22,9 @@ func TestParseResolvConf(t *testing.T) {
 	}{
 		{name: "kubelet style", in: "search default.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n", want: []string{"10.96.0.10:53"}},
 		{name: "several and ipv6", in: "nameserver 10.0.0.1\nnameserver fd00::a\n", want: []string{"10.0.0.1:53", "[fd00::a]:53"}},
+		{name: "ipv6 only", in: "nameserver fd00:10:96::a\noptions ndots:5\n", want: []string{"[fd00:10:96::a]:53"}},
+		{name: "ipv6 link-local with a zone", in: "nameserver fe80::1%eth0\n", want: []string{"[fe80::1%eth0]:53"}},
+		{name: "ipv4-mapped ipv6 kept as written", in: "nameserver ::ffff:10.0.0.1\n", want: []string{"[::ffff:10.0.0.1]:53"}},
 		{name: "comments and junk skipped", in: "# nameserver 1.1.1.1\nnameserver not-an-ip\nnameserver\n\tnameserver   10.0.0.2  # trailing\n", want: []string{"10.0.0.2:53"}},
 		{name: "no nameserver", in: "search example.com\n", wantErr: true},
 		{name: "empty", in: "", wantErr: true},
@@ -68,15 +71,32 @@ func FuzzAnswer(f *testing.F) {
 	f.Add(b)
 	f.Add(b[:len(b)-3])
 	f.Add([]byte("garbage"))
+	q6 := new(dns.Msg)
+	q6.SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeAAAA)
+	good6 := new(dns.Msg)
+	good6.SetReply(q6)
+	good6.Answer = append(good6.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: q6.Question[0].Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 5}, AAAA: net.ParseIP("fd00::1")})
+	b6, _ := good6.Pack()
+	f.Add(b6)
+	f.Add(b6[:len(b6)-5])
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		resp := new(dns.Msg)
 		if err := resp.Unpack(raw); err != nil {
 			return
 		}
-		resp.Id = q.Id
-		addrs, err := AnswerAddrs(q, resp)
-		if err == nil && len(addrs) == 0 {
-			t.Fatal("no error and no addresses")
+		// Whatever the answer holds, each question type gets only its own
+		// family's addresses, and never an empty success.
+		for _, q := range []*dns.Msg{q, q6} {
+			resp.Id = q.Id
+			addrs, err := AnswerAddrs(q, resp)
+			if err == nil && len(addrs) == 0 {
+				t.Fatal("no error and no addresses")
+			}
+			for _, a := range addrs {
+				if a.Is4() != (q.Question[0].Qtype == dns.TypeA) {
+					t.Fatalf("%s question answered with %s", dns.TypeToString[q.Question[0].Qtype], a)
+				}
+			}
 		}
 	})
 }
@@ -84,7 +104,13 @@ func FuzzAnswer(f *testing.F) {
 // fakeResolver is a real DNS server on loopback whose answers the test chooses.
 func fakeResolver(t *testing.T, handler dns.HandlerFunc) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	return fakeResolverOn(t, "127.0.0.1", handler)
+}
+
+// fakeResolverOn is fakeResolver on the address ip (such as ::1).
+func fakeResolverOn(t *testing.T, ip string, handler dns.HandlerFunc) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
