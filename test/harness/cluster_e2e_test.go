@@ -112,13 +112,7 @@ func hasTaint(n *corev1.Node, want corev1.Taint) bool {
 // each family), kube-proxy's rules for the kube-dns Service in ip6tables on
 // the nodes, the pod partition fault in ip6tables, and nothing left behind.
 func TestRealClusterIPFamilies(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		families []corev1.IPFamily
-	}{
-		{"IPv6", []corev1.IPFamily{corev1.IPv6Protocol}},
-		{"dual-stack", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
-	} {
+	for _, tc := range familyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
 			c := StartClusterT(t, ClusterOptions{Options: Options{IPFamilies: tc.families}})

@@ -356,23 +356,27 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 
 // WaitReady waits until the node reports Ready.
 func (n *RealNode) WaitReady(ctx context.Context) error {
-	cp := n.cluster.ControlPlane
-	err := waitFor(ctx, n.kubelet, 90*time.Second, func() (bool, error) {
-		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+	err := n.waitNode(ctx, 90*time.Second, func(node *corev1.Node) bool {
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
+				return c.Status == corev1.ConditionTrue
 			}
 		}
-		return false, nil
+		return false
 	})
 	if err != nil {
 		return fmt.Errorf("node %s not Ready: %w", n.Name, err)
 	}
 	return nil
+}
+
+// waitNode polls the node's Node object until cond holds of it, the timeout
+// passes or the node's kubelet exits.
+func (n *RealNode) waitNode(ctx context.Context, timeout time.Duration, cond func(*corev1.Node) bool) error {
+	return waitFor(ctx, n.kubelet, timeout, func() (bool, error) {
+		node, err := n.cluster.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return err == nil && cond(node), nil
+	})
 }
 
 // CutPodNetwork makes the node's pods unreachable from everywhere else (the

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // nodeLinkAddress is the address of host (1: the harness namespace's end)
@@ -102,14 +101,9 @@ echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
 // ranges to the node from the harness namespace, as a network plugin's
 // agent would.
 func (n *RealNode) configurePodNetwork(ctx context.Context) error {
-	cp := n.cluster.ControlPlane
-	err := waitFor(ctx, n.kubelet, 60*time.Second, func() (bool, error) {
-		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+	err := n.waitNode(ctx, 60*time.Second, func(node *corev1.Node) bool {
 		n.PodCIDRs = node.Spec.PodCIDRs
-		return len(n.PodCIDRs) == len(cp.Families), nil
+		return len(n.PodCIDRs) == len(n.cluster.Families)
 	})
 	if err != nil {
 		return fmt.Errorf("no pod range of each family (%v) assigned to the registered node: %w", n.PodCIDRs, err)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -140,7 +139,6 @@ func join(t *testing.T, c *harness.Cluster) {
 // deleteNode: a deleted real node goes once the webhook's cleanup has
 // completed (its Event says so), not before.
 func deleteNode(t *testing.T, c *harness.Cluster) {
-	ctx := t.Context()
 	victim := c.Nodes[len(c.Nodes)-1]
 	if n := c.GetNode(t, victim.Name); !slices.Contains(n.Finalizers, api.Finalizer) {
 		t.Fatalf("node %s has no finalizer: %v", victim.Name, n.Finalizers)
@@ -149,10 +147,7 @@ func deleteNode(t *testing.T, c *harness.Cluster) {
 		t.Logf("stop %s: %v", victim.Name, err)
 	}
 	c.KubectlOK(t, "", "delete", "node", victim.Name, "--wait=false")
-	harness.Eventually(t, time.Minute, "deleted node gone", func() (bool, string) {
-		_, err := c.Client.CoreV1().Nodes().Get(ctx, victim.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprintf("get %s: %v", victim.Name, err)
-	})
+	c.WaitNodeGone(t, victim.Name, time.Minute)
 	// The Event is written before the finalizer is removed, by a recorder
 	// that sends it in the background.
 	c.WaitEvent(t, 30*time.Second, "Node", victim.Name, "CleanupCompleted", "")
