@@ -57,7 +57,7 @@ func (cp *ControlPlane) StartDNS(ctx context.Context) error {
         fallthrough in-addr.arpa ip6.arpa
     }
 }
-`, strings.Join(cp.dnsBindAddresses(), " "), externalHosts(cp.Families), cp.Kubeconfig)
+`, strings.Join(cp.dnsBindAddresses(), " "), externalHosts(cp.Families, 8), cp.Kubeconfig)
 	if err := os.WriteFile(corefile, []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -105,11 +105,11 @@ func (cp *ControlPlane) dnsBindAddresses() []string {
 }
 
 // externalHosts are the lines of CoreDNS's hosts plugin that answer
-// ExternalName in each family (A and AAAA).
-func externalHosts(fams []Addresses) string {
+// ExternalName in each family (A and AAAA), indented by indent spaces.
+func externalHosts(fams []Addresses, indent int) string {
 	var b strings.Builder
 	for _, a := range fams {
-		fmt.Fprintf(&b, "        %s %s\n", a.ExternalIP, ExternalName)
+		fmt.Fprintf(&b, "%s%s %s\n", strings.Repeat(" ", indent), a.ExternalIP, ExternalName)
 	}
 	return b.String()
 }

@@ -34,6 +34,8 @@ const (
 	PodCIDR6 = "fd00:10:244::/56"
 	// ExternalIP6 is ExternalName's IPv6 address (documentation range).
 	ExternalIP6 = "2001:db8::10"
+	// realNodeNet6 is the range of the real nodes' veth links in IPv6.
+	realNodeNet6 = "fd00:10:214:%x::%x"
 )
 
 // Addresses are the harness's fixed addresses in one IP family.

@@ -111,19 +111,23 @@ func TestControlPlane(t *testing.T) {
 	})
 }
 
+// familyCases are the clusters other than IPv4 single-stack the family
+// tests start.
+var familyCases = []struct {
+	name     string
+	families []corev1.IPFamily
+}{
+	{"IPv6", []corev1.IPFamily{corev1.IPv6Protocol}},
+	{"dual-stack", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
+}
+
 // TestControlPlaneIPFamilies starts the plane in IPv6 single-stack and in
 // dual-stack and checks what agents on it stand on: the kubernetes Service
 // in the primary family, served at that address, kube-dns with a ClusterIP
 // in every family, CoreDNS answering A and AAAA as the families go, and
 // simulated nodes with an address in each family.
 func TestControlPlaneIPFamilies(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		families []corev1.IPFamily
-	}{
-		{"IPv6", []corev1.IPFamily{corev1.IPv6Protocol}},
-		{"dual-stack", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
-	} {
+	for _, tc := range familyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := StartT(t, Options{IPFamilies: tc.families})
 			checkFamilies(t, cp, tc.families)
