@@ -18,7 +18,7 @@ GO      ?= go
 # REALNODE_PKGS start real nodes (kubelet, containerd, kube-proxy): they run
 # one package at a time, beside the others, whose control plane lives in the
 # network namespace of their own test binary.
-REALNODE_PKGS ?= ./test/harness/... ./test/e2e/install/... ./test/e2e/monitoring/... ./test/e2e/certmanager/... ./test/e2e/faults/... ./test/e2e/upgrade/...
+REALNODE_PKGS ?= ./test/harness/... ./test/e2e/install/... ./test/e2e/installipv6/... ./test/e2e/monitoring/... ./test/e2e/certmanager/... ./test/e2e/faults/... ./test/e2e/upgrade/...
 E2E_PKGS ?= $(filter-out $(REALNODE_PKGS),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
 E2E_TIMEOUT ?= 20m
 

@@ -82,6 +82,7 @@ func run(ctx context.Context, opts *app.Options) error {
 			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
+	opts.ResolveIPFamilies(ctx, client, log)
 	cs, err := app.Build(opts, client, log)
 	if err != nil {
 		return err
@@ -130,6 +131,7 @@ func runCheck(ctx context.Context, opts *app.Options) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
 	}
+	opts.ResolveIPFamilies(ctx, client, log)
 	cs, err := app.BuildChecks(opts, client, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)

@@ -10,11 +10,13 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -223,7 +225,7 @@ func table(ctx context.Context, c *harness.Cluster) ([]row, error) {
 
 // checkSummary reads node_check_success from the agent's /metrics.
 func checkSummary(podIP string) string {
-	resp, err := (&http.Client{Timeout: time.Second}).Get(fmt.Sprintf("http://%s:%d/metrics", podIP, harness.MetricsPort))
+	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + net.JoinHostPort(podIP, strconv.Itoa(harness.MetricsPort)) + "/metrics")
 	if err != nil {
 		return "(agent not serving yet)"
 	}

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -146,6 +147,13 @@ func (c Clientset) WatchDaemonSets(ctx context.Context, opts metav1.ListOptions)
 // ListEndpointSlices lists EndpointSlices in namespace.
 func (c Clientset) ListEndpointSlices(ctx context.Context, namespace string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
 	return c.CS.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
+}
+
+// GetServiceCIDR reads a ServiceCIDR, for the checks' IP families, from
+// the API server's watch cache (resourceVersion=0): every agent of a fleet
+// asks once at start-up, and Service CIDRs rarely change.
+func (c Clientset) GetServiceCIDR(ctx context.Context, name string) (*networkingv1.ServiceCIDR, error) {
+	return c.CS.NetworkingV1().ServiceCIDRs().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 }
 
 // GetLease reads a Lease.

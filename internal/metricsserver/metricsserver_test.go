@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,5 +128,35 @@ func TestServeReportsAFailedListener(t *testing.T) {
 	err = Serve(context.Background(), ln, Endpoints{Gatherer: prometheus.NewRegistry(), Log: discard})
 	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Errorf("Serve on a closed listener = %v, want an error naming %s", err, ln.Addr())
+	}
+}
+
+// TestListenWithoutHostTakesEveryFamily: the binaries' default addresses
+// (":8080", ":8443") name no host, and such a listener answers on IPv4 and
+// on IPv6, so metrics, health probes and admission work in IPv6 single-stack
+// and dual-stack pods alike ("0.0.0.0:8080" would answer IPv4 only).
+func TestListenWithoutHostTakesEveryFamily(t *testing.T) {
+	ln, err := Listen(":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for _, ip := range []string{"127.0.0.1", "::1"} {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, port), time.Second)
+		if err != nil {
+			t.Errorf("dial %s: %v", ip, err)
+			continue
+		}
+		c.Close()
 	}
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"flag"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -47,6 +48,10 @@ func TestEnvTwins(t *testing.T) {
 		{"list", map[string]string{"KNR_WEBHOOK_EXTRA_SANS": "10.0.0.1, a.example"}, nil, func(o Options) bool {
 			d, ips := o.SANs()
 			return len(ips) == 1 && d[len(d)-1] == "a.example"
+		}},
+		{"ipv6 SANs are addresses", map[string]string{"KNR_WEBHOOK_EXTRA_SANS": "fd00::10,10.0.0.1"}, nil, func(o Options) bool {
+			d, ips := o.SANs()
+			return len(ips) == 2 && ips[0].Equal(net.ParseIP("fd00::10")) && !slices.Contains(d, "fd00::10")
 		}},
 	}
 	for _, tt := range tests {

@@ -16,11 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -36,7 +38,9 @@ import (
 // run) reaches real node i over a veth pair, 10.214.i.1 on its side and
 // 10.214.i.2 (the node's InternalIP) on the node's; kube-controller-manager
 // gives each node a /24 of PodCIDR, routed from the harness namespace to the
-// node. Nothing is routed to the host's own network.
+// node. In IPv6 (Options.IPFamilies) the same holds with fd00:10:214:i::1
+// and ::2 and a /64 of PodCIDR6, in dual-stack both. Nothing is routed to
+// the host's own network.
 const (
 	// PodCIDR is the cluster's pod address range.
 	PodCIDR = "10.244.0.0/16"
@@ -200,9 +204,6 @@ func (cp *ControlPlane) kubeconfig(path, certFile, keyFile, token string) error 
 // Deployment on them, and waits until every node is Ready and CoreDNS
 // answers. It must run inside the harness network namespace, as root.
 func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err error) {
-	if err := checkRealNodeHost(); err != nil {
-		return nil, err
-	}
 	if opts.Nodes == 0 {
 		opts.Nodes = 2
 	}
@@ -211,6 +212,13 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	}
 	if opts.Nodes > maxRealNodes {
 		return nil, fmt.Errorf("at most %d real nodes", maxRealNodes)
+	}
+	families, err := familyAddresses(opts.IPFamilies)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRealNodeHost(hasIPv6(families)); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	dir, ownDir := opts.Dir, opts.Dir == ""
@@ -246,7 +254,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	c.cgroupID = "knr-" + hex.EncodeToString(b)
-	if err = setHarnessForwarding(); err != nil {
+	if err = setHarnessForwarding(families); err != nil {
 		return nil, err
 	}
 	if err = c.startControllers(); err != nil {
@@ -329,12 +337,16 @@ func StartClusterT(t testing.TB, opts ClusterOptions) *Cluster {
 
 // checkRealNodeHost names what a real node needs from the host that is
 // missing, with what to do about it.
-func checkRealNodeHost() error {
+func checkRealNodeHost(ipv6 bool) error {
 	if os.Geteuid() != 0 {
 		return errors.New("real nodes need root (namespaces, cgroups, mounts): run the tests as root")
 	}
 	var missing []string
-	for _, bin := range []string{"nsenter", "ip", "iptables", "conntrack", "runc", "mount"} {
+	bins := []string{"nsenter", "ip", "iptables", "conntrack", "runc", "mount"}
+	if ipv6 {
+		bins = append(bins, "ip6tables") // kube-proxy's IPv6 rules
+	}
+	for _, bin := range bins {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, bin)
 		}
@@ -358,9 +370,16 @@ func checkRealNodeHost() error {
 	return nil
 }
 
-// setHarnessForwarding lets the harness namespace route between real nodes.
-func setHarnessForwarding() error {
-	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+// setHarnessForwarding lets the harness namespace route between real
+// nodes, in every family of the cluster.
+func setHarnessForwarding(families []Addresses) error {
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+		return err
+	}
+	if hasIPv6(families) {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1"), 0o644)
+	}
+	return nil
 }
 
 func (c *Cluster) startControllers() error {
@@ -388,11 +407,11 @@ func (c *Cluster) startControllers() error {
 		"--cluster-signing-cert-file=" + c.pki.caFile(),
 		"--cluster-signing-key-file=" + c.pki.caKeyFile(),
 		"--allocate-node-cidrs=true",
-		"--cluster-cidr=" + PodCIDR,
-		"--node-cidr-mask-size=24",
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--cluster-cidr=" + joinField(cp.Families, func(a Addresses) string { return a.PodCIDR }),
+		"--service-cluster-ip-range=" + joinField(cp.Families, func(a Addresses) string { return a.ServiceCIDR }),
 		"--v=1",
 	}
+	kcmArgs = append(kcmArgs, nodeCIDRMaskArgs(cp.Families)...)
 	if g := c.opts.NodeMonitorGracePeriod; g > 0 {
 		kcmArgs = append(kcmArgs, "--node-monitor-grace-period="+g.String(), "--node-monitor-period=1s")
 	}
@@ -416,6 +435,20 @@ func (c *Cluster) startControllers() error {
 	// The API server calls kubelets (logs, exec) as this user.
 	_, err = cp.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), kubeletAPIBinding(), metav1.CreateOptions{})
 	return err
+}
+
+// nodeCIDRMaskArgs are kube-controller-manager's flags for the size of each
+// node's pod ranges: the one flag for IPv4 single-stack, as always; a flag
+// per family otherwise (it refuses the one flag in dual-stack).
+func nodeCIDRMaskArgs(families []Addresses) []string {
+	if len(families) == 1 && families[0].Family == corev1.IPv4Protocol {
+		return []string{"--node-cidr-mask-size=" + strconv.Itoa(families[0].NodeCIDRMaskSize)}
+	}
+	var args []string
+	for _, a := range families {
+		args = append(args, fmt.Sprintf("--node-cidr-mask-size-%s=%d", strings.ToLower(string(a.Family)), a.NodeCIDRMaskSize))
+	}
+	return args
 }
 
 func (cp *ControlPlane) addExtra(p *Process) {

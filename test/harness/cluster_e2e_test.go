@@ -62,16 +62,36 @@ func TestRealCluster(t *testing.T) {
 		t.Errorf("node %s eth0: %v %s", n3.Name, err, out)
 	}
 
-	cgroup := filepath.Join("/sys/fs/cgroup/memory", n3.cgroupRoot())
-	if _, err := os.Stat(cgroup); err != nil {
-		t.Errorf("node cgroup root: %v", err)
+	stopLeavesNothing(t, c)
+}
+
+// stopLeavesNothing stops the cluster and checks that no node's cgroup
+// root, link or pod route is left behind.
+func stopLeavesNothing(t *testing.T, c *Cluster) {
+	t.Helper()
+	nodes := c.Nodes
+	if t.Failed() {
+		t.Logf("component logs:\n%s", c.Logs(40))
+	}
+	for _, n := range nodes {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory", n.cgroupRoot())); err != nil {
+			t.Errorf("node %s cgroup root: %v", n.Name, err)
+		}
 	}
 	c.Stop()
-	if _, err := os.Stat(cgroup); !os.IsNotExist(err) {
-		t.Errorf("cgroup %s left after Stop: %v", cgroup, err)
-	}
-	if out, _ := exec.Command("ip", "link", "show", n3.hostLink).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
-		t.Errorf("link %s left after Stop: %s", n3.hostLink, out)
+	for _, n := range nodes {
+		cgroup := filepath.Join("/sys/fs/cgroup/memory", n.cgroupRoot())
+		if _, err := os.Stat(cgroup); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left after Stop: %v", cgroup, err)
+		}
+		if out, _ := exec.Command("ip", "link", "show", n.hostLink).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+			t.Errorf("link %s left after Stop: %s", n.hostLink, out)
+		}
+		for _, cidr := range n.PodCIDRs {
+			if out, _ := exec.Command("ip", "route", "show", cidr).CombinedOutput(); strings.TrimSpace(string(out)) != "" {
+				t.Errorf("route to %s left after Stop: %s", cidr, out)
+			}
+		}
 	}
 }
 
@@ -82,4 +102,86 @@ func hasTaint(n *corev1.Node, want corev1.Taint) bool {
 		}
 	}
 	return false
+}
+
+// TestRealClusterIPFamilies brings up real nodes in IPv6 single-stack and
+// in dual-stack and checks what the install tests on them stand on: each
+// node's InternalIPs and pod ranges in every family, CoreDNS pods (one per
+// node) answering A and AAAA at their pod IPs of each family from the
+// harness namespace (so pod traffic is routed between the namespaces in
+// each family), kube-proxy's rules for the kube-dns Service in ip6tables on
+// the nodes, the pod partition fault in ip6tables, and nothing left behind.
+func TestRealClusterIPFamilies(t *testing.T) {
+	for _, tc := range familyCases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			c := StartClusterT(t, ClusterOptions{Options: Options{IPFamilies: tc.families}})
+			t.Logf("%s cluster with %d real nodes and CoreDNS ready in %s", tc.name, len(c.Nodes), time.Since(start).Round(time.Millisecond))
+			checkRealFamilies(t, c)
+			stopLeavesNothing(t, c)
+		})
+	}
+}
+
+func checkRealFamilies(t *testing.T, c *Cluster) {
+	ctx := t.Context()
+	for _, n := range c.Nodes {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var internal []string
+		for _, a := range node.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				internal = append(internal, a.Address)
+			}
+		}
+		if strings.Join(internal, ",") != strings.Join(n.IPs, ",") || len(node.Spec.PodCIDRs) != len(c.Families) {
+			t.Errorf("node %s: InternalIPs %v podCIDRs %v, want %v and one range per family", n.Name, internal, node.Spec.PodCIDRs, n.IPs)
+		}
+		for i, cidr := range node.Spec.PodCIDRs {
+			if got := AddressType(strings.SplitN(cidr, "/", 2)[0]); string(got) != string(c.Families[i].Family) {
+				t.Errorf("node %s: pod range %s is not %s", n.Name, cidr, c.Families[i].Family)
+			}
+		}
+		if hasIPv6(c.Families) {
+			Eventually(t, 30*time.Second, "kube-proxy's ip6tables rule for the kube-dns Service "+DNSServiceIP6+" on "+n.Name, func() (bool, string) {
+				out, err := n.Exec(ctx, "ip6tables", "-w", "-t", "nat", "-S", "KUBE-SERVICES")
+				return err == nil && strings.Contains(out, DNSServiceIP6), out
+			})
+		}
+	}
+	pods, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &dns.Client{Timeout: time.Second}
+	for _, p := range pods.Items {
+		if len(p.Status.PodIPs) != len(c.Families) {
+			t.Errorf("CoreDNS pod %s: pod IPs %v, want one per family", p.Name, p.Status.PodIPs)
+		}
+		for i, ip := range p.Status.PodIPs {
+			a := c.Families[i]
+			ips, err := Lookup(client, hostPort(ip.IP, 53), ExternalName, a.Family)
+			if err != nil || len(ips) != 1 || ips[0] != a.ExternalIP {
+				t.Errorf("CoreDNS pod %s on %s at %s: %s lookup = %v, %v; want [%s]", p.Name, p.Spec.NodeName, ip.IP, a.Family, ips, err, a.ExternalIP)
+			}
+		}
+	}
+
+	n := c.Nodes[0]
+	if err := n.PartitionPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := exec.Command("ip6tables", "-w", "-S", "FORWARD").CombinedOutput(); !strings.Contains(string(out), n.PodCIDRs[len(n.PodCIDRs)-1]) {
+		t.Errorf("PartitionPods added no ip6tables rule for %s:\n%s", n.PodCIDRs, out)
+	}
+	if err := n.HealPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, bin := range []string{"iptables", "ip6tables"} {
+		if out, _ := exec.Command(bin, "-w", "-S", "FORWARD").CombinedOutput(); strings.Contains(string(out), "knr-fault") {
+			t.Errorf("%s rules left after HealPods:\n%s", bin, out)
+		}
+	}
 }

@@ -7,10 +7,11 @@ import (
 )
 
 // TestRealNodeHostNamesWhatIsMissing: with none of the node tools on PATH,
-// the check names each one and says how to get them.
+// the check names each one (ip6tables too for IPv6 nodes) and says how to
+// get them.
 func TestRealNodeHostNamesWhatIsMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	err := checkRealNodeHost()
+	err := checkRealNodeHost(true)
 	if err == nil {
 		t.Fatal("no error with an empty PATH")
 	}
@@ -22,7 +23,7 @@ func TestRealNodeHostNamesWhatIsMissing(t *testing.T) {
 		}
 		return
 	}
-	for _, want := range []string{"nsenter", "iptables", "conntrack", "runc", "make tools"} {
+	for _, want := range []string{"nsenter", "iptables", "ip6tables", "conntrack", "runc", "make tools"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not name %q", msg, want)
 		}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"time"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -48,8 +50,7 @@ data:
         health :8080
         ready :8181
         hosts {
-            %[1]s %[2]s
-            fallthrough
+%[1]s            fallthrough
         }
         kubernetes cluster.local in-addr.arpa ip6.arpa {
             pods insecure
@@ -65,7 +66,7 @@ metadata:
   namespace: kube-system
   labels: {k8s-app: kube-dns}
 spec:
-  replicas: %[3]d
+  replicas: %[2]d
   selector: {matchLabels: {k8s-app: kube-dns}}
   template:
     metadata: {labels: {k8s-app: kube-dns}}
@@ -83,7 +84,7 @@ spec:
       - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {k8s-app: kube-dns}}}
       containers:
       - name: coredns
-        image: %[4]s
+        image: %[3]s
         imagePullPolicy: Never
         args: [-conf, /etc/coredns/Corefile]
         ports:
@@ -108,7 +109,10 @@ metadata:
   namespace: kube-system
   labels: {k8s-app: kube-dns}
 spec:
-  clusterIP: %[5]s
+  clusterIP: %[7]s
+  clusterIPs: [%[4]s]
+  ipFamilies: [%[5]s]
+  ipFamilyPolicy: %[6]s
   selector: {k8s-app: kube-dns}
   ports:
   - {name: dns, port: 53, protocol: UDP}
@@ -122,7 +126,13 @@ func (c *Cluster) deployCoreDNS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	manifest := fmt.Sprintf(coreDNSManifest, ExternalIP, ExternalName, c.opts.CoreDNSReplicas, ref, DNSServiceIP)
+	policy := corev1.IPFamilyPolicySingleStack
+	if len(c.Families) > 1 {
+		policy = corev1.IPFamilyPolicyRequireDualStack
+	}
+	manifest := fmt.Sprintf(coreDNSManifest, externalHosts(c.Families, 12), c.opts.CoreDNSReplicas, ref,
+		joinField(c.Families, func(a Addresses) string { return a.DNSServiceIP }),
+		joinField(c.Families, func(a Addresses) string { return string(a.Family) }), policy, c.Primary().DNSServiceIP)
 	if _, err := c.Kubectl(ctx, bytes.NewBufferString(manifest), "apply", "-f", "-"); err != nil {
 		return err
 	}
@@ -156,8 +166,8 @@ func (c *Cluster) WaitCoreDNS(ctx context.Context, want int) error {
 		if want == 0 {
 			return true, nil
 		}
-		addr := ready[0] + ":53"
-		ips, err := LookupA(client, addr, "kubernetes.default.svc.cluster.local.")
+		addr := net.JoinHostPort(ready[0], "53")
+		ips, err := Lookup(client, addr, "kubernetes.default.svc.cluster.local.", c.Primary().Family)
 		if err != nil || len(ips) != 1 || ips[0] != svc.Spec.ClusterIP {
 			last = fmt.Sprintf("CoreDNS at %s: %v %v", addr, ips, err)
 			return false, nil

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,7 +69,7 @@ func (cp *ControlPlane) startDaemon(tb testing.TB, name, ip, binary string, args
 
 // URL is the address of path on the daemon's metrics port.
 func (d *Daemon) URL(path string) string {
-	return fmt.Sprintf("http://%s:%d%s", d.IP, MetricsPort, path)
+	return "http://" + hostPort(d.IP, MetricsPort) + path
 }
 
 // WaitReady waits for /readyz to answer 200; the process dying fails the

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Faults of one real node, as they happen to machines: a component
@@ -121,22 +123,32 @@ func (n *RealNode) Start(ctx context.Context) error {
 }
 
 // apiServerRule is the iptables rule (after the chain) that drops the
-// node's packets to the API server: from the node itself (kubelet,
-// kube-proxy) in OUTPUT, from its pods (the kubernetes Service, translated
-// to the API server's address on the node) in FORWARD.
-func apiServerRule(chain string) []string {
-	return []string{chain, "-d", APIServerIP + "/32", "-m", "comment", "--comment", "knr-fault: cut from the API server", "-j", "DROP"}
+// node's packets to the API server's address in family a: from the node
+// itself (kubelet, kube-proxy) in OUTPUT, from its pods (the kubernetes
+// Service, translated to the API server's address on the node) in FORWARD.
+func apiServerRule(chain string, a Addresses) []string {
+	return []string{chain, "-d", a.APIServerIP, "-m", "comment", "--comment", "knr-fault: cut from the API server", "-j", "DROP"}
+}
+
+// iptablesFor is the iptables command of family: ip6tables for IPv6.
+func iptablesFor(family corev1.IPFamily) string {
+	if family == corev1.IPv6Protocol {
+		return "ip6tables"
+	}
+	return "iptables"
 }
 
 // CutAPIServer drops every packet from the node and its pods to the API
-// server, as a partition between a node and the control plane does: the
-// node's connections hang rather than fail, and nothing else changes (its
-// pods still reach each other and the other nodes'). ReconnectAPIServer
-// undoes it.
+// server (in every family), as a partition between a node and the control
+// plane does: the node's connections hang rather than fail, and nothing else
+// changes (its pods still reach each other and the other nodes').
+// ReconnectAPIServer undoes it.
 func (n *RealNode) CutAPIServer(ctx context.Context) error {
-	for _, chain := range []string{"OUTPUT", "FORWARD"} {
-		if _, err := n.Exec(ctx, "iptables", append([]string{"-w", "-I"}, apiServerRule(chain)...)...); err != nil {
-			return err
+	for _, a := range n.cluster.Families {
+		for _, chain := range []string{"OUTPUT", "FORWARD"} {
+			if _, err := n.Exec(ctx, iptablesFor(a.Family), append([]string{"-w", "-I"}, apiServerRule(chain, a)...)...); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -145,33 +157,39 @@ func (n *RealNode) CutAPIServer(ctx context.Context) error {
 // ReconnectAPIServer lets the node reach the API server again.
 func (n *RealNode) ReconnectAPIServer(ctx context.Context) error {
 	var errs []error
-	for _, chain := range []string{"OUTPUT", "FORWARD"} {
-		_, err := n.Exec(ctx, "iptables", append([]string{"-w", "-D"}, apiServerRule(chain)...)...)
-		errs = append(errs, err)
+	for _, a := range n.cluster.Families {
+		for _, chain := range []string{"OUTPUT", "FORWARD"} {
+			_, err := n.Exec(ctx, iptablesFor(a.Family), append([]string{"-w", "-D"}, apiServerRule(chain, a)...)...)
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // podRules are the iptables rules (after the chain) of the harness
 // namespace, which routes between the nodes, that drop pod traffic between
-// this node's pods and the pods of every other node, both ways.
-func (n *RealNode) podRules() [][]string {
+// this node's pods and the pods of every other node, both ways, in family
+// a (the node's pod range cidr of that family).
+func (n *RealNode) podRules(a Addresses, cidr string) [][]string {
 	comment := []string{"-m", "comment", "--comment", "knr-fault: pod network of " + n.Name}
 	return [][]string{
-		append([]string{"FORWARD", "-s", n.PodCIDR, "-d", PodCIDR}, append(comment, "-j", "DROP")...),
-		append([]string{"FORWARD", "-s", PodCIDR, "-d", n.PodCIDR}, append(comment, "-j", "DROP")...),
+		append([]string{"FORWARD", "-s", cidr, "-d", a.PodCIDR}, append(comment, "-j", "DROP")...),
+		append([]string{"FORWARD", "-s", a.PodCIDR, "-d", cidr}, append(comment, "-j", "DROP")...),
 	}
 }
 
 // PartitionPods cuts the pod network between this node's pods and every
-// other node's, as a broken overlay does, while the node itself stays
-// connected: the kubelet keeps the node Ready, and the node's pods still
-// reach the API server. (CutPodNetwork, by contrast, makes the node's pods
-// unreachable from everywhere, the API server included.) HealPods undoes it.
+// other node's (in every family), as a broken overlay does, while the node
+// itself stays connected: the kubelet keeps the node Ready, and the node's
+// pods still reach the API server. (CutPodNetwork, by contrast, makes the
+// node's pods unreachable from everywhere, the API server included.)
+// HealPods undoes it.
 func (n *RealNode) PartitionPods(ctx context.Context) error {
-	for _, rule := range n.podRules() {
-		if err := iptables(ctx, append([]string{"-w", "-I"}, rule...)); err != nil {
-			return err
+	for i, a := range n.cluster.Families {
+		for _, rule := range n.podRules(a, n.PodCIDRs[i]) {
+			if err := iptables(ctx, a.Family, append([]string{"-w", "-I"}, rule...)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -180,16 +198,20 @@ func (n *RealNode) PartitionPods(ctx context.Context) error {
 // HealPods joins the node's pods to the pod network again.
 func (n *RealNode) HealPods(ctx context.Context) error {
 	var errs []error
-	for _, rule := range n.podRules() {
-		errs = append(errs, iptables(ctx, append([]string{"-w", "-D"}, rule...)))
+	for i, a := range n.cluster.Families {
+		for _, rule := range n.podRules(a, n.PodCIDRs[i]) {
+			errs = append(errs, iptables(ctx, a.Family, append([]string{"-w", "-D"}, rule...)))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// iptables runs iptables in the harness namespace (the test's own).
-func iptables(ctx context.Context, args []string) error {
-	if out, err := exec.CommandContext(ctx, "iptables", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("iptables %s: %v: %s", strings.Join(args, " "), err, out)
+// iptables runs iptables (ip6tables for IPv6) in the harness namespace (the
+// test's own).
+func iptables(ctx context.Context, family corev1.IPFamily, args []string) error {
+	bin := iptablesFor(family)
+	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, out)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -57,6 +58,14 @@ type Options struct {
 	WebhookClientCert *ClientCert
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
+	// IPFamilies are the cluster's IP families, primary first: nil (or
+	// IPv4 alone) is the IPv4 single-stack cluster the harness always ran;
+	// {IPv6} is IPv6 single-stack; {IPv4, IPv6} or {IPv6, IPv4} dual-stack.
+	// They choose the Service CIDRs (the kubernetes Service takes the
+	// primary family), the API server's address, the kube-dns Service's
+	// ClusterIPs and CoreDNS's addresses, and with real nodes the nodes'
+	// addresses, pod CIDRs and kube-proxy's mode (see Addresses).
+	IPFamilies []corev1.IPFamily
 
 	// cluster is set by StartCluster: the API server then also serves
 	// kubelets (client certificates, Node authorizer, NodeRestriction) and
@@ -90,6 +99,8 @@ type ControlPlane struct {
 	ResolvConf string
 	// DNSAddr is CoreDNS's pod address (host:port).
 	DNSAddr string
+	// Families are the addresses of Options.IPFamilies, primary first.
+	Families []Addresses
 
 	logf      func(string, ...any)
 	ownDir    bool
@@ -124,7 +135,16 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{BinDir: binDir, Dir: opts.Dir, logf: opts.Logf}
+	families, err := familyAddresses(opts.IPFamilies)
+	if err != nil {
+		return nil, err
+	}
+	if hasIPv6(families) {
+		if err := setupIPv6(); err != nil {
+			return nil, err
+		}
+	}
+	cp := &ControlPlane{BinDir: binDir, Dir: opts.Dir, logf: opts.Logf, Families: families}
 	if cp.logf == nil {
 		cp.logf = func(string, ...any) {}
 	}
@@ -213,8 +233,19 @@ func RepoRoot() (string, error) {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// Primary is the addresses of the primary IP family.
+func (cp *ControlPlane) Primary() Addresses { return cp.Families[0] }
+
+// loopback is the loopback address of the primary family, where etcd listens.
+func (cp *ControlPlane) loopback() string {
+	if cp.Primary().Family == corev1.IPv6Protocol {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
@@ -223,16 +254,17 @@ func freePort() (int, error) {
 }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
-	clientPort, err := freePort()
+	lo := cp.loopback()
+	clientPort, err := freePort(lo)
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort()
+	peerPort, err := freePort(lo)
 	if err != nil {
 		return err
 	}
-	client := "http://127.0.0.1:" + strconv.Itoa(clientPort)
-	peer := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	client := "http://" + hostPort(lo, clientPort)
+	peer := "http://" + hostPort(lo, peerPort)
 	args := []string{
 		"--name=harness",
 		"--data-dir=" + filepath.Join(cp.Dir, "etcd"),
@@ -284,17 +316,21 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 	if err := os.WriteFile(tokens, []byte(tokenLines), 0o600); err != nil {
 		return err
 	}
+	bind := "0.0.0.0"
+	if hasIPv6(cp.Families) {
+		bind = "::" // both families
+	}
 	args := []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--cert-dir=" + certDir,
-		"--bind-address=0.0.0.0",
-		"--advertise-address=" + APIServerIP,
+		"--bind-address=" + bind,
+		"--advertise-address=" + cp.Primary().APIServerIP,
 		"--secure-port=" + strconv.Itoa(apiPort),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
 		"--token-auth-file=" + tokens,
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-cluster-ip-range=" + joinField(cp.Families, func(a Addresses) string { return a.ServiceCIDR }),
 		"--allow-privileged=true",
 		"--endpoint-reconciler-type=lease",
 		"--v=1",
@@ -373,7 +409,7 @@ func (cp *ControlPlane) runAPIServer(ctx context.Context) error {
 		return fmt.Errorf("kube-apiserver wrote no serving certificate: %w", err)
 	}
 	cp.CAFile = servingCert
-	host := "https://" + net.JoinHostPort(APIServerIP, strconv.Itoa(apiPort))
+	host := "https://" + hostPort(cp.Primary().APIServerIP, apiPort)
 	cp.Config = &rest.Config{
 		Host:            host,
 		BearerToken:     adminToken,

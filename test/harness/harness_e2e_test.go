@@ -110,3 +110,90 @@ func TestControlPlane(t *testing.T) {
 		}
 	})
 }
+
+// familyCases are the clusters other than IPv4 single-stack the family
+// tests start.
+var familyCases = []struct {
+	name     string
+	families []corev1.IPFamily
+}{
+	{"IPv6", []corev1.IPFamily{corev1.IPv6Protocol}},
+	{"dual-stack", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
+}
+
+// TestControlPlaneIPFamilies starts the plane in IPv6 single-stack and in
+// dual-stack and checks what agents on it stand on: the kubernetes Service
+// in the primary family, served at that address, kube-dns with a ClusterIP
+// in every family, CoreDNS answering A and AAAA as the families go, and
+// simulated nodes with an address in each family.
+func TestControlPlaneIPFamilies(t *testing.T) {
+	for _, tc := range familyCases {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := StartT(t, Options{IPFamilies: tc.families})
+			checkFamilies(t, cp, tc.families)
+		})
+	}
+}
+
+func checkFamilies(t *testing.T, cp *ControlPlane, families []corev1.IPFamily) {
+	ctx := t.Context()
+	primary := cp.Primary()
+	svc, err := cp.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP != primary.KubernetesServiceIP || len(svc.Spec.IPFamilies) != 1 || svc.Spec.IPFamilies[0] != families[0] {
+		t.Errorf("kubernetes Service: clusterIP %s families %v, want %s [%s]", svc.Spec.ClusterIP, svc.Spec.IPFamilies, primary.KubernetesServiceIP, families[0])
+	}
+	if want := "https://" + hostPort(primary.APIServerIP, apiPort); cp.Config.Host != want {
+		t.Errorf("API server at %s, want %s", cp.Config.Host, want)
+	}
+	dnsSvc, err := cp.Client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := joinField(cp.Families, func(a Addresses) string { return a.DNSServiceIP }); strings.Join(dnsSvc.Spec.ClusterIPs, ",") != want {
+		t.Errorf("kube-dns clusterIPs %v, want %s", dnsSvc.Spec.ClusterIPs, want)
+	}
+
+	c := &dns.Client{Timeout: time.Second}
+	for _, a := range cp.Families {
+		for _, server := range []string{cp.DNSAddr, hostPort(a.DNSServiceIP, 53), hostPort(a.DNSPodIP, 53)} {
+			if ips, err := Lookup(c, server, "kube-dns.kube-system.svc.cluster.local", a.Family); err != nil || len(ips) != 1 || ips[0] != a.DNSServiceIP {
+				t.Errorf("%s lookup of kube-dns via %s = %v, %v; want [%s]", a.Family, server, ips, err, a.DNSServiceIP)
+			}
+		}
+		if ips, err := Lookup(c, cp.DNSAddr, ExternalName, a.Family); err != nil || len(ips) != 1 || ips[0] != a.ExternalIP {
+			t.Errorf("%s lookup of %s = %v, %v; want [%s]", a.Family, ExternalName, ips, err, a.ExternalIP)
+		}
+	}
+	ips, err := Lookup(c, cp.DNSAddr, "kubernetes.default.svc.cluster.local", primary.Family)
+	if err != nil || len(ips) != 1 || ips[0] != primary.KubernetesServiceIP {
+		t.Errorf("lookup of kubernetes.default = %v, %v; want [%s]", ips, err, primary.KubernetesServiceIP)
+	}
+	if primary.Family == corev1.IPv6Protocol {
+		if ips, err := LookupA(c, cp.DNSAddr, "kubernetes.default.svc.cluster.local"); err != nil || len(ips) != 0 {
+			t.Errorf("A lookup of kubernetes.default in IPv6 single-stack = %v, %v; want no address", ips, err)
+		}
+	}
+
+	node, err := cp.CreateNode(ctx, "node-a", NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cp.GetNode(t, node.Name)
+	var internal []string
+	for _, a := range got.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			internal = append(internal, a.Address)
+		}
+	}
+	if len(internal) != len(families) || node.IP != internal[0] {
+		t.Errorf("node %s: InternalIPs %v, want one per family %v, primary %s", node.Name, internal, families, node.IP)
+	}
+	for i, ip := range internal {
+		if want := cp.Families[i].Family; (AddressType(ip) == "IPv6") != (want == corev1.IPv6Protocol) {
+			t.Errorf("node %s: InternalIP %s is not %s", node.Name, ip, want)
+		}
+	}
+}

@@ -23,8 +23,11 @@ var StartupTaint = corev1.Taint{Key: api.StartupTaintKey, Value: "true", Effect:
 type Node struct {
 	// Name is the Node object's name.
 	Name string
-	// IP is the node's own address inside ClusterNet.
+	// IP is the node's own address inside ClusterNet (ClusterNet6 when IPv6
+	// is the primary family).
 	IP string
+	// IPs are its addresses in every family of the plane, primary (IP) first.
+	IPs []string
 }
 
 // NodeOptions shapes a simulated node.
@@ -40,10 +43,11 @@ type NodeOptions struct {
 }
 
 // CreateNode creates a Node object carrying the startup taint and gives it
-// the next free node address (10.213.1.1, 10.213.1.2, ...), recorded as its
-// InternalIP in status.
+// the next free node address (10.213.1.1, 10.213.1.2, ...; in IPv6
+// fd00:10:213:1::1, ...; one of each in dual-stack), recorded as its
+// InternalIPs in status.
 func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOptions) (Node, error) {
-	ip, err := cp.NewAddress()
+	ips, err := cp.newAddresses()
 	if err != nil {
 		return Node{}, err
 	}
@@ -62,11 +66,12 @@ func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOp
 	if err != nil {
 		return Node{}, fmt.Errorf("create node %s: %w", name, err)
 	}
+	var addresses []corev1.NodeAddress
+	for _, ip := range ips {
+		addresses = append(addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
 	status := corev1.NodeStatus{
-		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: ip},
-			{Type: corev1.NodeHostName, Address: name},
-		},
+		Addresses: append(addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name}),
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
@@ -81,21 +86,40 @@ func (cp *ControlPlane) CreateNode(ctx context.Context, name string, opts NodeOp
 	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, created.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return Node{}, fmt.Errorf("set status of node %s: %w", name, err)
 	}
-	return Node{Name: name, IP: ip}, nil
+	return Node{Name: name, IP: ips[0], IPs: ips}, nil
 }
 
 // NewAddress returns the next free address of the simulated nodes' range
-// (10.213.1.1, 10.213.1.2, ...): a node's, or a new pod IP for a process
-// that replaces one (a rolling update gives the new pod a new address).
+// in the primary family (10.213.1.1, 10.213.1.2, ...): a node's, or a new
+// pod IP for a process that replaces one (a rolling update gives the new
+// pod a new address).
 func (cp *ControlPlane) NewAddress() (string, error) {
+	ips, err := cp.newAddresses()
+	if err != nil {
+		return "", err
+	}
+	return ips[0], nil
+}
+
+// newAddresses returns the next free simulated node's address in every
+// family, primary first.
+func (cp *ControlPlane) newAddresses() ([]string, error) {
 	cp.mu.Lock()
 	cp.nextNode++
 	n := cp.nextNode
 	cp.mu.Unlock()
 	if n > 250*254 {
-		return "", fmt.Errorf("out of node addresses")
+		return nil, fmt.Errorf("out of node addresses")
 	}
-	return fmt.Sprintf("10.213.%d.%d", 1+(n-1)/254, 1+(n-1)%254), nil
+	var ips []string
+	for _, a := range cp.Families {
+		if a.Family == corev1.IPv6Protocol {
+			ips = append(ips, fmt.Sprintf("fd00:10:213:%x::%x", 1+(n-1)/254, 1+(n-1)%254))
+		} else {
+			ips = append(ips, fmt.Sprintf("10.213.%d.%d", 1+(n-1)/254, 1+(n-1)%254))
+		}
+	}
+	return ips, nil
 }
 
 // NewNode is CreateNode for a test: an error fails it, and the node is

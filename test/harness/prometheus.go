@@ -67,7 +67,7 @@ func (cp *ControlPlane) StartPrometheus(ctx context.Context, dir, config string,
 	} else if strings.Contains(out, "WARNING") {
 		cp.logf("promtool check config: %s", out)
 	}
-	port, err := freePort()
+	port, err := freePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}

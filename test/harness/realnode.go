@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -25,10 +24,15 @@ const cniBinDir = "/usr/lib/cni"
 type RealNode struct {
 	// Name is the Node object's name (the kubelet's --hostname-override).
 	Name string
-	// IP is the node's InternalIP.
+	// IP is the node's InternalIP (in the primary family).
 	IP string
-	// PodCIDR is the pod range kube-controller-manager gave the node.
+	// IPs are its InternalIPs in every family of the cluster, primary first.
+	IPs []string
+	// PodCIDR is the pod range kube-controller-manager gave the node (in
+	// the primary family).
 	PodCIDR string
+	// PodCIDRs are its pod ranges in every family, primary first.
+	PodCIDRs []string
 	// Dir holds the node's configuration, state and logs.
 	Dir string
 
@@ -68,11 +72,14 @@ func (c *Cluster) AddNode(ctx context.Context, opts RealNodeOptions) (*RealNode,
 	}
 	n := &RealNode{
 		Name:     opts.Name,
-		IP:       fmt.Sprintf(realNodeNet, i, 2),
 		index:    i,
 		hostLink: fmt.Sprintf("knr-n%d", i),
 		cluster:  c,
 	}
+	for _, a := range c.Families {
+		n.IPs = append(n.IPs, nodeLinkAddress(a.Family, i, 2))
+	}
+	n.IP = n.IPs[0]
 	if n.Name == "" {
 		n.Name = fmt.Sprintf("real-%d", i)
 	}
@@ -106,7 +113,7 @@ func (c *Cluster) AddNode(ctx context.Context, opts RealNodeOptions) (*RealNode,
 			return nil, err
 		}
 	}
-	c.logf("real node %s (%s, pods %s) up in %s", n.Name, n.IP, n.PodCIDR, time.Since(start).Round(time.Millisecond))
+	c.logf("real node %s (%s, pods %s) up in %s", n.Name, strings.Join(n.IPs, ","), strings.Join(n.PodCIDRs, ","), time.Since(start).Round(time.Millisecond))
 	return n, nil
 }
 
@@ -155,34 +162,7 @@ func (n *RealNode) startNamespaces(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node namespaces: %w", err)
 	}
-	host := fmt.Sprintf(realNodeNet, n.index, 1)
-	pid := strconv.Itoa(p.Pid())
-	// The kernel here has no dummy device: a veth pair is the node's link.
-	steps := [][]string{
-		{"ip", "link", "add", n.hostLink, "type", "veth", "peer", "name", "eth0", "netns", pid},
-		{"ip", "addr", "add", host + "/24", "dev", n.hostLink},
-		{"ip", "link", "set", n.hostLink, "up"},
-	}
-	for _, s := range steps {
-		if out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v: %s", strings.Join(s, " "), err, out)
-		}
-	}
-	inNode := `set -eu
-ip link set lo up
-ip addr add "$NODE_IP/24" dev eth0
-ip link set eth0 up
-ip route add default via "$HOST_IP"
-echo 1 > /proc/sys/net/ipv4/ip_forward
-echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables
-echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
-`
-	cmd := exec.CommandContext(ctx, "nsenter", "--target", pid, "--net", "--", "/bin/sh", "-c", inNode)
-	cmd.Env = append(os.Environ(), "NODE_IP="+n.IP, "HOST_IP="+host)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("configure node network: %v: %s", err, out)
-	}
-	return nil
+	return n.configureLink(ctx, p.Pid())
 }
 
 // cgroupRoot is the node's own cgroup subtree; removing it is the whole
@@ -287,7 +267,11 @@ func (n *RealNode) startKubelet(taints []corev1.Taint) error {
 		return err
 	}
 	resolv := filepath.Join(n.Dir, "resolv.conf")
-	if err := os.WriteFile(resolv, []byte("nameserver "+DNSServiceIP+"\n"), 0o644); err != nil {
+	var nameservers strings.Builder
+	for _, a := range c.Families {
+		fmt.Fprintf(&nameservers, "nameserver %s\n", a.DNSServiceIP)
+	}
+	if err := os.WriteFile(resolv, []byte(nameservers.String()), 0o644); err != nil {
 		return err
 	}
 	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -320,7 +304,7 @@ syncFrequency: 10s
 fileCheckFrequency: 5s
 volumeStatsAggPeriod: 0s
 maxPods: 50
-`, n.IP, c.pki.caFile(), n.cgroupRoot(), DNSServiceIP, resolv)
+`, n.IP, c.pki.caFile(), n.cgroupRoot(), joinField(c.Families, func(a Addresses) string { return a.DNSServiceIP }), resolv)
 	configFile := filepath.Join(n.Dir, "kubelet.yaml")
 	if err := os.WriteFile(configFile, []byte(config), 0o644); err != nil {
 		return err
@@ -333,7 +317,7 @@ maxPods: 50
 		"--config=" + configFile,
 		"--kubeconfig=" + kubeconfig,
 		"--hostname-override=" + n.Name,
-		"--node-ip=" + n.IP,
+		"--node-ip=" + strings.Join(n.IPs, ","),
 		"--v=1",
 	}
 	if len(ts) > 0 {
@@ -349,6 +333,8 @@ maxPods: 50
 		return err
 	}
 	// Zero conntrack settings leave the (host-wide) conntrack sysctls alone.
+	// kube-proxy runs in iptables mode for each family the node has an
+	// address in (ip6tables for IPv6), as it finds them on the Node.
 	proxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %q}
@@ -359,7 +345,7 @@ bindAddress: %s
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-`, proxyConfig, PodCIDR, n.Name, n.IP)
+`, proxyConfig, joinField(c.Families, func(a Addresses) string { return a.PodCIDR }), n.Name, n.IP)
 	proxyFile := filepath.Join(n.Dir, "kube-proxy.yaml")
 	if err := os.WriteFile(proxyFile, []byte(proxy), 0o644); err != nil {
 		return err
@@ -368,75 +354,29 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 	return err
 }
 
-// configurePodNetwork waits for the pod range kube-controller-manager gives
-// the registered Node, writes the node's CNI configuration (a bridge with
-// host-local addresses from that range) and routes the range to the node
-// from the harness namespace, as a network plugin's agent would.
-func (n *RealNode) configurePodNetwork(ctx context.Context) error {
-	cp := n.cluster.ControlPlane
-	err := waitFor(ctx, n.kubelet, 60*time.Second, func() (bool, error) {
-		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || err != nil {
-			return false, nil
-		}
-		n.PodCIDR = node.Spec.PodCIDR
-		return n.PodCIDR != "", nil
-	})
-	if err != nil {
-		return fmt.Errorf("no pod range assigned to the registered node: %w", err)
-	}
-	conf := fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "knr",
-  "plugins": [
-    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-`, n.PodCIDR)
-	tmp := filepath.Join(n.Dir, "cni", ".10-knr.conflist")
-	if err := os.WriteFile(tmp, []byte(conf), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(n.Dir, "cni", "10-knr.conflist")); err != nil {
-		return err
-	}
-	return n.routePods(ctx, true)
-}
-
-// routePods adds (or, with up false, replaces with an unreachable route)
-// the harness namespace's route to the node's pod range.
-func (n *RealNode) routePods(ctx context.Context, up bool) error {
-	args := []string{"route", "replace", n.PodCIDR, "via", n.IP}
-	if !up {
-		args = []string{"route", "replace", "unreachable", n.PodCIDR}
-	}
-	if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
 // WaitReady waits until the node reports Ready.
 func (n *RealNode) WaitReady(ctx context.Context) error {
-	cp := n.cluster.ControlPlane
-	err := waitFor(ctx, n.kubelet, 90*time.Second, func() (bool, error) {
-		node, err := cp.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+	err := n.waitNode(ctx, 90*time.Second, func(node *corev1.Node) bool {
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
+				return c.Status == corev1.ConditionTrue
 			}
 		}
-		return false, nil
+		return false
 	})
 	if err != nil {
 		return fmt.Errorf("node %s not Ready: %w", n.Name, err)
 	}
 	return nil
+}
+
+// waitNode polls the node's Node object until cond holds of it, the timeout
+// passes or the node's kubelet exits.
+func (n *RealNode) waitNode(ctx context.Context, timeout time.Duration, cond func(*corev1.Node) bool) error {
+	return waitFor(ctx, n.kubelet, timeout, func() (bool, error) {
+		node, err := n.cluster.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return err == nil && cond(node), nil
+	})
 }
 
 // CutPodNetwork makes the node's pods unreachable from everywhere else (the

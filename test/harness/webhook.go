@@ -39,8 +39,8 @@ const (
 func (cp *ControlPlane) StartWebhook(tb testing.TB, name, ip string, args ...string) *Daemon {
 	tb.Helper()
 	all := append([]string{
-		fmt.Sprintf("--listen-address=%s:%d", ip, WebhookPort),
-		fmt.Sprintf("--metrics-bind-address=%s:%d", ip, MetricsPort),
+		"--listen-address=" + hostPort(ip, WebhookPort),
+		"--metrics-bind-address=" + hostPort(ip, MetricsPort),
 		"--secrets-dir=" + cp.Dir,
 	}, args...)
 	return cp.startDaemon(tb, name, ip, BuiltBinary(tb, WebhookBinary), all)
@@ -51,8 +51,8 @@ func (cp *ControlPlane) StartWebhook(tb testing.TB, name, ip string, args ...str
 func (cp *ControlPlane) StartWebhookBinary(tb testing.TB, binary, name, ip string, args ...string) *Daemon {
 	tb.Helper()
 	all := append([]string{
-		fmt.Sprintf("--listen-address=%s:%d", ip, WebhookPort),
-		fmt.Sprintf("--metrics-bind-address=%s:%d", ip, MetricsPort),
+		"--listen-address=" + hostPort(ip, WebhookPort),
+		"--metrics-bind-address=" + hostPort(ip, MetricsPort),
 	}, args...)
 	return cp.startDaemon(tb, name, ip, binary, all)
 }

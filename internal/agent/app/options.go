@@ -85,6 +85,12 @@ type Options struct {
 	// DNSService is the cluster DNS Service (namespace/name), used by the
 	// discovery and network checks.
 	DNSService string
+	// IPFamilies are the address families the dns and discovery checks ask
+	// for: "auto" (those of the cluster's Service CIDRs, read at start-up),
+	// ipv4, ipv6 or ipv4,ipv6; a name passes when it resolves in any of them.
+	IPFamilies string
+	// ipFamilies are the families ResolveIPFamilies settled "auto" on; nil before.
+	ipFamilies checks.IPFamilies
 	// checks holds each known check's and gate's own configuration (flags,
 	// defaults, validation), from checkTable.
 	checks []checkRow
@@ -124,6 +130,7 @@ func NewOptions() *Options {
 		RecoverThreshold:           2,
 		FleetBudget:                "10%",
 		DNSService:                 "kube-system/kube-dns",
+		IPFamilies:                 checks.IPFamiliesAuto,
 		checks:                     checkTable(),
 		LogLevel:                   "info",
 	}
@@ -153,6 +160,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.RecoverThreshold, "recover-threshold", o.RecoverThreshold, "consecutive passed rounds that untaint a re-tainted node")
 	fs.StringVar(&o.FleetBudget, "fleet-budget", o.FleetBudget, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
 	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name), for the discovery and network checks")
+	fs.StringVar(&o.IPFamilies, "ip-families", o.IPFamilies, `address families the dns and discovery checks ask for (A for ipv4, AAAA for ipv6), a name passing when it resolves in any: "auto" (those of the cluster's Service CIDRs, from the ServiceCIDR "kubernetes", read at start-up; both when it cannot be read), ipv4, ipv6 or ipv4,ipv6`)
 	for _, r := range o.checks {
 		r.config.AddFlags(fs)
 	}
@@ -215,6 +223,10 @@ func (o *Options) Validate() error {
 	p.Check("fleet-budget", err)
 	_, err = checks.ParseServiceRef(o.DNSService)
 	p.Check("check.discovery.service", err)
+	if o.IPFamilies != checks.IPFamiliesAuto {
+		_, err = checks.ParseIPFamilies(o.IPFamilies)
+		p.Check("ip-families", err)
+	}
 	p.Check("log-level", cli.LogLevel(o.LogLevel))
 	return p.Err()
 }

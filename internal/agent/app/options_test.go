@@ -21,6 +21,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "jitter too big", args: []string{"--node-name=n", "--check-jitter=1.5"}, want: "--check-jitter"},
 		{name: "bad dns server", args: []string{"--node-name=n", "--check.dns.server=10.0.0.10"}, want: "--check.dns.server"},
 		{name: "bad service ref", args: []string{"--node-name=n", "--check.discovery.service=kube-dns"}, want: "--check.discovery.service"},
+		{name: "bad ip family", args: []string{"--node-name=n", "--ip-families=ipv4,ipv5"}, want: "--ip-families"},
+		{name: "ip family twice", args: []string{"--node-name=n", "--ip-families=ipv6,ipv6"}, want: "--ip-families"},
 		{name: "bad log level", args: []string{"--node-name=n", "--log-level=loud"}, want: "--log-level"},
 		{name: "unknown continuous check", args: []string{"--node-name=n", "--continuous-checks=ping"}, want: `--continuous-checks: unknown check "ping"`},
 		{name: "continuous check not enabled", args: []string{"--node-name=n", "--checks=dns,api", "--continuous-checks=network"}, want: `--continuous-checks: check "network" is not enabled`},

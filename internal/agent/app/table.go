@@ -117,6 +117,7 @@ func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]chec
 		Client:       client,
 		Endpoints:    &checks.EndpointCache{Source: &checks.SliceLister{Client: client}},
 		DNSService:   dnsService,
+		IPFamilies:   o.families(),
 		Workloads:    client,
 		Storage:      client,
 		Resources:    client,

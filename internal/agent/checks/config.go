@@ -37,6 +37,9 @@ type Deps struct {
 	Endpoints *EndpointCache
 	// DNSService is the cluster DNS Service, used by more than one check.
 	DNSService ServiceRef
+	// IPFamilies are the address families the dns and discovery checks ask
+	// for (--ip-families, "auto" resolved at start-up); empty asks for both.
+	IPFamilies IPFamilies
 	// Workloads lists and watches pods and DaemonSets, for the DaemonSet gate.
 	Workloads WorkloadClient
 	// Storage lists and watches CSINodes, for the CSI drivers gate.

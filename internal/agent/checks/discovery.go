@@ -21,6 +21,8 @@ type Discovery struct {
 	QueryName string
 	// NodeName spreads queries across DNS pods by rendezvous hash.
 	NodeName string
+	// Families are the record types asked for; an answer of any passes.
+	Families IPFamilies
 }
 
 // Name implements Check.
@@ -41,7 +43,7 @@ func (d *Discovery) Run(ctx context.Context) error {
 	// Try the endpoints in rendezvous order; one answer is enough.
 	for _, t := range targets {
 		server := net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.UDPPort)))
-		if _, err := lookup(ctx, server, d.QueryName); err != nil {
+		if err := lookupFamilies(ctx, server, d.QueryName, d.Families); err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {
 				break
@@ -79,5 +81,5 @@ func (c *DiscoveryConfig) Validate(enabled bool) []error {
 
 // Build implements Config.
 func (c *DiscoveryConfig) Build(d Deps) Check {
-	return &Discovery{Service: d.DNSService, Endpoints: d.Endpoints, QueryName: c.Name, NodeName: d.NodeName}
+	return &Discovery{Service: d.DNSService, Endpoints: d.Endpoints, QueryName: c.Name, NodeName: d.NodeName, Families: d.IPFamilies}
 }

@@ -19,8 +19,12 @@ import (
 
 // DNS resolves in-cluster and external names through the node's resolver.
 type DNS struct {
-	// Names are resolved in order; each must return at least one A record.
+	// Names are resolved in order; each must return at least one address
+	// of one of Families.
 	Names []string
+	// Families are the record types asked for (A for ipv4, AAAA for ipv6);
+	// empty asks for both.
+	Families IPFamilies
 	// Server is the resolver as host:port; empty means the first nameserver of ResolvConf.
 	Server string
 	// ResolvConf is read when Server is empty (default /etc/resolv.conf).
@@ -37,7 +41,7 @@ func (d *DNS) Run(ctx context.Context) error {
 		return fmt.Errorf("dns: %w", err)
 	}
 	for _, name := range d.Names {
-		if err := resolveAny(ctx, servers, name); err != nil {
+		if err := resolveAny(ctx, servers, name, d.Families); err != nil {
 			return fmt.Errorf("dns: %w", err)
 		}
 	}
@@ -99,10 +103,10 @@ func ParseResolvConf(r io.Reader) ([]string, error) {
 
 // resolveAny asks each server in turn, as a stub resolver fails over, and
 // succeeds on the first server that answers with an address.
-func resolveAny(ctx context.Context, servers []string, name string) error {
+func resolveAny(ctx context.Context, servers []string, name string, families IPFamilies) error {
 	var errs []error
 	for _, s := range servers {
-		_, err := lookup(ctx, s, name)
+		err := lookupFamilies(ctx, s, name, families)
 		if err == nil {
 			return nil
 		}
@@ -111,11 +115,27 @@ func resolveAny(ctx context.Context, servers []string, name string) error {
 	return errors.Join(errs...)
 }
 
-// lookup sends one A query for name to server, over UDP and, if the answer is
-// truncated, again over TCP, and returns the addresses in the answer.
-func lookup(ctx context.Context, server, name string) ([]netip.Addr, error) {
+// lookupFamilies asks server for name's records of each family in turn and
+// succeeds on the first family that has an address: in a dual-stack cluster
+// a single-stack Service has records of one family only.
+func lookupFamilies(ctx context.Context, server, name string, families IPFamilies) error {
+	var errs []error
+	for _, qtype := range families.qtypes() {
+		_, err := lookup(ctx, server, name, qtype)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// lookup sends one query of type qtype (A or AAAA) for name to server, over
+// UDP and, if the answer is truncated, again over TCP, and returns the
+// addresses in the answer.
+func lookup(ctx context.Context, server, name string, qtype uint16) ([]netip.Addr, error) {
 	q := new(dns.Msg)
-	q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	q.SetQuestion(dns.Fqdn(name), qtype)
 	q.RecursionDesired = true
 	c := &dns.Client{Net: "udp", Timeout: remaining(ctx, 2*time.Second)}
 	resp, _, err := c.ExchangeContext(ctx, q, server)
@@ -123,17 +143,18 @@ func lookup(ctx context.Context, server, name string) ([]netip.Addr, error) {
 		c.Net = "tcp"
 		resp, _, err = c.ExchangeContext(ctx, q, server)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("query %s via %s: %w", name, server, err)
+	if err == nil {
+		var addrs []netip.Addr
+		if addrs, err = AnswerAddrs(q, resp); err == nil {
+			return addrs, nil
+		}
 	}
-	addrs, err := AnswerAddrs(q, resp)
-	if err != nil {
-		return nil, fmt.Errorf("query %s via %s: %w", name, server, err)
-	}
-	return addrs, nil
+	return nil, fmt.Errorf("query %s via %s (%s): %w", name, server, dns.TypeToString[qtype], err)
 }
 
-// AnswerAddrs validates resp as the answer to q and returns its A records.
+// AnswerAddrs validates resp as the answer to q and returns the addresses
+// of the type q asks for: A records for an A question, AAAA records for an
+// AAAA one (records of the other type are not an answer).
 func AnswerAddrs(q, resp *dns.Msg) ([]netip.Addr, error) {
 	if resp == nil {
 		return nil, errors.New("empty response")
@@ -147,20 +168,37 @@ func AnswerAddrs(q, resp *dns.Msg) ([]netip.Addr, error) {
 	if resp.Rcode != dns.RcodeSuccess {
 		return nil, fmt.Errorf("server answered %s", rcodeName(resp.Rcode))
 	}
+	qtype := dns.TypeA
+	if len(q.Question) > 0 {
+		qtype = q.Question[0].Qtype
+	}
 	var addrs []netip.Addr
 	for _, rr := range resp.Answer {
-		a, ok := rr.(*dns.A)
-		if !ok {
-			continue
-		}
-		if ip, ok := netip.AddrFromSlice(a.A); ok {
-			addrs = append(addrs, ip.Unmap())
+		if ip, ok := recordAddr(rr, qtype); ok {
+			addrs = append(addrs, ip)
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, errors.New("no A record in the answer")
+		return nil, fmt.Errorf("no %s record in the answer", dns.TypeToString[qtype])
 	}
 	return addrs, nil
+}
+
+// recordAddr returns the address of rr when it is a record of type qtype.
+func recordAddr(rr dns.RR, qtype uint16) (netip.Addr, bool) {
+	switch r := rr.(type) {
+	case *dns.A:
+		if qtype == dns.TypeA {
+			ip, ok := netip.AddrFromSlice(r.A)
+			return ip.Unmap(), ok && ip.Unmap().Is4()
+		}
+	case *dns.AAAA:
+		if qtype == dns.TypeAAAA {
+			ip, ok := netip.AddrFromSlice(r.AAAA)
+			return ip, ok && ip.Is6()
+		}
+	}
+	return netip.Addr{}, false
 }
 
 func rcodeName(rcode int) string {
@@ -225,7 +263,7 @@ func (c *DNSConfig) Validate(enabled bool) []error {
 }
 
 // Build implements Config.
-func (c *DNSConfig) Build(Deps) Check {
+func (c *DNSConfig) Build(d Deps) Check {
 	names := append(append([]string(nil), c.Names...), c.ExternalNames...)
-	return &DNS{Names: names, Server: c.Server, ResolvConf: c.ResolvConf}
+	return &DNS{Names: names, Families: d.IPFamilies, Server: c.Server, ResolvConf: c.ResolvConf}
 }

@@ -22,6 +22,9 @@ func TestParseResolvConf(t *testing.T) {
 	}{
 		{name: "kubelet style", in: "search default.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n", want: []string{"10.96.0.10:53"}},
 		{name: "several and ipv6", in: "nameserver 10.0.0.1\nnameserver fd00::a\n", want: []string{"10.0.0.1:53", "[fd00::a]:53"}},
+		{name: "ipv6 only", in: "nameserver fd00:10:96::a\noptions ndots:5\n", want: []string{"[fd00:10:96::a]:53"}},
+		{name: "ipv6 link-local with a zone", in: "nameserver fe80::1%eth0\n", want: []string{"[fe80::1%eth0]:53"}},
+		{name: "ipv4-mapped ipv6 kept as written", in: "nameserver ::ffff:10.0.0.1\n", want: []string{"[::ffff:10.0.0.1]:53"}},
 		{name: "comments and junk skipped", in: "# nameserver 1.1.1.1\nnameserver not-an-ip\nnameserver\n\tnameserver   10.0.0.2  # trailing\n", want: []string{"10.0.0.2:53"}},
 		{name: "no nameserver", in: "search example.com\n", wantErr: true},
 		{name: "empty", in: "", wantErr: true},
@@ -68,15 +71,32 @@ func FuzzAnswer(f *testing.F) {
 	f.Add(b)
 	f.Add(b[:len(b)-3])
 	f.Add([]byte("garbage"))
+	q6 := new(dns.Msg)
+	q6.SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeAAAA)
+	good6 := new(dns.Msg)
+	good6.SetReply(q6)
+	good6.Answer = append(good6.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: q6.Question[0].Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 5}, AAAA: net.ParseIP("fd00::1")})
+	b6, _ := good6.Pack()
+	f.Add(b6)
+	f.Add(b6[:len(b6)-5])
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		resp := new(dns.Msg)
 		if err := resp.Unpack(raw); err != nil {
 			return
 		}
-		resp.Id = q.Id
-		addrs, err := AnswerAddrs(q, resp)
-		if err == nil && len(addrs) == 0 {
-			t.Fatal("no error and no addresses")
+		// Whatever the answer holds, each question type gets only its own
+		// family's addresses, and never an empty success.
+		for _, q := range []*dns.Msg{q, q6} {
+			resp.Id = q.Id
+			addrs, err := AnswerAddrs(q, resp)
+			if err == nil && len(addrs) == 0 {
+				t.Fatal("no error and no addresses")
+			}
+			for _, a := range addrs {
+				if a.Is4() != (q.Question[0].Qtype == dns.TypeA) {
+					t.Fatalf("%s question answered with %s", dns.TypeToString[q.Question[0].Qtype], a)
+				}
+			}
 		}
 	})
 }
@@ -84,7 +104,13 @@ func FuzzAnswer(f *testing.F) {
 // fakeResolver is a real DNS server on loopback whose answers the test chooses.
 func fakeResolver(t *testing.T, handler dns.HandlerFunc) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	return fakeResolverOn(t, "127.0.0.1", handler)
+}
+
+// fakeResolverOn is fakeResolver on the address ip (such as ::1).
+func fakeResolverOn(t *testing.T, ip string, handler dns.HandlerFunc) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +132,18 @@ func answerA(ip string) dns.HandlerFunc {
 	}
 }
 
+// TestDNSCheck: the dns check asks for the records of the families it is
+// given (none: both) and a name passes when any of them resolves; every
+// failure is a dns: error with its reason.
 func TestDNSCheck(t *testing.T) {
+	v4only, v6only, both := answerFamilies("10.96.0.1", ""), answerFamilies("", "fd00::1"), answerFamilies("10.96.0.1", "fd00::1")
+	dual := IPFamilies{IPv4, IPv6}
 	tests := []struct {
-		name    string
-		handler dns.HandlerFunc
-		wantErr string
+		name     string
+		families IPFamilies
+		handler  dns.HandlerFunc
+		// wantErr and alsoErr are in the error; none means the check passes.
+		wantErr, alsoErr string
 	}{
 		{name: "answers", handler: answerA("10.96.0.1")},
 		{name: "nxdomain", handler: func(w dns.ResponseWriter, r *dns.Msg) {
@@ -144,11 +177,23 @@ func TestDNSCheck(t *testing.T) {
 			w.WriteMsg(m)
 		}, wantErr: "tcp"},
 		{name: "silent", handler: func(dns.ResponseWriter, *dns.Msg) {}, wantErr: "timeout"},
+		{name: "ipv4 asks A", families: IPFamilies{IPv4}, handler: v4only},
+		{name: "ipv4 with AAAA only fails", families: IPFamilies{IPv4}, handler: v6only, wantErr: "no A record"},
+		{name: "ipv6 asks AAAA", families: IPFamilies{IPv6}, handler: v6only},
+		{name: "ipv6 with A only fails", families: IPFamilies{IPv6}, handler: v4only, wantErr: "no AAAA record"},
+		{name: "ipv6 with A records in an AAAA answer fails", families: IPFamilies{IPv6}, handler: aForAAAA, wantErr: "no AAAA record"},
+		{name: "ipv6 with garbage fails", families: IPFamilies{IPv6}, handler: garbageFor(dns.TypeAAAA, v6only), wantErr: "(AAAA)"},
+		{name: "dual-stack with A only passes", families: dual, handler: v4only},
+		{name: "dual-stack with AAAA only passes", families: dual, handler: v6only},
+		{name: "dual-stack with both passes", families: dual, handler: both},
+		{name: "dual-stack with garbage for A and an AAAA passes", families: dual, handler: garbageFor(dns.TypeA, v6only)},
+		{name: "dual-stack with neither fails naming both", families: dual, handler: answerFamilies("", ""), wantErr: "no A record", alsoErr: "no AAAA record"},
+		{name: "no families asks for both", handler: v6only},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			server := fakeResolver(t, tt.handler)
-			c := &DNS{Names: []string{"kubernetes.default.svc.cluster.local"}, Server: server}
+			c := &DNS{Names: []string{"kubernetes.default.svc.cluster.local"}, Families: tt.families, Server: server}
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			err := c.Run(ctx)
@@ -158,8 +203,8 @@ func TestDNSCheck(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "dns: ") {
-				t.Errorf("Run = %v, want a dns: error mentioning %q", err, tt.wantErr)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), tt.alsoErr) || !strings.HasPrefix(err.Error(), "dns: ") {
+				t.Errorf("Run = %v, want a dns: error mentioning %q %q", err, tt.wantErr, tt.alsoErr)
 			}
 		})
 	}

@@ -154,3 +154,16 @@ func TestParseServiceRef(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointsFromDualStackSlices: a dual-stack Service has one slice per
+// family; the endpoints of both are read, each with its slice's ports.
+func TestEndpointsFromDualStackSlices(t *testing.T) {
+	ports := []discoveryv1.EndpointPort{{Port: ptr.To[int32](53), Protocol: ptr.To(corev1.ProtocolUDP)}}
+	got := EndpointsFromSlices([]discoveryv1.EndpointSlice{
+		{AddressType: discoveryv1.AddressTypeIPv4, Ports: ports, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, NodeName: ptr.To("a")}}},
+		{AddressType: discoveryv1.AddressTypeIPv6, Ports: ports, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"fd00::1"}, NodeName: ptr.To("a")}}},
+	})
+	if len(got) != 2 || got[0].Addr != netip.MustParseAddr("10.0.0.1") || got[1].Addr != netip.MustParseAddr("fd00::1") || got[1].UDPPort != 53 {
+		t.Fatalf("endpoints = %+v, want 10.0.0.1 and fd00::1, both with UDP port 53", got)
+	}
+}

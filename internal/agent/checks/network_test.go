@@ -19,7 +19,7 @@ func (s staticLister) Refresh(context.Context, ServiceRef) ([]Endpoint, error)  
 // listen opens a TCP listener on a loopback address and returns its endpoint.
 func listen(t *testing.T, ip string) Endpoint {
 	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func listen(t *testing.T, ip string) Endpoint {
 // downPeer returns a ready endpoint where nothing listens.
 func downPeer(t *testing.T, ip string) Endpoint {
 	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ type closable struct {
 // listenCloser is listen with a way to stop listening.
 func listenCloser(t *testing.T, ip string) closable {
 	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

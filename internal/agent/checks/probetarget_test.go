@@ -45,6 +45,16 @@ func TestParseProbeTarget(t *testing.T) {
 			want: ProbeTarget{Scheme: "http", Address: "[::1]:9099", URL: "http://[::1]:9099?verbose=1", StatusMin: 200, StatusMax: 299},
 		},
 		{
+			name: "https ipv6 with a path and options",
+			in:   "https://[fd00::1]:8443/healthz#status=200&insecure=true",
+			want: ProbeTarget{Scheme: "https", Address: "[fd00::1]:8443", URL: "https://[fd00::1]:8443/healthz", StatusMin: 200, StatusMax: 200, Insecure: true},
+		},
+		{
+			name: "http ipv6 zone keeps its escape in the URL",
+			in:   "http://[fe80::1%25eth0]:9099/",
+			want: ProbeTarget{Scheme: "http", Address: "[fe80::1%eth0]:9099", URL: "http://[fe80::1%25eth0]:9099/", StatusMin: 200, StatusMax: 299},
+		},
+		{
 			name: "tcp",
 			in:   "tcp://10.0.0.1:5000",
 			want: ProbeTarget{Scheme: "tcp", Address: "10.0.0.1:5000"},
@@ -86,6 +96,8 @@ func TestParseProbeTargetRejects(t *testing.T) {
 		{name: "missing port", in: "http://127.0.0.1/healthz", wantErr: "missing port"},
 		{name: "empty port", in: "tcp://10.0.0.1:", wantErr: "missing port"},
 		{name: "missing port after ipv6", in: "tcp://[fd00::1]", wantErr: "missing port"},
+		{name: "http missing port after ipv6", in: "http://[fd00::1]/", wantErr: "missing port"},
+		{name: "ipv6 bracket not closed", in: "http://[fd00::1:8080/", wantErr: "missing port"},
 		{name: "ipv6 without brackets", in: "tcp://fd00::1:5000", wantErr: "want host:port or [ipv6]:port"},
 		{name: "port not a number", in: "http://127.0.0.1:http/", wantErr: `port "http" is not a number between 1 and 65535`},
 		{name: "port zero", in: "tcp://10.0.0.1:0", wantErr: `port "0" is not a number between 1 and 65535`},

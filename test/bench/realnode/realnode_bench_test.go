@@ -8,6 +8,7 @@
 //
 //	make bench
 //	go test -tags e2e -run '^$' -bench . -benchtime 1x ./test/bench/realnode/
+//	go test -tags e2e -run '^$' -bench 'RealNodeJoin$' -benchtime 1x ./test/bench/realnode/ -args -realnode.ip-families=IPv6
 package realnode_test
 
 import (
@@ -18,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +38,7 @@ var (
 	// baseline and rounds: see compareSteady.
 	baseline = flag.String("realnode.baseline", "", "OCI tarball of another agent image, under another tag, that BenchmarkRealNodeSteady measures side by side with the local one")
 	rounds   = flag.Int("realnode.rounds", 3, "windows per image when BenchmarkRealNodeSteady compares with -realnode.baseline, alternating")
+	families = flag.String("realnode.ip-families", "IPv4", "IP families of the cluster, primary first: IPv4, IPv6, IPv4,IPv6 or IPv6,IPv4 (harness.Options.IPFamilies)")
 )
 
 var c *harness.Cluster
@@ -48,7 +51,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	var err error
-	opts := harness.ClusterOptions{Options: harness.Options{Logf: log.Printf}, ProjectImages: true}
+	opts := harness.ClusterOptions{Options: harness.Options{Logf: log.Printf, IPFamilies: ipFamilies()}, ProjectImages: true}
 	if *baseline != "" {
 		opts.Images = []string{*baseline}
 	}
@@ -70,6 +73,15 @@ func TestMain(m *testing.M) {
 	}
 	c.Stop()
 	os.Exit(code)
+}
+
+// ipFamilies are the families -realnode.ip-families names.
+func ipFamilies() []corev1.IPFamily {
+	var fams []corev1.IPFamily
+	for _, f := range strings.Split(*families, ",") {
+		fams = append(fams, corev1.IPFamily(strings.TrimSpace(f)))
+	}
+	return fams
 }
 
 // install installs the chart with default values (but the local images).
@@ -159,8 +171,8 @@ func BenchmarkRealNodeJoin(b *testing.B) {
 	p50, p95 := percentile(samples, 50), percentile(samples, 95)
 	b.ReportMetric(p50.Seconds(), "p50-s")
 	b.ReportMetric(p95.Seconds(), "p95-s")
-	b.Logf("%d joins, Node creation -> startup taint removed: p50 %s, p95 %s, max %s; from the node's first process: p50 %s, p95 %s",
-		len(samples), p50.Round(time.Millisecond), p95.Round(time.Millisecond), percentile(samples, 100).Round(time.Millisecond),
+	b.Logf("%s: %d joins, Node creation -> startup taint removed: p50 %s, p95 %s, max %s; from the node's first process: p50 %s, p95 %s",
+		*families, len(samples), p50.Round(time.Millisecond), p95.Round(time.Millisecond), percentile(samples, 100).Round(time.Millisecond),
 		percentile(fromKubelet, 50).Round(time.Millisecond), percentile(fromKubelet, 95).Round(time.Millisecond))
 }
 

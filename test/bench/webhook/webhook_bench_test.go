@@ -138,7 +138,7 @@ func benchWebhook(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", nullBin, "./nullserver").CombinedOutput(); err != nil {
 		b.Fatalf("build null server: %v: %s", err, out)
 	}
-	null, err := harness.StartProcess(cp.Dir, "nullserver", nullBin, []string{"-listen", nullIP + ":8443", "-cert", nc, "-key", nk}, nil)
+	null, err := harness.StartProcess(cp.Dir, "nullserver", nullBin, []string{"-listen", net.JoinHostPort(nullIP, "8443"), "-cert", nc, "-key", nk}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -146,8 +146,8 @@ func benchWebhook(b *testing.B) {
 	hook := cp.StartWebhook(b, "webhook", webhookIP,
 		"--cert-mode=files", "--backfill=false", "--cleanup=false", "--tls-cert-file="+wc, "--tls-key-file="+wk)
 	defer hook.Stop(5 * time.Second)
-	waitTCP(b, webhookIP+":8443")
-	waitTCP(b, nullIP+":8443")
+	waitTCP(b, net.JoinHostPort(webhookIP, "8443"))
+	waitTCP(b, net.JoinHostPort(nullIP, "8443"))
 
 	// A real Node CREATE review, as the API server sends it.
 	nodeRaw, _ := json.Marshal(&corev1.Node{
@@ -167,8 +167,8 @@ func benchWebhook(b *testing.B) {
 	os.WriteFile(bodyFile, review, 0o600)
 
 	// Warm both servers, then alternate them round by round so drift hits both.
-	runHey(b, "https://"+webhookIP+":8443/mutate-node", bodyFile, 10, 20)
-	runHey(b, "https://"+nullIP+":8443/mutate-node", bodyFile, 10, 20)
+	runHey(b, "https://"+net.JoinHostPort(webhookIP, "8443")+"/mutate-node", bodyFile, 10, 20)
+	runHey(b, "https://"+net.JoinHostPort(nullIP, "8443")+"/mutate-node", bodyFile, 10, 20)
 	var hook500, null500, hookMax, nullMax series
 	add := func(s *series, r heyResult) {
 		s.p50 = append(s.p50, r.p50)
@@ -177,17 +177,17 @@ func benchWebhook(b *testing.B) {
 	}
 	maxRSS := 0
 	for range rounds {
-		add(&hook500, runHey(b, "https://"+webhookIP+":8443/mutate-node", bodyFile, 10, 50))
-		add(&null500, runHey(b, "https://"+nullIP+":8443/mutate-node", bodyFile, 10, 50))
-		add(&hookMax, runHey(b, "https://"+webhookIP+":8443/mutate-node", bodyFile, 50, 0))
+		add(&hook500, runHey(b, "https://"+net.JoinHostPort(webhookIP, "8443")+"/mutate-node", bodyFile, 10, 50))
+		add(&null500, runHey(b, "https://"+net.JoinHostPort(nullIP, "8443")+"/mutate-node", bodyFile, 10, 50))
+		add(&hookMax, runHey(b, "https://"+net.JoinHostPort(webhookIP, "8443")+"/mutate-node", bodyFile, 50, 0))
 		maxRSS = max(maxRSS, hook.StatusKiBT(b, "VmRSS"))
-		add(&nullMax, runHey(b, "https://"+nullIP+":8443/mutate-node", bodyFile, 50, 0))
+		add(&nullMax, runHey(b, "https://"+net.JoinHostPort(nullIP, "8443")+"/mutate-node", bodyFile, 50, 0))
 	}
 	hwm := hook.StatusKiBT(b, "VmHWM")
 
 	// kubectl create node through the real API server, with and without the webhook.
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	mwc := harness.WebhookConfig("bench", "https://"+webhookIP+":8443/mutate-node", nil, ca.CertPEM)
+	mwc := harness.WebhookConfig("bench", "https://"+net.JoinHostPort(webhookIP, "8443")+"/mutate-node", nil, ca.CertPEM)
 	created := 0
 	nextName := func() string { created++; return fmt.Sprintf("bench-%d", created) }
 	viaKubectl := func() (time.Duration, bool) {

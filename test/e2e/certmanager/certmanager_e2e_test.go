@@ -380,7 +380,7 @@ func admissions(t *testing.T) float64 {
 	t.Helper()
 	var sum float64
 	for _, p := range webhookPods(t) {
-		v, err := harness.ScrapeMetric(fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, harness.MetricsPort),
+		v, err := harness.ScrapeMetric("http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(harness.MetricsPort))+"/metrics",
 			"node_cleanup_webhook_requests_total", `operation="CREATE"`, `result="patched"`)
 		if err != nil {
 			t.Fatalf("metrics of webhook pod %s: %v", p.Name, err)

@@ -66,7 +66,7 @@ func TestWebhookWritesOnlyItsCABundleAndItsSecret(t *testing.T) {
 	}
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	const ip = "10.213.0.61"
-	if _, err := mwcs.Create(ctx, harness.WebhookConfig(harness.WebhookConfigName, "https://"+ip+":8443/mutate-node", neverCalled, nil), metav1.CreateOptions{}); err != nil {
+	if _, err := mwcs.Create(ctx, harness.WebhookConfig(harness.WebhookConfigName, "https://"+net.JoinHostPort(ip, "8443")+"/mutate-node", neverCalled, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mwcs.Delete(context.Background(), harness.WebhookConfigName, metav1.DeleteOptions{}) })
@@ -159,7 +159,7 @@ func TestWebhookWritesOnlyItsCABundleAndItsSecret(t *testing.T) {
 		if err := change(bundle); err != nil {
 			t.Errorf("the webhook writing its caBundle: %v", err)
 		}
-		other := harness.WebhookConfig("privilege-other", "https://"+ip+":8443/mutate-node", neverCalled, nil)
+		other := harness.WebhookConfig("privilege-other", "https://"+net.JoinHostPort(ip, "8443")+"/mutate-node", neverCalled, nil)
 		if _, err := mwcs.Create(ctx, other, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ package cleanup
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -46,7 +47,7 @@ func TestInvalidConfigAtStartHoldsDeletionsOnly(t *testing.T) {
 	// Nodes labelled noAdmissionLb can only get the finalizer by back-fill.
 	noAdmission := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: noAdmissionLb, Operator: metav1.LabelSelectorOpDoesNotExist}}}
 	if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
-		harness.WebhookConfig(mwc, "https://"+ipBadConfig+":8443/mutate-node", noAdmission, nil), metav1.CreateOptions{}); err != nil {
+		harness.WebhookConfig(mwc, "https://"+net.JoinHostPort(ipBadConfig, "8443")+"/mutate-node", noAdmission, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const pod = "webhook-bad-config"

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -68,7 +69,7 @@ func TestCleanup(t *testing.T) {
 
 	kubeconfig := webhookIdentity(t, cp)
 	if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
-		harness.WebhookConfig(mwc, "https://"+ipA+":8443/mutate-node", nil, nil), metav1.CreateOptions{}); err != nil {
+		harness.WebhookConfig(mwc, "https://"+net.JoinHostPort(ipA, "8443")+"/mutate-node", nil, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	args := func(pod string) []string {

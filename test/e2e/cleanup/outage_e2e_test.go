@@ -5,6 +5,7 @@ package cleanup
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
 	saKubeconfig := webhookIdentity(t, cp)
 	// The webhook's own identity, through a proxy the test can cut; the test
 	// itself talks to the API server directly.
-	proxy := harness.StartProxy(t, proxyOutage, harness.APIServerIP+":443")
+	proxy := harness.StartProxy(t, proxyOutage, net.JoinHostPort(harness.APIServerIP, "443"))
 	kubeconfig := harness.KubeconfigVia(t, saKubeconfig, proxyOutage, filepath.Join(e.dir, "webhook-via-proxy.kubeconfig"))
 	w := cp.StartWebhook(t, "webhook-outage", ipOutage,
 		"--kubeconfig="+kubeconfig, "--namespace="+ns, "--pod-name=webhook-outage",

@@ -84,12 +84,12 @@ func TestClientCA(t *testing.T) {
 	other := start("webhook-other-ca", otherIP, otherCA.CertPEM)
 
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := mwcs.Create(ctx, harness.WebhookConfig("knr-e2e-client-ca", "https://"+trustingIP+":8443/mutate-node", &metav1.LabelSelector{
+	if _, err := mwcs.Create(ctx, harness.WebhookConfig("knr-e2e-client-ca", "https://"+net.JoinHostPort(trustingIP, "8443")+"/mutate-node", &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: otherLabel, Operator: metav1.LabelSelectorOpDoesNotExist}},
 	}, servingCA.CertPEM), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	otherConfig := harness.WebhookConfig("knr-e2e-other-client-ca", "https://"+otherIP+":8443/mutate-node", &metav1.LabelSelector{
+	otherConfig := harness.WebhookConfig("knr-e2e-other-client-ca", "https://"+net.JoinHostPort(otherIP, "8443")+"/mutate-node", &metav1.LabelSelector{
 		MatchLabels: map[string]string{otherLabel: "true"},
 	}, servingCA.CertPEM)
 	otherConfig.Webhooks[0].Name = otherHook // the API server's metrics name webhooks by this
@@ -101,7 +101,7 @@ func TestClientCA(t *testing.T) {
 		// The control for the next subtest: a finalizer there can only come
 		// from the API server presenting a certificate the webhook verified.
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool(servingCA.CertPEM)}}}
-		resp, err := hc.Post("https://"+trustingIP+":8443/mutate-node", "application/json", strings.NewReader("{}"))
+		resp, err := hc.Post("https://"+net.JoinHostPort(trustingIP, "8443")+"/mutate-node", "application/json", strings.NewReader("{}"))
 		if err == nil {
 			resp.Body.Close()
 			t.Fatalf("a client without a certificate got HTTP %d, want a failed handshake", resp.StatusCode)

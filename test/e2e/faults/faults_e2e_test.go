@@ -14,9 +14,11 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,7 +155,7 @@ func agentPod(t *testing.T, node *harness.RealNode, timeout time.Duration) *core
 
 // metric reads one of the agent's metrics from pod.
 func metric(pod *corev1.Pod, name string, match ...string) (float64, error) {
-	return harness.ScrapeMetric(fmt.Sprintf("http://%s:%d/metrics", pod.Status.PodIP, harness.MetricsPort), name, match...)
+	return harness.ScrapeMetric("http://"+net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(harness.MetricsPort))+"/metrics", name, match...)
 }
 
 // mustMetric is metric for a pod that must answer.

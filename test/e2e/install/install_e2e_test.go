@@ -5,9 +5,11 @@ package install_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +130,7 @@ func agentRounds(t *testing.T, n int, what string, hold func() (bool, string)) {
 	t.Helper()
 	var urls []string
 	for _, p := range agentPods(t) {
-		urls = append(urls, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, harness.MetricsPort))
+		urls = append(urls, "http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(harness.MetricsPort))+"/metrics")
 	}
 	harness.WaitCountersAt(t, urls, harness.Counter{Name: "node_ready_loop_iterations_total"}, n, what, hold)
 }
@@ -136,7 +138,7 @@ func agentRounds(t *testing.T, n int, what string, hold func() (bool, string)) {
 // metric reads one metric (summed over the series matching match) from a
 // pod's :8080/metrics at its pod IP.
 func metric(podIP, name string, match ...string) (float64, error) {
-	return harness.ScrapeMetric(fmt.Sprintf("http://%s:%d/metrics", podIP, harness.MetricsPort), name, match...)
+	return harness.ScrapeMetric("http://"+net.JoinHostPort(podIP, strconv.Itoa(harness.MetricsPort))+"/metrics", name, match...)
 }
 
 func TestChartOnRealNodes(t *testing.T) {

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,7 +122,7 @@ func (e *env) testQueriedMetricsExported(t *testing.T) {
 		if (app != "kube-node-ready" && app != "kube-node-ready-webhook") || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
 			continue
 		}
-		names, err := exposedNames(fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, harness.MetricsPort))
+		names, err := exposedNames("http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(harness.MetricsPort)) + "/metrics")
 		if err != nil {
 			t.Errorf("scrape %s (%s): %v", p.Name, app, err)
 			continue

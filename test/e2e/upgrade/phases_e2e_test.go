@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,7 +182,7 @@ func (e *env) webhookMetric(t *testing.T, name string) float64 {
 	var max float64
 	var errs []string
 	for _, p := range pods {
-		v, err := harness.ScrapeMetric(fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, harness.MetricsPort), name)
+		v, err := harness.ScrapeMetric("http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(harness.MetricsPort))+"/metrics", name)
 		if err != nil {
 			errs = append(errs, err.Error())
 		}

@@ -5,7 +5,9 @@ package upgrade
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -199,7 +201,7 @@ func waitRounds(t *testing.T, c *harness.Cluster) {
 	}
 	var urls []string
 	for _, p := range all {
-		urls = append(urls, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, harness.MetricsPort))
+		urls = append(urls, "http://"+net.JoinHostPort(p.Status.PodIP, strconv.Itoa(harness.MetricsPort))+"/metrics")
 	}
 	harness.WaitCountersAt(t, urls, harness.Counter{Name: "node_check_duration_seconds_count", Match: []string{`check="api"`}}, 2, "two check periods", nil)
 }

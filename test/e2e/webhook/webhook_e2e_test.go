@@ -47,11 +47,11 @@ func TestWebhook(t *testing.T) {
 	mwcs := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 
 	// The self-managed webhook reaches the API server through a proxy the test can cut.
-	proxy := harness.StartProxy(t, proxyAddr, harness.APIServerIP+":443")
+	proxy := harness.StartProxy(t, proxyAddr, net.JoinHostPort(harness.APIServerIP, "443"))
 	selfKubeconfig := harness.KubeconfigVia(t, cp.Kubeconfig, proxyAddr, filepath.Join(cp.Dir, "webhook-via-proxy.kubeconfig"))
 
 	// Registered without a caBundle: the webhook writes it.
-	_, err := mwcs.Create(ctx, harness.WebhookConfig(mwcSelf, "https://"+selfIP+":8443/mutate-node", &metav1.LabelSelector{
+	_, err := mwcs.Create(ctx, harness.WebhookConfig(mwcSelf, "https://"+net.JoinHostPort(selfIP, "8443")+"/mutate-node", &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: skipLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
 			{Key: filesLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
@@ -87,7 +87,7 @@ func TestWebhook(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caBundle)
-	if _, err := servedSerial(selfIP+":8443", roots); err != nil {
+	if _, err := servedSerial(net.JoinHostPort(selfIP, "8443"), roots); err != nil {
 		t.Fatalf("the served certificate does not verify against the written caBundle: %v", err)
 	}
 
@@ -243,7 +243,7 @@ func TestWebhook(t *testing.T) {
 		}
 		leaf1 := mustServing(t, ca1)
 		write(leaf1)
-		if _, err := mwcs.Create(ctx, harness.WebhookConfig(mwcFiles, "https://"+filesIP+":8443/mutate-node", &metav1.LabelSelector{
+		if _, err := mwcs.Create(ctx, harness.WebhookConfig(mwcFiles, "https://"+net.JoinHostPort(filesIP, "8443")+"/mutate-node", &metav1.LabelSelector{
 			MatchLabels: map[string]string{filesLabel: "true"},
 		}, ca1.CertPEM), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -273,7 +273,7 @@ func TestWebhook(t *testing.T) {
 			wantSerial := serialOf(t, want)
 			var got string
 			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-				got, _ = servedSerial(filesIP+":8443", roots)
+				got, _ = servedSerial(net.JoinHostPort(filesIP, "8443"), roots)
 				return got == wantSerial, nil
 			}); err != nil {
 				t.Fatalf("a new handshake presents serial %s, want %s", got, wantSerial)
@@ -324,7 +324,7 @@ func TestWebhook(t *testing.T) {
 	t.Run("bad input over TLS never panics or denies", func(t *testing.T) {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 		post := func(t *testing.T, body []byte) (int, []byte) {
-			resp, err := hc.Post("https://"+selfIP+":8443/mutate-node", "application/json", bytes.NewReader(body))
+			resp, err := hc.Post("https://"+net.JoinHostPort(selfIP, "8443")+"/mutate-node", "application/json", bytes.NewReader(body))
 			if err != nil {
 				t.Fatalf("post: %v", err)
 			}
@@ -430,7 +430,7 @@ func TestWebhook(t *testing.T) {
 			if exited, _ := w.Exited(); exited {
 				return false, w.ExitError()
 			}
-			resp, err := hc.Get("http://" + pendingIP + ":8080/readyz")
+			resp, err := hc.Get("http://" + net.JoinHostPort(pendingIP, "8080") + "/readyz")
 			if err != nil {
 				return false, nil
 			}
@@ -443,7 +443,7 @@ func TestWebhook(t *testing.T) {
 		if status != http.StatusServiceUnavailable {
 			t.Errorf("/readyz = %d without a certificate, want 503", status)
 		}
-		if c, err := net.DialTimeout("tcp", pendingIP+":8443", time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort(pendingIP, "8443"), time.Second); err == nil {
 			c.Close()
 			t.Error("admission port accepts connections before there is a certificate")
 		}

@@ -43,7 +43,7 @@ func (r *recorder) got() []recorded {
 // serveOn starts h on addr (an IP and port 0) and returns its base URL.
 func serveOn(t *testing.T, ip string, h http.Handler) string {
 	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Skipf("cannot listen on %s: %v", ip, err)
 	}
