@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -73,9 +74,7 @@ spec:
       serviceAccountName: coredns
       priorityClassName: system-cluster-critical
       dnsPolicy: Default
-      tolerations:
-      - {key: CriticalAddonsOnly, operator: Exists}
-      - {key: node-ready/unverified, operator: Exists, effect: NoSchedule}
+      tolerations: [{key: CriticalAddonsOnly, operator: Exists}, STARTUP_TOLERATIONS]
       securityContext:
         runAsNonRoot: true
         sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "0"}]
@@ -122,7 +121,8 @@ func (c *Cluster) deployCoreDNS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	manifest := fmt.Sprintf(coreDNSManifest, ExternalIP, ExternalName, c.opts.CoreDNSReplicas, ref, DNSServiceIP)
+	manifest := strings.ReplaceAll(fmt.Sprintf(coreDNSManifest, ExternalIP, ExternalName, c.opts.CoreDNSReplicas, ref, DNSServiceIP),
+		"STARTUP_TOLERATIONS", startupTolerations())
 	if _, err := c.Kubectl(ctx, bytes.NewBufferString(manifest), "apply", "-f", "-"); err != nil {
 		return err
 	}

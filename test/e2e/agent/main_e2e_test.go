@@ -122,7 +122,7 @@ func publishPeers(t *testing.T, nodes ...harness.Node) {
 }
 
 // unhealthyTaint is the agent's default re-taint taint.
-var unhealthyTaint = corev1.Taint{Key: "node-ready/unhealthy", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+var unhealthyTaint = harness.UnhealthyTaint
 
 // tainted reports whether the node carries the startup or the unhealthy taint.
 func tainted(n *corev1.Node) bool {
