@@ -6,6 +6,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
 // The unverified deadline when --unverified-deadline is not given. Under
@@ -36,7 +37,7 @@ func (o *Options) Deadline() time.Duration {
 // against the autoscaler: logged once at start-up.
 func (o *Options) Warnings() []string {
 	w := o.Deprecations()
-	if o.Remediation != "off" && o.Autoscaler == api.PresetClusterAutoscaler && o.Deadline() > api.CAMaxNodeStartupTime {
+	if o.Remediation != string(remediate.PolicyOff) && o.Autoscaler == api.PresetClusterAutoscaler && o.Deadline() > api.CAMaxNodeStartupTime {
 		w = append(w, fmt.Sprintf("--unverified-deadline=%s is past Cluster Autoscaler's --max-node-provision-time and --max-node-startup-time (%s by default): "+
 			"CA backs the node group off and counts the node unready before remediation acts; "+
 			"set it below %s (the default under --autoscaler=%s is %s) unless CA's own flags were raised",
