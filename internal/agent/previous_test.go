@@ -2,6 +2,7 @@ package agent
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,5 +94,54 @@ func TestUntaintPreviousKeysInOnePatch(t *testing.T) {
 	changed := node([]corev1.Taint{startup}, nil)
 	if _, err := applyPatch(t, changed, patch); err == nil {
 		t.Error("the untaint applied to a node whose taints changed since")
+	}
+}
+
+// TestStepPreviousKeys runs the loop's step on nodes carrying previous
+// keys: one created with the seed startup taint is verified (and, while
+// failing, left as it is: still being verified, never re-tainted), one
+// re-tainted with the seed unhealthy taint recovers, and a re-taint adds
+// the configured unhealthy taint.
+func TestStepPreviousKeys(t *testing.T) {
+	tests := []struct {
+		name      string
+		node      *corev1.Node
+		roundErr  error
+		failures  int
+		passes    int
+		wantTaint []string
+		wantLabel string
+		wantEvent []string
+	}{
+		{name: "created with the seed key, round passes: verified, the key removed",
+			node: testNode("n1", []corev1.Taint{startup}, nil, nil), wantLabel: "true", wantEvent: []string{ReasonVerified}},
+		{name: "created with the seed key, rounds fail: still being verified, nothing written",
+			node: testNode("n1", []corev1.Taint{startup}, nil, nil), roundErr: errDNS, failures: 5, wantTaint: []string{startup.Key}},
+		{name: "re-tainted with the seed unhealthy key, second pass: recovered, the key removed",
+			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), passes: 1, wantLabel: "true", wantEvent: []string{ReasonVerified}},
+		{name: "re-tainted with the seed unhealthy key, first pass: kept",
+			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), wantTaint: []string{unhealthy.Key}, wantLabel: "false"},
+		{name: "verified node, third failure: the configured unhealthy taint",
+			node: testNode("n1", nil, verifiedLabels, nil), roundErr: errDNS, failures: 2,
+			wantTaint: []string{caStatus.Key}, wantLabel: "false", wantEvent: []string{ReasonRetainted}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeCluster(tt.node)
+			a, rec := startTestAgent(t, f, stubCheck{err: tt.roundErr}, func(c *Config) { c.Taints = withPrev })
+			a.loop.failures, a.loop.passes = tt.failures, tt.passes
+			a.step(t.Context())
+			got := f.node("n1")
+			var keys []string
+			for _, taint := range got.Spec.Taints {
+				keys = append(keys, taint.Key)
+			}
+			if !slices.Equal(keys, tt.wantTaint) || got.Labels["node-ready/verified"] != tt.wantLabel {
+				t.Errorf("taints %v, label %q; want %v, %q", keys, got.Labels["node-ready/verified"], tt.wantTaint, tt.wantLabel)
+			}
+			if ev := rec.got(); !slices.Equal(ev, tt.wantEvent) {
+				t.Errorf("events = %v, want %v", ev, tt.wantEvent)
+			}
+		})
 	}
 }
