@@ -80,3 +80,39 @@ func policyPreviousKeys(t *testing.T, rendered string) []string {
 	}
 	return keys
 }
+
+// TestNotesWarnAboutTheDeadline: the chart's notes name the startup taint
+// to register nodes with, and warn about a remediation deadline past
+// Cluster Autoscaler's 15 minutes under its preset, and only then.
+func TestNotesWarnAboutTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		sets  []string
+		taint string
+		warn  bool
+	}{
+		{sets: nil, taint: api.CAStartupTaintKey},
+		{sets: []string{"webhook.remediation.policy=report"}, taint: api.CAStartupTaintKey},
+		{sets: []string{"webhook.remediation.policy=report", "webhook.remediation.unverifiedDeadline=14m59s"}, taint: api.CAStartupTaintKey},
+		{sets: []string{"webhook.remediation.policy=report", "webhook.remediation.unverifiedDeadline=1h30m"}, taint: api.CAStartupTaintKey, warn: true},
+		{sets: []string{"webhook.remediation.policy=report", "webhook.remediation.unverifiedDeadline=20m", "autoscaler=karpenter"}, taint: api.KarpenterStartupTaintKey},
+		{sets: []string{"webhook.remediation.unverifiedDeadline=20m"}, taint: api.CAStartupTaintKey}, // remediation off
+	} {
+		t.Run(strings.Join(tc.sets, ","), func(t *testing.T) {
+			args := []string{"install", "notes", chart, "-n", "notes", "--dry-run=client"}
+			for _, s := range tc.sets {
+				args = append(args, "--set", s)
+			}
+			out, err := helm(t, args...)
+			if err != nil {
+				t.Fatalf("helm install --dry-run: %v\n%s", err, out)
+			}
+			_, notes, _ := strings.Cut(out, "NOTES:")
+			if !strings.Contains(notes, "New nodes must start with the taint "+tc.taint+"=true:NoSchedule") {
+				t.Errorf("notes do not name the startup taint %s:\n%s", tc.taint, notes)
+			}
+			if got := strings.Contains(notes, "WARNING: webhook.remediation.unverifiedDeadline="); got != tc.warn {
+				t.Errorf("deadline warning in the notes: %v, want %v:\n%s", got, tc.warn, notes)
+			}
+		})
+	}
+}
