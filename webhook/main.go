@@ -64,7 +64,7 @@ Flags:
 	// client-go (leader election, informers) logs through klog; same JSON stream.
 	klog.SetSlogLogger(logger)
 	logger.Info("starting", "version", version.Version, "commit", version.Commit)
-	for _, w := range opts.Deprecations() {
+	for _, w := range opts.Warnings() {
 		logger.Warn(w)
 	}
 	if err := webhook.Run(ctx, *opts, logger); err != nil {

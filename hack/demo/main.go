@@ -200,7 +200,7 @@ func table(ctx context.Context, c *harness.Cluster) ([]row, error) {
 		}
 		r := row{name: n.Name, ready: "NotReady", verified: node.Labels["node-ready/verified"], pod: "-", checks: "-"}
 		r.tainted = slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
-			return t.Key == harness.StartupTaint.Key || t.Key == "node-ready/unhealthy"
+			return t.Key == harness.StartupTaint.Key || t.Key == harness.UnhealthyTaint.Key
 		})
 		for _, cond := range node.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {

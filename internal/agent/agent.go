@@ -185,7 +185,7 @@ func (a *Agent) relevantChange(o, n *corev1.Node) bool {
 	}
 	return a.bypassed(o) != a.bypassed(n) ||
 		HasAnyTaintKey(o.Spec.Taints, a.cfg.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.cfg.WaitForTaints) ||
-		(a.idle.Load() && !HasTaint(o.Spec.Taints, a.cfg.Taints.Startup) && HasTaint(n.Spec.Taints, a.cfg.Taints.Startup))
+		(a.idle.Load() && !a.cfg.Taints.startupOn(o.Spec.Taints) && a.cfg.Taints.startupOn(n.Spec.Taints))
 }
 
 func (a *Agent) bypassed(n *corev1.Node) bool {
@@ -360,9 +360,10 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 	}
 	a.health.set(true, true)
 	a.setCondition(ctx, BootstrappedCondition(a.modes))
-	if HasTaint(node.Spec.Taints, a.cfg.Taints.Startup) {
+	if a.cfg.Taints.startupOn(node.Spec.Taints) {
 		a.log.Info("startup taint re-added to a verified node; removing it again")
-		if err := a.apply(ctx, Desired{Remove: []corev1.Taint{a.cfg.Taints.Startup}, Label: "true"}); err != nil {
+		want := Desired{Remove: []corev1.Taint{a.cfg.Taints.Startup}, RemoveKeys: a.cfg.Taints.PreviousStartup, Label: "true"}
+		if err := a.apply(ctx, want); err != nil {
 			d := a.loop.writeRetry.NextBackOff()
 			a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
 			return d

@@ -16,6 +16,31 @@ type Taints struct {
 	// failing. When it equals Startup the agent re-taints with the startup
 	// taint (the behaviour before the unhealthy taint existed).
 	Unhealthy corev1.Taint
+	// PreviousStartup are keys of startup taints earlier configurations
+	// used (every preset's, and the user's --previous-taint-keys): a node
+	// created with one is verified like one carrying Startup, and the key
+	// goes with it. The agent never adds them.
+	PreviousStartup []string
+	// PreviousUnhealthy are keys of unhealthy taints earlier configurations
+	// used: a node carrying one recovers like one carrying Unhealthy.
+	PreviousUnhealthy []string
+}
+
+// startupOn reports whether taints hold the startup taint or a previous
+// startup key.
+func (t Taints) startupOn(taints []corev1.Taint) bool {
+	return HasTaint(taints, t.Startup) || HasAnyTaintKey(taints, t.PreviousStartup) != ""
+}
+
+// unhealthyOn reports whether taints hold the unhealthy taint (when it is
+// not the startup taint) or a previous unhealthy key.
+func (t Taints) unhealthyOn(taints []corev1.Taint) bool {
+	return (t.Unhealthy != t.Startup && HasTaint(taints, t.Unhealthy)) || HasAnyTaintKey(taints, t.PreviousUnhealthy) != ""
+}
+
+// previous lists every previous key, startup then unhealthy.
+func (t Taints) previous() []string {
+	return append(slices.Clone(t.PreviousStartup), t.PreviousUnhealthy...)
 }
 
 // State is what the agent knows about its node and its last rounds: the
@@ -51,6 +76,9 @@ type Desired struct {
 	Add *corev1.Taint
 	// Remove are taints to take off the node where present.
 	Remove []corev1.Taint
+	// RemoveKeys are keys of taints to take off the node where present,
+	// whatever their effect: the previous keys.
+	RemoveKeys []string
 	// Label is the value of the verified label; empty leaves it as it is.
 	Label string
 	// Unlabel removes a verified label that says "false". A bypassed node
@@ -75,12 +103,12 @@ func Decide(s State, th Thresholds, t Taints) Desired {
 	case s.Bypass:
 		// The operator vouches for the node: untaint, never re-taint, and
 		// free its slot of the fleet budget.
-		return Desired{Remove: clear, Unlabel: true}
+		return Desired{Remove: clear, RemoveKeys: t.previous(), Unlabel: true}
 	case s.Passed && s.Retainted && s.Passes < th.Recover:
 		// A re-tainted node must pass several rounds before it is trusted again.
 		return Desired{}
 	case s.Passed:
-		return Desired{Remove: clear, Label: "true"}
+		return Desired{Remove: clear, RemoveKeys: t.previous(), Label: "true"}
 	case !s.StartupTainted && !s.Retainted && s.Failures >= th.Retaint:
 		unhealthy := t.Unhealthy
 		return Desired{Add: &unhealthy, Label: "false"}
@@ -91,11 +119,12 @@ func Decide(s State, th Thresholds, t Taints) Desired {
 	}
 }
 
-// NodeState derives the node part of State from the node as last seen.
+// NodeState derives the node part of State from the node as last seen. A
+// previous key counts like the configured taint of its kind, so a node
+// created, or re-tainted, before the keys changed is never stranded.
 func NodeState(node *corev1.Node, t Taints, labelKey string) (startupTainted, retainted bool) {
-	retainted = node.Labels[labelKey] == "false" ||
-		(t.Unhealthy != t.Startup && HasTaint(node.Spec.Taints, t.Unhealthy))
-	return HasTaint(node.Spec.Taints, t.Startup) && !retainted, retainted
+	retainted = node.Labels[labelKey] == "false" || t.unhealthyOn(node.Spec.Taints)
+	return t.startupOn(node.Spec.Taints) && !retainted, retainted
 }
 
 // HasTaint reports whether taints hold one with t's key and effect.
@@ -136,6 +165,9 @@ func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error)
 		if i := indexTaint(taints, t); i >= 0 {
 			taints = slices.Delete(taints, i, i+1)
 		}
+	}
+	if len(want.RemoveKeys) > 0 {
+		taints = slices.DeleteFunc(taints, func(t corev1.Taint) bool { return slices.Contains(want.RemoveKeys, t.Key) })
 	}
 	if want.Add != nil && indexTaint(taints, *want.Add) < 0 {
 		taints = append(taints, *want.Add)

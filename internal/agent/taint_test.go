@@ -49,7 +49,7 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tn := tt.taints
-			if tn == (Taints{}) {
+			if tn.Startup == (corev1.Taint{}) {
 				tn = taints
 			}
 			if got := Decide(tt.state, thresh, tn); !reflect.DeepEqual(got, tt.want) {
@@ -76,7 +76,7 @@ func TestNodeState(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tn := tt.taints
-			if tn == (Taints{}) {
+			if tn.Startup == (corev1.Taint{}) {
 				tn = taints
 			}
 			s, r := NodeState(tt.node, tn, "node-ready/verified")

@@ -26,7 +26,8 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 	}
 	defer func() {
 		// The gauge follows the node, whether this call wrote or found it done.
-		v := !HasTaint(node.Spec.Taints, a.cfg.Taints.Startup) && !HasTaint(node.Spec.Taints, a.cfg.Taints.Unhealthy) &&
+		t := a.cfg.Taints
+		v := !t.startupOn(node.Spec.Taints) && !HasTaint(node.Spec.Taints, t.Unhealthy) && !t.unhealthyOn(node.Spec.Taints) &&
 			node.Labels[a.cfg.VerifiedLabel] == "true"
 		a.metrics.verified.Set(map[bool]float64{true: 1, false: 0}[v])
 	}()
@@ -97,7 +98,20 @@ func (a *Agent) operation(node *corev1.Node, want Desired) string {
 			return "remove"
 		}
 	}
+	if HasAnyTaintKey(node.Spec.Taints, want.RemoveKeys) != "" {
+		return "remove"
+	}
 	return ""
+}
+
+// startupRemoved names the startup taint node carried: the configured one,
+// else the previous key it was created with.
+func (a *Agent) startupRemoved(node *corev1.Node) string {
+	t := a.cfg.Taints
+	if HasTaint(node.Spec.Taints, t.Startup) {
+		return taintString(t.Startup)
+	}
+	return HasAnyTaintKey(node.Spec.Taints, t.PreviousStartup)
 }
 
 func (a *Agent) count(op, result string) {
@@ -115,12 +129,12 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "taints removed without checks: annotation %s=true", a.cfg.BypassAnnotation)
 			return
 		}
-		if !a.loop.everVerified && HasTaint(before.Spec.Taints, a.cfg.Taints.Startup) {
+		if !a.loop.everVerified && a.cfg.Taints.startupOn(before.Spec.Taints) {
 			a.loop.everVerified = true
 			secs := time.Since(before.CreationTimestamp.Time).Seconds()
 			a.metrics.timeToVerified.Set(secs)
 			a.log.Info("node verified; startup taint removed", "since_creation_seconds", secs)
-			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", taintString(a.cfg.Taints.Startup))
+			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", a.startupRemoved(before))
 			return
 		}
 		a.loop.everVerified = true

@@ -2,15 +2,19 @@ package api
 
 // The defaults of the names kube-node-ready writes. Each is configurable by
 // a flag of the binary that writes it; the names here are what a user who
-// sets nothing sees.
+// sets nothing sees, the taints aside: their defaults come from a preset
+// (presets.go).
 const (
-	// StartupTaintKey is the taint new nodes start with; the agent removes
-	// it once every check passed.
+	// StartupTaintKey is the seed startup taint, the "none" preset's: new
+	// nodes start with the startup taint, and the agent removes it once
+	// every check passed. The default preset (presets.go) uses a key the
+	// autoscalers understand.
 	StartupTaintKey = "node-ready/unverified"
 	// StartupTaint is the startup taint in the flags' key=value:Effect form.
 	StartupTaint = StartupTaintKey + "=true:NoSchedule"
-	// UnhealthyTaintKey is the taint the agent puts on a verified node whose
-	// checks keep failing.
+	// UnhealthyTaintKey is the seed unhealthy taint, the "none" preset's:
+	// the agent puts the unhealthy taint on a verified node whose checks
+	// keep failing.
 	UnhealthyTaintKey = "node-ready/unhealthy"
 	// UnhealthyTaint is the unhealthy taint in key=value:Effect form.
 	UnhealthyTaint = UnhealthyTaintKey + "=true:NoSchedule"

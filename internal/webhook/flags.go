@@ -2,7 +2,9 @@ package webhook
 
 import (
 	"flag"
+	"strings"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
@@ -56,7 +58,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between election attempts")
 	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this replica's name (Lease holder, Events); empty = host name")
 	fs.StringVar(&o.Remediation, "remediation", o.Remediation, "what happens to a node still carrying the key of --agent-startup-taint or --agent-unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (delete its Karpenter NodeClaim, else the Node)")
-	fs.DurationVar(&o.UnverifiedDeadline, "unverified-deadline", o.UnverifiedDeadline, "how long a node may stay unverified (startup or unhealthy taint) before --remediation acts, counted from when this replica first saw it unverified (never from the node's own clock), and never from before it began leading or the API server last answered again after an outage")
+	fs.Var(&o.UnverifiedDeadline, "unverified-deadline", "how long a node may stay unverified (startup or unhealthy taint) before --remediation acts, counted from when this replica first saw it unverified (never from the node's own clock), and never from before it began leading or the API server last answered again after an outage; unset: 10m under --autoscaler=cluster-autoscaler (before CA's 15m --max-node-provision-time and --max-node-startup-time), else 30m")
 	fs.StringVar(&o.MaxReplacing, "max-replacing", o.MaxReplacing, "most nodes replaced and still present at once: a count (\"1\") or a share of all nodes (\"5%\"), at least 1")
 	fs.BoolVar(&o.RemediationDryRun, "remediation-dry-run", o.RemediationDryRun, "with --remediation=replace, record what would be deleted (Event, log, metric) and delete nothing")
 	fs.DurationVar(&o.RemediationInterval, "remediation-interval", o.RemediationInterval, "time between remediation scans")
@@ -64,8 +66,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RemediationBreakerThreshold, "remediation-breaker-threshold", o.RemediationBreakerThreshold, "circuit breaker: stop replacing while this share (\"50%\") of the latest --remediation-breaker-window new nodes went past --unverified-deadline without verifying (a broken agent image, CNI or subnet); resume when a new node verifies; \"off\" turns it off")
 	fs.IntVar(&o.RemediationBreakerWindow, "remediation-breaker-window", o.RemediationBreakerWindow, "how many of the latest new nodes (verified, or past the deadline) the circuit breaker counts")
 	fs.BoolVar(&o.RemediationNodeClaims, "remediation-nodeclaims", o.RemediationNodeClaims, "replace a node by deleting the Karpenter NodeClaim (karpenter.sh/v1) that owns it, when the API exists; else, or when absent or forbidden, delete the Node")
-	fs.StringVar(&o.StartupTaint, "agent-startup-taint", o.StartupTaint, "the agent's --startup-taint (key=value:Effect); a node carrying its key, not verified, is unverified")
-	fs.StringVar(&o.UnhealthyTaint, "agent-unhealthy-taint", o.UnhealthyTaint, "the agent's --unhealthy-taint (key=value:Effect); a node carrying its key, not verified, is unverified")
+	fs.StringVar(&o.Autoscaler, "autoscaler", o.Autoscaler, "the agents' --autoscaler, the preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --agent-startup-taint, --agent-unhealthy-taint and the default of --unverified-deadline")
+	fs.StringVar(&o.StartupTaint, "agent-startup-taint", o.StartupTaint, "the agent's --startup-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
+	fs.StringVar(&o.UnhealthyTaint, "agent-unhealthy-taint", o.UnhealthyTaint, "the agent's --unhealthy-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
+	fs.Var((*flagenv.StringList)(&o.PreviousTaintKeys), "previous-taint-keys", "the agents' --previous-taint-keys: a node carrying one of them, or any preset's startup or unhealthy key, not verified, is unverified")
 	fs.StringVar(&o.VerifiedLabel, "agent-verified-label", o.VerifiedLabel, "the agent's --verified-label: \"true\" once verified, \"false\" while re-tainted; remediation watches the nodes where it is not \"true\"")
 	fs.StringVar(&o.AgentSkipAnnotation, "agent-skip-verification-annotation", o.AgentSkipAnnotation, "the agent's --skip-verification-annotation: a node carrying it set to \"true\" is never replaced and does not count against --agent-fleet-budget")
 	fs.StringVar(&o.ProtectAnnotation, "protect-annotation", o.ProtectAnnotation, "node annotation that, set to \"true\", keeps remediation from replacing the node (the chart's deletion protection uses the same)")
@@ -109,6 +113,9 @@ func taintOfKey(def string) func(string) (string, error) {
 	return func(key string) (string, error) {
 		if err := cli.QualifiedName(key); err != nil {
 			return "", err
+		}
+		if def == "" { // the preset decides: its value and effect
+			def = api.Default().StartupTaint()
 		}
 		t, err := cli.ParseTaint(def)
 		if err != nil {

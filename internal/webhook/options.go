@@ -134,8 +134,9 @@ type Options struct {
 	// Remediation is the policy for nodes unverified past UnverifiedDeadline:
 	// off, report or replace (see package remediate).
 	Remediation string
-	// UnverifiedDeadline is how long a node may carry the startup or unhealthy taint.
-	UnverifiedDeadline time.Duration
+	// UnverifiedDeadline is how long a node may carry the startup or
+	// unhealthy taint; unset, it depends on Autoscaler (Deadline).
+	UnverifiedDeadline flagenv.OptionalDuration
 	// MaxReplacing bounds nodes replaced and still present ("1", "10%").
 	MaxReplacing string
 	// RemediationDryRun reports what would be deleted.
@@ -153,10 +154,17 @@ type Options struct {
 	RemediationBreakerThreshold string
 	// RemediationBreakerWindow is how many of the latest new nodes count.
 	RemediationBreakerWindow int
+	// Autoscaler is the agents' --autoscaler: the preset of taint keys
+	// (api.Presets) that gives StartupTaint and UnhealthyTaint when they are
+	// empty, and the default of UnverifiedDeadline.
+	Autoscaler string
 	// StartupTaint and UnhealthyTaint are the agent's taints, key=value:Effect
 	// as its --startup-taint and --unhealthy-taint take them; only their keys
-	// are read here.
+	// are read here. Empty takes the Autoscaler preset's.
 	StartupTaint, UnhealthyTaint string
+	// PreviousTaintKeys are the agents' --previous-taint-keys: a node
+	// carrying one, or any preset's key, not verified, is unverified.
+	PreviousTaintKeys []string
 	// VerifiedLabel is the agent's --verified-label.
 	VerifiedLabel string
 	// AgentSkipAnnotation is the agent's bypass annotation (its
@@ -213,13 +221,11 @@ func NewOptions() *Options {
 		RenewDeadline:         10 * time.Second,
 		RetryPeriod:           2 * time.Second,
 		Remediation:           "off",
-		UnverifiedDeadline:    30 * time.Minute,
 		MaxReplacing:          "1",
 		RemediationInterval:   30 * time.Second,
 		FleetBudget:           "10%",
 		RemediationNodeClaims: true,
-		StartupTaint:          api.StartupTaint,
-		UnhealthyTaint:        api.UnhealthyTaint,
+		Autoscaler:            api.DefaultPreset,
 		VerifiedLabel:         api.VerifiedLabel,
 		AgentSkipAnnotation:   api.SkipVerificationAnnotation,
 		ProtectAnnotation:     api.ProtectAnnotation,

@@ -146,8 +146,8 @@ func (o *Options) validateRemediation(p *cli.Problems) {
 	if policy == remediate.PolicyOff {
 		return
 	}
-	if o.UnverifiedDeadline <= 0 {
-		p.Add("unverified-deadline", "%s must be positive", o.UnverifiedDeadline)
+	if o.UnverifiedDeadline.IsSet && o.UnverifiedDeadline.D <= 0 {
+		p.Add("unverified-deadline", "%s must be positive (leave it out for the --autoscaler preset's default)", o.UnverifiedDeadline.D)
 	}
 	if o.RemediationInterval <= 0 {
 		p.Add("remediation-interval", "%s must be positive", o.RemediationInterval)
@@ -161,10 +161,7 @@ func (o *Options) validateRemediation(p *cli.Problems) {
 	if o.RemediationBreakerWindow < 1 {
 		p.Add("remediation-breaker-window", "%d must be at least 1", o.RemediationBreakerWindow)
 	}
-	_, err = cli.ParseTaint(o.StartupTaint)
-	p.Check("agent-startup-taint", err)
-	_, err = cli.ParseTaint(o.UnhealthyTaint)
-	p.Check("agent-unhealthy-taint", err)
+	o.taintFlags().Check(p, "agent-startup-taint", "agent-unhealthy-taint")
 	p.Check("agent-verified-label", cli.QualifiedName(o.VerifiedLabel))
 	p.Check("agent-skip-verification-annotation", cli.QualifiedName(o.AgentSkipAnnotation))
 	if o.ProtectAnnotation != "" { // empty: no node is protected

@@ -155,19 +155,23 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 	if err != nil {
 		return nil, fmt.Errorf("--remediation-breaker-threshold: %w", err)
 	}
+	keys, err := opts.taintKeys()
+	if err != nil {
+		return nil, err
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("remediation: dynamic client: %w", err)
 	}
 	return remediate.New(client, dyn, remediate.Config{
 		Policy:              policy,
-		Deadline:            opts.UnverifiedDeadline,
+		Deadline:            opts.Deadline(),
 		MaxReplacing:        maxReplacing,
 		FleetBudget:         fleet,
 		DryRun:              opts.RemediationDryRun,
 		Interval:            opts.RemediationInterval,
-		StartupTaint:        taintKey(opts.StartupTaint),
-		UnhealthyTaint:      taintKey(opts.UnhealthyTaint),
+		StartupTaints:       append([]string{taintKey(keys.Startup)}, keys.PreviousStartup...),
+		UnhealthyTaints:     append([]string{taintKey(keys.Unhealthy)}, keys.PreviousUnhealthy...),
 		VerifiedLabel:       opts.VerifiedLabel,
 		AgentSkipAnnotation: opts.AgentSkipAnnotation,
 		ReplacingAnnotation: remediate.ReplacingAnnotation,

@@ -68,7 +68,8 @@ func (c *Cluster) DeployCertManager(ctx context.Context) error {
 		refs[comp] = ref
 	}
 	manifest := strings.NewReplacer("CONTROLLER_IMAGE", refs["controller"], "CAINJECTOR_IMAGE", refs["cainjector"],
-		"CM_NAMESPACE", CertManagerNamespace, "LEASE_NAMESPACE", certManagerLeaseNamespace).Replace(certManagerManifest)
+		"CM_NAMESPACE", CertManagerNamespace, "LEASE_NAMESPACE", certManagerLeaseNamespace,
+		"STARTUP_TOLERATIONS", startupTolerations()).Replace(certManagerManifest)
 	if _, err := c.Kubectl(ctx, strings.NewReader(manifest), "apply", "--server-side", "-f", "-"); err != nil {
 		return err
 	}
@@ -322,7 +323,7 @@ spec:
     spec:
       serviceAccountName: cert-manager
       enableServiceLinks: false
-      tolerations: [{key: node-ready/unverified, operator: Exists, effect: NoSchedule}]
+      tolerations: [STARTUP_TOLERATIONS]
       securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
         - name: cert-manager-controller
@@ -367,7 +368,7 @@ spec:
     spec:
       serviceAccountName: cert-manager-cainjector
       enableServiceLinks: false
-      tolerations: [{key: node-ready/unverified, operator: Exists, effect: NoSchedule}]
+      tolerations: [STARTUP_TOLERATIONS]
       securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
         - name: cert-manager-cainjector

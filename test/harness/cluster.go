@@ -69,6 +69,10 @@ type ClusterOptions struct {
 	Images []string
 	// CoreDNSReplicas is the size of the CoreDNS Deployment (default 2).
 	CoreDNSReplicas int32
+	// NodeTaints are what the initial real nodes register with
+	// (--register-with-taints); nil means StartupTaint alone. The upgrade
+	// test starts from a release that wrote another key.
+	NodeTaints []corev1.Taint
 	// NodeMonitorGracePeriod is how long kube-controller-manager's node
 	// lifecycle controller waits for a node's heartbeat before it marks the
 	// node's Ready condition Unknown and taints it node.kubernetes.io/unreachable;
@@ -263,7 +267,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	errs := make(chan error, opts.Nodes)
 	for i := 0; i < opts.Nodes; i++ {
 		go func() {
-			_, err := c.AddNode(ctx, RealNodeOptions{})
+			_, err := c.AddNode(ctx, RealNodeOptions{Taints: opts.NodeTaints})
 			errs <- err
 		}()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -74,9 +75,7 @@ spec:
       serviceAccountName: coredns
       priorityClassName: system-cluster-critical
       dnsPolicy: Default
-      tolerations:
-      - {key: CriticalAddonsOnly, operator: Exists}
-      - {key: node-ready/unverified, operator: Exists, effect: NoSchedule}
+      tolerations: [{key: CriticalAddonsOnly, operator: Exists}, STARTUP_TOLERATIONS]
       securityContext:
         runAsNonRoot: true
         sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "0"}]
@@ -133,6 +132,7 @@ func (c *Cluster) deployCoreDNS(ctx context.Context) error {
 	manifest := fmt.Sprintf(coreDNSManifest, externalHosts(c.Families, 12), c.opts.CoreDNSReplicas, ref,
 		joinField(c.Families, func(a Addresses) string { return a.DNSServiceIP }),
 		joinField(c.Families, func(a Addresses) string { return string(a.Family) }), policy, c.Primary().DNSServiceIP)
+	manifest = strings.ReplaceAll(manifest, "STARTUP_TOLERATIONS", startupTolerations())
 	if _, err := c.Kubectl(ctx, bytes.NewBufferString(manifest), "apply", "-f", "-"); err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +17,36 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
-// StartupTaint is the taint every simulated node is created with.
-var StartupTaint = corev1.Taint{Key: api.StartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+// StartupTaint is the taint every simulated and real node is created with:
+// the default preset's, the one the chart's and the binaries' defaults
+// remove.
+var StartupTaint = corev1.Taint{Key: api.Default().StartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// UnhealthyTaint is the default preset's unhealthy taint: what the agent
+// re-taints with when nothing else is configured.
+var UnhealthyTaint = corev1.Taint{Key: api.Default().UnhealthyTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// SeedStartupTaint is the seed startup taint (the "none" preset's, and the
+// default of releases before the presets): a node carrying it is one
+// created before the keys changed.
+var SeedStartupTaint = corev1.Taint{Key: api.StartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// OurTaint reports whether key is a taint key of the project's: any
+// preset's startup or unhealthy key (the seed keys among them).
+func OurTaint(key string) bool {
+	return slices.Contains(api.PreviousStartupTaintKeys(), key) || slices.Contains(api.PreviousUnhealthyTaintKeys(), key)
+}
+
+// startupTolerations are YAML flow items tolerating every preset's startup
+// key, for the harness's own workloads that must run on unverified nodes
+// (CoreDNS, cert-manager) whichever preset a test installs.
+func startupTolerations() string {
+	var items []string
+	for _, key := range api.PreviousStartupTaintKeys() {
+		items = append(items, "{key: "+key+", operator: Exists, effect: NoSchedule}")
+	}
+	return strings.Join(items, ", ")
+}
 
 // Node is a simulated node: a Node object plus the address the process that
 // plays it binds to (its InternalIP, and its pod IP).

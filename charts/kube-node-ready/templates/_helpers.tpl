@@ -36,13 +36,58 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .image.digest -}}{{ .image.repository }}@{{ .image.digest }}{{- else -}}{{ .image.repository }}:{{ $tag }}{{- end -}}
 {{- end -}}
 
-{{/* The startup taint as key=value:Effect. */}}
+{{/*
+The taint keys of each `autoscaler` preset: the same table as the binaries'
+(internal/api/presets.go; test/e2e/chart checks that they agree).
+*/}}
+{{- define "knr.presets" -}}
+cluster-autoscaler: {startup: startup-taint.cluster-autoscaler.kubernetes.io/node-ready, unhealthy: status-taint.cluster-autoscaler.kubernetes.io/node-ready}
+karpenter: {startup: readiness.k8s.io/node-ready, unhealthy: status-taint.cluster-autoscaler.kubernetes.io/node-ready}
+none: {startup: node-ready/unverified, unhealthy: node-ready/unhealthy}
+{{- end -}}
+
+{{/* The autoscaler preset; absent after `helm upgrade --reuse-values` from an older chart. */}}
+{{- define "knr.autoscaler" -}}
+{{- .Values.autoscaler | default "cluster-autoscaler" -}}
+{{- end -}}
+
+{{/* The startup taint's key: agent.startupTaint.key, else the preset's. */}}
+{{- define "knr.startupKey" -}}
+{{- .Values.agent.startupTaint.key | default (index (include "knr.presets" . | fromYaml) (include "knr.autoscaler" .)).startup -}}
+{{- end -}}
+
+{{/* The re-taint (unhealthy) taint's key: agent.retaintTaint.key, else the preset's. */}}
+{{- define "knr.retaintKey" -}}
+{{- .Values.agent.retaintTaint.key | default (index (include "knr.presets" . | fromYaml) (include "knr.autoscaler" .)).unhealthy -}}
+{{- end -}}
+
+{{/* The re-taint taint as key=value:Effect. */}}
 {{- define "knr.retaintTaint" -}}
-{{ .Values.agent.retaintTaint.key }}={{ .Values.agent.retaintTaint.value }}:{{ .Values.agent.retaintTaint.effect }}
+{{ include "knr.retaintKey" . }}={{ .Values.agent.retaintTaint.value }}:{{ .Values.agent.retaintTaint.effect }}
 {{- end }}
 
+{{/* The startup taint as key=value:Effect. */}}
 {{- define "knr.startupTaint" -}}
-{{ .Values.agent.startupTaint.key }}={{ .Values.agent.startupTaint.value }}:{{ .Values.agent.startupTaint.effect }}
+{{ include "knr.startupKey" . }}={{ .Values.agent.startupTaint.value }}:{{ .Values.agent.startupTaint.effect }}
+{{- end -}}
+
+{{/*
+The previous taint keys, as a JSON list: every preset's keys and
+agent.previousTaintKeys, the keys in use left out. The agent removes them
+(never adds them) and the webhook counts a node carrying one as unverified,
+so changing the keys strands no node.
+*/}}
+{{- define "knr.previousKeys" -}}
+{{- $current := list (include "knr.startupKey" .) (include "knr.retaintKey" .) -}}
+{{- $keys := .Values.agent.previousTaintKeys | default list -}}
+{{- range $name, $p := include "knr.presets" . | fromYaml -}}
+{{- $keys = append (append $keys $p.startup) $p.unhealthy -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $keys | uniq | sortAlpha -}}
+{{- if not (has . $current) }}{{ $out = append $out . }}{{ end -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}
 
 {{- define "knr.securityContext" -}}
@@ -74,4 +119,15 @@ webhook and to the uninstall Job, which remove it; nothing is stranded.
 {{- end }}
 {{- end }}
 {{- without ($names | compact | uniq) .Values.webhook.finalizer | join "," }}
+{{- end -}}
+
+{{/* A Go duration ("1h30m", "900s") in seconds, for comparisons. */}}
+{{- define "knr.seconds" -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9.]+(h|ms|us|µs|ns|m|s)" . -1 -}}
+{{- $n := regexFind "^[0-9.]+" . -}}
+{{- $unit := trimPrefix $n . -}}
+{{- $total = addf $total (mulf (float64 $n) (get (dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 "us" 0.000001 "µs" 0.000001 "ns" 0.000000001) $unit)) -}}
+{{- end -}}
+{{- $total -}}
 {{- end -}}

@@ -10,14 +10,14 @@ groups:
           severity: warning
         annotations:
           summary: "Node {{ "{{" }} $labels.node {{ "}}" }} is still unverified"
-          description: "The kube-node-ready agent on {{ "{{" }} $labels.node {{ "}}" }} has not verified the node for {{ .Values.monitoring.prometheusRule.unverifiedFor }}; it keeps the {{ .Values.agent.startupTaint.key }} taint. Run `kube-node-ready-agent check` in the agent pod or read `kubectl logs -l app=kube-node-ready`."
+          description: "The kube-node-ready agent on {{ "{{" }} $labels.node {{ "}}" }} has not verified the node for {{ .Values.monitoring.prometheusRule.unverifiedFor }}; it keeps the {{ include "knr.startupKey" . }} taint. Run `kube-node-ready-agent check` in the agent pod or read `kubectl logs -l app=kube-node-ready`."
       - alert: NodeRetainted
         expr: increase(node_ready_taint_operations_total{operation="add",result="success"}[10m]) > 0
         labels:
           severity: warning
         annotations:
           summary: "Node {{ "{{" }} $labels.node {{ "}}" }} was re-tainted"
-          description: "Checks failed repeatedly on {{ "{{" }} $labels.node {{ "}}" }} and the agent put the {{ .Values.agent.retaintTaint.key }} taint on it. `kubectl describe node` shows the failing checks in its KubeNodeReady condition."
+          description: "Checks failed repeatedly on {{ "{{" }} $labels.node {{ "}}" }} and the agent put the {{ include "knr.retaintKey" . }} taint on it. `kubectl describe node` shows the failing checks in its KubeNodeReady condition."
       - alert: NodeRetaintSuppressed
         expr: increase(node_ready_retaint_suppressed_total[10m]) > 0
         labels:
@@ -47,7 +47,7 @@ groups:
           severity: warning
         annotations:
           summary: "{{ "{{" }} $value {{ "}}" }} nodes are unverified past the remediation deadline"
-          description: "Nodes still carry the {{ .Values.agent.startupTaint.key }} or {{ .Values.agent.retaintTaint.key }} taint past webhook.remediation.unverifiedDeadline and are not being replaced (policy report, dry run, protected, or held by the fleet or replacement budget or the circuit breaker). The NodeUnverifiedPastDeadline Events on them say which and why."
+          description: "Nodes still carry the {{ include "knr.startupKey" . }} or {{ include "knr.retaintKey" . }} taint past webhook.remediation.unverifiedDeadline and are not being replaced (policy report, dry run, protected, or held by the fleet or replacement budget or the circuit breaker). The NodeUnverifiedPastDeadline Events on them say which and why."
       - alert: NodeRemediationCircuitOpen
         expr: max by (namespace) (node_remediation_circuit_open) > 0
         labels:

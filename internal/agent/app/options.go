@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
@@ -45,13 +44,22 @@ type Options struct {
 	Kubeconfig string
 	// MetricsAddr serves /metrics, /healthz and /readyz.
 	MetricsAddr string
-	// StartupTaint is key=value:Effect of the taint removed once verified.
+	// Autoscaler names the preset of taint keys (api.Presets) the
+	// autoscaler in the cluster understands: it gives StartupTaint and
+	// UnhealthyTaint when they are empty.
+	Autoscaler string
+	// StartupTaint is key=value:Effect of the taint removed once verified;
+	// empty takes the Autoscaler preset's.
 	StartupTaint string
 	// UnhealthyTaint is key=value:Effect of the taint a verified node gets
-	// when its checks keep failing. Set it to StartupTaint to re-taint with
-	// the startup taint instead (autoscalers then see a node that is still
-	// starting, not a broken one).
+	// when its checks keep failing; empty takes the Autoscaler preset's. Set
+	// it to StartupTaint to re-taint with the startup taint instead
+	// (autoscalers then see a node that is still starting, not a broken one).
 	UnhealthyTaint string
+	// PreviousTaintKeys are keys of taints an earlier configuration used, on
+	// top of every preset's: a node carrying one is verified (and the key
+	// removed) like one carrying the startup taint. Never added.
+	PreviousTaintKeys flagenv.StringList
 	// VerifiedLabel is set to "true" when verified and "false" when re-tainted.
 	VerifiedLabel string
 	// SkipVerificationAnnotation set to "true" on the node untaints it at once and disables re-tainting.
@@ -114,8 +122,7 @@ func NewOptions() *Options {
 	return &Options{
 		PodNamespace:               "kube-node-ready",
 		MetricsAddr:                ":8080",
-		StartupTaint:               api.StartupTaint,
-		UnhealthyTaint:             api.UnhealthyTaint,
+		Autoscaler:                 api.DefaultPreset,
 		VerifiedLabel:              api.VerifiedLabel,
 		SkipVerificationAnnotation: api.SkipVerificationAnnotation,
 		WaitForTaints:              flagenv.StringList{"karpenter.sh/unregistered"},
@@ -144,8 +151,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PodNamespace, "pod-namespace", o.PodNamespace, "namespace of the agent and its headless Service")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig path; empty uses the in-cluster configuration")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
-	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified")
-	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; the startup taint is only ever removed unless this names it")
+	fs.StringVar(&o.Autoscaler, "autoscaler", o.Autoscaler, "preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --startup-taint and --unhealthy-taint when they are empty")
+	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified; empty takes the --autoscaler preset's")
+	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; empty takes the --autoscaler preset's; the startup taint is only ever removed unless this names it")
+	fs.Var(&o.PreviousTaintKeys, "previous-taint-keys", "comma-separated keys of startup taints an earlier configuration used, on top of every preset's: a node carrying one is verified and the key removed with the startup taint; never added")
 	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, `label set to "true" when verified and "false" when re-tainted`)
 	fs.StringVar(&o.SkipVerificationAnnotation, "skip-verification-annotation", o.SkipVerificationAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
 	fs.Var(&o.WaitForTaints, "wait-for-taints", "comma-separated taint keys that must be gone from the node before it is untainted")
@@ -191,10 +200,7 @@ func (o *Options) Validate() error {
 		_, err := netip.ParseAddr(o.PodIP)
 		p.Check("pod-ip", err)
 	}
-	_, err := cli.ParseTaint(o.StartupTaint)
-	p.Check("startup-taint", err)
-	_, err = cli.ParseTaint(o.UnhealthyTaint)
-	p.Check("unhealthy-taint", err)
+	o.taintFlags().Check(&p, "startup-taint", "unhealthy-taint")
 	p.Check("verified-label", cli.QualifiedName(o.VerifiedLabel))
 	p.Check("skip-verification-annotation", cli.QualifiedName(o.SkipVerificationAnnotation))
 	o.validateChecks(&p)
@@ -219,7 +225,7 @@ func (o *Options) Validate() error {
 	if o.RecoverThreshold < 1 {
 		p.Add("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
 	}
-	_, err = budget.Parse(o.FleetBudget)
+	_, err := budget.Parse(o.FleetBudget)
 	p.Check("fleet-budget", err)
 	_, err = checks.ParseServiceRef(o.DNSService)
 	p.Check("check.discovery.service", err)
@@ -284,18 +290,32 @@ func (o *Options) Enabled() []string {
 	return out
 }
 
-// taints parses the startup and unhealthy taints.
-func (o *Options) taints() (startup, unhealthy corev1.Taint, err error) {
-	if startup, err = cli.ParseTaint(o.StartupTaint); err != nil {
-		return startup, unhealthy, err
+// taintFlags are the flags that give the taints.
+func (o *Options) taintFlags() cli.TaintFlags {
+	return cli.TaintFlags{Autoscaler: o.Autoscaler, Startup: o.StartupTaint, Unhealthy: o.UnhealthyTaint, Previous: o.PreviousTaintKeys}
+}
+
+// taints resolves the startup and unhealthy taints and the previous keys.
+func (o *Options) taints() (agent.Taints, error) {
+	keys, err := o.taintFlags().Resolve()
+	if err != nil {
+		return agent.Taints{}, err
 	}
-	unhealthy, err = cli.ParseTaint(o.UnhealthyTaint)
-	return startup, unhealthy, err
+	startup, err := cli.ParseTaint(keys.Startup)
+	if err != nil {
+		return agent.Taints{}, err
+	}
+	unhealthy, err := cli.ParseTaint(keys.Unhealthy)
+	if err != nil {
+		return agent.Taints{}, err
+	}
+	return agent.Taints{Startup: startup, Unhealthy: unhealthy,
+		PreviousStartup: keys.PreviousStartup, PreviousUnhealthy: keys.PreviousUnhealthy}, nil
 }
 
 // Config is the loop's configuration from validated options.
 func (o *Options) Config() (agent.Config, error) {
-	startup, unhealthy, err := o.taints()
+	taints, err := o.taints()
 	if err != nil {
 		return agent.Config{}, err
 	}
@@ -312,7 +332,7 @@ func (o *Options) Config() (agent.Config, error) {
 	return agent.Config{
 		NodeName:         o.NodeName,
 		LeaseNamespace:   o.PodNamespace,
-		Taints:           agent.Taints{Startup: startup, Unhealthy: unhealthy},
+		Taints:           taints,
 		VerifiedLabel:    o.VerifiedLabel,
 		BypassAnnotation: o.SkipVerificationAnnotation,
 		WaitForTaints:    slices.Clone([]string(o.WaitForTaints)),

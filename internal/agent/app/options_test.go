@@ -27,6 +27,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "unknown continuous check", args: []string{"--node-name=n", "--continuous-checks=ping"}, want: `--continuous-checks: unknown check "ping"`},
 		{name: "continuous check not enabled", args: []string{"--node-name=n", "--checks=dns,api", "--continuous-checks=network"}, want: `--continuous-checks: check "network" is not enabled`},
 		{name: "all with names", args: []string{"--node-name=n", "--continuous-checks=all,dns"}, want: `--continuous-checks: "all" stands alone`},
+		{name: "unknown autoscaler", args: []string{"--node-name=n", "--autoscaler=gke"}, want: `--autoscaler: unknown preset "gke" (known: cluster-autoscaler, karpenter, none)`},
+		{name: "bad previous taint key", args: []string{"--node-name=n", "--previous-taint-keys=a b"}, want: "--previous-taint-keys"},
 		{name: "bad unhealthy taint", args: []string{"--node-name=n", "--unhealthy-taint=x:Never"}, want: "--unhealthy-taint"},
 		{name: "bad unhealthy taint by its old name", args: []string{"--node-name=n", "--retaint-taint=x:Never"}, want: "--unhealthy-taint"},
 		{name: "bad bypass annotation", args: []string{"--node-name=n", "--skip-verification-annotation=a b"}, want: "--skip-verification-annotation"},

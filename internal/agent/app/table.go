@@ -108,7 +108,7 @@ func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]chec
 	if err != nil {
 		return nil, err
 	}
-	startup, unhealthy, err := o.taints()
+	taints, err := o.taints()
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]chec
 		PodIP:        podIP,
 		PodName:      o.PodName,
 		PodNamespace: o.PodNamespace,
-		AgentTaints:  append([]string{startup.Key, unhealthy.Key}, o.WaitForTaints...),
+		AgentTaints:  slices.Concat([]string{taints.Startup.Key, taints.Unhealthy.Key}, taints.PreviousStartup, taints.PreviousUnhealthy, o.WaitForTaints),
 		Log:          log,
 	}
 	var out []checks.Check

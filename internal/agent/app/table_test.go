@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 func parsed(t *testing.T, args ...string) *Options {
@@ -92,10 +93,26 @@ func checkNames(cs []checks.Check) []string {
 	return out
 }
 
+// TestConfigPreset: --autoscaler picks the taints; an explicit taint wins.
+func TestConfigPreset(t *testing.T) {
+	cfg, err := parsed(t, "--autoscaler=karpenter", "--unhealthy-taint=example.com/sick:NoSchedule").Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Taints.Startup.Key != api.KarpenterStartupTaintKey || cfg.Taints.Startup.Value != "true" || cfg.Taints.Startup.Effect != "NoSchedule" ||
+		cfg.Taints.Unhealthy.Key != "example.com/sick" {
+		t.Errorf("Taints = %+v", cfg.Taints)
+	}
+	if !slices.Contains(cfg.Taints.PreviousStartup, api.CAStartupTaintKey) || slices.Contains(cfg.Taints.PreviousStartup, api.KarpenterStartupTaintKey) {
+		t.Errorf("previous startup keys = %v: want the other presets' keys, not the configured one", cfg.Taints.PreviousStartup)
+	}
+}
+
 // TestConfig: the loop's configuration carries the parsed flags.
 func TestConfig(t *testing.T) {
 	o := parsed(t, "--continuous-checks=api,daemonsets", "--unhealthy-taint=example.com/sick:NoExecute",
-		"--fleet-budget=2", "--check-period=30s", "--retaint-threshold=4", "--skip-verification-annotation=example.com/skip")
+		"--fleet-budget=2", "--check-period=30s", "--retaint-threshold=4", "--skip-verification-annotation=example.com/skip",
+		"--previous-taint-keys=example.com/old")
 	cfg, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +120,14 @@ func TestConfig(t *testing.T) {
 	if !slices.Equal(cfg.Continuous, []string{"api", GateDaemonSets}) {
 		t.Errorf("Continuous = %v", cfg.Continuous)
 	}
-	if cfg.Taints.Unhealthy.Key != "example.com/sick" || cfg.Taints.Unhealthy.Effect != "NoExecute" || cfg.Taints.Startup.Key != "node-ready/unverified" {
+	if cfg.Taints.Unhealthy.Key != "example.com/sick" || cfg.Taints.Unhealthy.Effect != "NoExecute" || cfg.Taints.Startup.Key != api.CAStartupTaintKey {
 		t.Errorf("Taints = %+v", cfg.Taints)
+	}
+	if want := []string{api.KarpenterStartupTaintKey, api.StartupTaintKey, "example.com/old"}; !slices.Equal(cfg.Taints.PreviousStartup, want) {
+		t.Errorf("previous startup keys = %v, want %v", cfg.Taints.PreviousStartup, want)
+	}
+	if want := []string{api.CAStatusTaintKey, api.UnhealthyTaintKey}; !slices.Equal(cfg.Taints.PreviousUnhealthy, want) {
+		t.Errorf("previous unhealthy keys = %v, want %v (the configured one left out)", cfg.Taints.PreviousUnhealthy, want)
 	}
 	if cfg.FleetBudget.Limit(100) != 2 || cfg.FleetBudgetFlag != "--fleet-budget=2" {
 		t.Errorf("fleet budget %d of 100, named %q", cfg.FleetBudget.Limit(100), cfg.FleetBudgetFlag)

@@ -1,6 +1,7 @@
 package remediate
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -40,9 +41,10 @@ type observer struct {
 	mu sync.Mutex
 	// state reads a node's unverified state (Controller.state).
 	state func(*corev1.Node) (taint string, unverified bool)
-	// startup, label and mark are the startup taint, verified label and
-	// replacing annotation keys.
-	startup, label, mark string
+	// startup are the startup taint keys; label and mark the verified label
+	// and replacing annotation keys.
+	startup     []string
+	label, mark string
 
 	seen    map[types.UID]sighting
 	left    []leaver
@@ -53,7 +55,7 @@ type observer struct {
 
 func newObserver(c *Controller, now time.Time) *observer {
 	return &observer{
-		state: c.state, startup: c.cfg.StartupTaint, label: c.cfg.VerifiedLabel, mark: c.cfg.ReplacingAnnotation,
+		state: c.state, startup: c.cfg.StartupTaints, label: c.cfg.VerifiedLabel, mark: c.cfg.ReplacingAnnotation,
 		seen: map[types.UID]sighting{}, resumed: now, contact: now,
 	}
 }
@@ -79,7 +81,7 @@ func (o *observer) observeLocked(n *corev1.Node, now time.Time) sighting {
 	key := o.stateKey(n, taint)
 	s, ok := o.seen[n.UID]
 	if !ok || s.state != key {
-		fresh := taint == o.startup && n.Labels[o.label] == "" && (!ok || s.fresh)
+		fresh := slices.Contains(o.startup, taint) && n.Labels[o.label] == "" && (!ok || s.fresh)
 		s = sighting{state: key, at: now, fresh: fresh}
 		o.seen[n.UID] = s
 	}

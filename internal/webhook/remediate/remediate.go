@@ -102,8 +102,13 @@ type Config struct {
 	DryRun bool
 	// Interval between scans.
 	Interval time.Duration
-	// StartupTaint and UnhealthyTaint are the agent's taint keys.
-	StartupTaint, UnhealthyTaint string
+	// StartupTaints are the keys of the agent's startup taint: the
+	// configured one first, then the previous keys the agent still removes
+	// (every preset's, the user's). A node created with any of them is new.
+	StartupTaints []string
+	// UnhealthyTaints are the keys of the agent's unhealthy taint, the
+	// configured one first, then the previous ones.
+	UnhealthyTaints []string
 	// VerifiedLabel is the agent's label: "true" verified, "false" re-tainted.
 	VerifiedLabel string
 	// AgentSkipAnnotation is the agent's bypass: a node carrying it set to
@@ -125,8 +130,10 @@ type Config struct {
 	Recorder events.EventRecorder
 }
 
-// state returns which of the agent's taints n carries when it is unverified
-// (the verified label is not "true"): the startup taint first. A node an
+// state returns which of the agent's taint keys n carries when it is
+// unverified (the verified label is not "true"): a startup key first. A
+// previous key counts like the configured one: the agent removes it when
+// the node verifies, so a node carrying it is not stranded out of sight. A node an
 // operator bypassed (AgentSkipAnnotation) is vouched for, not unverified:
 // its agent removes the taints, and if that agent is down it is still not
 // this controller's to replace.
@@ -134,7 +141,7 @@ func (c *Controller) state(n *corev1.Node) (taint string, unverified bool) {
 	if n.Labels[c.cfg.VerifiedLabel] == "true" || c.bypassed(n) {
 		return "", false
 	}
-	for _, key := range []string{c.cfg.StartupTaint, c.cfg.UnhealthyTaint} {
+	for _, key := range slices.Concat(c.cfg.StartupTaints, c.cfg.UnhealthyTaints) {
 		if key != "" && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key }) {
 			return key, true
 		}

@@ -82,7 +82,7 @@ func testController(t *testing.T, policy Policy, maxReplacing, fleet string, dry
 	c := &Controller{
 		cfg: Config{
 			Policy: policy, Deadline: 30 * time.Minute, MaxReplacing: mr, FleetBudget: fb, DryRun: dryRun,
-			StartupTaint: startup, UnhealthyTaint: unhealthy, VerifiedLabel: "node-ready/verified",
+			StartupTaints: []string{startup}, UnhealthyTaints: []string{unhealthy}, VerifiedLabel: "node-ready/verified",
 			ReplacingAnnotation: "infra.894.io/replacing", ProtectAnnotation: "infra.894.io/protect",
 			AgentSkipAnnotation: "node-ready/skip-verification", Interval: 30 * time.Second,
 		},

@@ -105,7 +105,7 @@ func install(ctx context.Context) error {
 
 func tainted(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-		return t.Key == harness.StartupTaint.Key || t.Key == "node-ready/unhealthy"
+		return t.Key == harness.StartupTaint.Key || t.Key == harness.UnhealthyTaint.Key
 	})
 }
 

@@ -143,8 +143,8 @@ func (k Kit) Retainted(t *testing.T) int {
 	return n
 }
 
-// UnhealthyTaint is the agent's default re-taint taint.
-var UnhealthyTaint = corev1.Taint{Key: "node-ready/unhealthy", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+// UnhealthyTaint is the agent's default re-taint taint (the default preset's).
+var UnhealthyTaint = harness.UnhealthyTaint
 
 // Tainted reports whether the node carries the startup or the unhealthy taint.
 func Tainted(n *corev1.Node) bool {

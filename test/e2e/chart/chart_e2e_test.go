@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/hack/manifestgen"
+	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 	cleanupplugins "github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -127,6 +128,7 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"agent.checks={dns,ping}", "checks"},
 		{"agent.maxRetainted=0", "maxRetainted"},
 		{"agent.startupTaint.effect=Sometimes", "effect"},
+		{"autoscaler=gke", "autoscaler"},
 		{"webhook.certificates.mode=vault", "mode"},
 		{"webhook.certificates.mode=", "mode"},
 		{"webhook.cleanup.plugins.ceph.enabled=true", "ceph"},
@@ -179,14 +181,15 @@ func TestInstallAndOwnNodePolicy(t *testing.T) {
 		_, err := agent.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, []byte(p), metav1.PatchOptions{})
 		return err
 	}
-	untaint := `[{"op":"test","path":"/spec/taints/0/key","value":"node-ready/unverified"},{"op":"remove","path":"/spec/taints/0"},{"op":"add","path":"/metadata/labels/node-ready~1verified","value":"true"}]`
+	untaint := mustPatch(t, jsonpatch.Test("/spec/taints/0/key", harness.StartupTaint.Key), jsonpatch.Remove("/spec/taints/0"),
+		jsonpatch.Add("/metadata/labels/node-ready~1verified", "true"))
 
 	// The policy is compiled asynchronously after install: wait until it denies.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		err := patch(b.Name, untaint)
 		if err == nil {
 			// Accepted before the policy took effect: put the taint back and try again.
-			restore := `[{"op":"add","path":"/spec/taints","value":[{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}]}]`
+			restore := mustPatch(t, jsonpatch.Add("/spec/taints", []corev1.Taint{harness.StartupTaint}))
 			if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, b.Name, types.JSONPatchType, []byte(restore), metav1.PatchOptions{}); err != nil {
 				return false, err
 			}
@@ -224,7 +227,7 @@ func TestInstallAndOwnNodePolicy(t *testing.T) {
 		t.Errorf("after own untaint: taints=%v labels=%v", got.Spec.Taints, got.Labels)
 	}
 	// Re-taint of its own node is allowed too.
-	retaint := `[{"op":"add","path":"/spec/taints/-","value":{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}},{"op":"replace","path":"/metadata/labels/node-ready~1verified","value":"false"}]`
+	retaint := mustPatch(t, jsonpatch.Add("/spec/taints/-", harness.StartupTaint), jsonpatch.Replace("/metadata/labels/node-ready~1verified", "false"))
 	if err := patch(a.Name, retaint); err != nil {
 		t.Errorf("agent re-tainting its own node: %v", err)
 	}
@@ -248,6 +251,16 @@ func TestInstallAndOwnNodePolicy(t *testing.T) {
 	if _, err := agent.CoreV1().Nodes().Patch(ctx, a.Name, types.StrategicMergePatchType, []byte(addr), metav1.PatchOptions{}, "status"); err == nil {
 		t.Error("agent changing its node's addresses: allowed, want denied")
 	}
+}
+
+// mustPatch is a JSON patch of ops.
+func mustPatch(t *testing.T, ops ...jsonpatch.Op) string {
+	t.Helper()
+	p, err := jsonpatch.Marshal(ops...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(p)
 }
 
 // TestManifestsMatchChart fails when manifests/ drifts from the chart: every

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -32,9 +31,6 @@ import (
 const (
 	namespace     = "kube-node-ready"
 	verifiedLabel = "node-ready/verified"
-	unhealthyKey  = "node-ready/unhealthy"
-	// ourTaints prefixes every taint key the agent writes.
-	ourTaints = "node-ready/"
 
 	// The agents' timing in these installs: short, so that a re-taint and a
 	// recovery each take seconds.
@@ -44,6 +40,9 @@ const (
 	// here: a node silent that long is Unknown and tainted unreachable.
 	gracePeriod = 20 * time.Second
 )
+
+// unhealthyKey is the chart's default re-taint: the default preset's.
+var unhealthyKey = harness.UnhealthyTaint.Key
 
 var (
 	c     *harness.Cluster
@@ -113,7 +112,7 @@ func install(t *testing.T) {
 func ours(n *corev1.Node) []string {
 	var ts []string
 	for _, t := range n.Spec.Taints {
-		if strings.HasPrefix(t.Key, ourTaints) {
+		if harness.OurTaint(t.Key) {
 			ts = append(ts, t.ToString())
 		}
 	}

@@ -32,8 +32,10 @@ const (
 	finalizer     = "infra.894.io/node-cleanup"
 	verifiedLabel = "node-ready/verified"
 	skipAnnot     = "node-ready/skip-verification"
-	unhealthyKey  = "node-ready/unhealthy"
 )
+
+// unhealthyKey is the chart's default re-taint: the default preset's.
+var unhealthyKey = harness.UnhealthyTaint.Key
 
 var (
 	c     *harness.Cluster
@@ -502,7 +504,7 @@ func testUninstall(t *testing.T) {
 	ours := func(n corev1.Node) string {
 		var ts []string
 		for _, t := range n.Spec.Taints {
-			if strings.HasPrefix(t.Key, "node-ready/") {
+			if harness.OurTaint(t.Key) {
 				ts = append(ts, t.ToString())
 			}
 		}

@@ -29,7 +29,7 @@ import (
 // honours it (untaints a node whose dns check fails), unbypass removes only
 // it and the agent checks again; repeating either changes nothing.
 func TestBypassRoundTrip(t *testing.T) {
-	n := cp.NewNode(t, "kp-bypass", harness.NodeOptions{Annotations: map[string]string{"example.com/keep": "1"}})
+	n := cp.NewNode(t, "kp-bypass", seedNode(map[string]string{"example.com/keep": "1"}))
 	cp.StartAgent(t, n, append(agentArgs, "--checks=dns,api", "--check.dns.names=does-not-exist.default.svc.cluster.local")...)
 	cp.WaitNode(t, n.Name, 15*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
 		c := condition(n)

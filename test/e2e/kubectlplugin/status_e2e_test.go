@@ -23,7 +23,13 @@ import (
 )
 
 // agentArgs make the real agents quick: 1 s rounds, short retries.
-var agentArgs = []string{"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms"}
+var agentArgs = []string{"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms", "--autoscaler=" + api.PresetNone}
+
+// seedNode creates nodes with the seed startup taint, which the agents
+// above (the none preset) write: the plugin names the seed keys.
+func seedNode(annotations map[string]string) harness.NodeOptions {
+	return harness.NodeOptions{NoStartupTaint: true, ExtraTaints: []corev1.Taint{harness.SeedStartupTaint}, Annotations: annotations}
+}
 
 // healthEndpoint is a probe target the test switches between 200 and 503.
 func healthEndpoint(t *testing.T, healthy *atomic.Bool) string {
@@ -47,10 +53,10 @@ func healthEndpoint(t *testing.T, healthy *atomic.Bool) string {
 // probe target went down; and one without an agent — as status (table,
 // wide, json, yaml, selector) and why show them.
 func TestStatusAndWhy(t *testing.T) {
-	verified := cp.NewNode(t, "kp-verified", harness.NodeOptions{})
-	failing := cp.NewNode(t, "kp-failing", harness.NodeOptions{})
-	broken := cp.NewNode(t, "kp-broken", harness.NodeOptions{})
-	cp.NewNode(t, "kp-plain", harness.NodeOptions{})
+	verified := cp.NewNode(t, "kp-verified", seedNode(nil))
+	failing := cp.NewNode(t, "kp-failing", seedNode(nil))
+	broken := cp.NewNode(t, "kp-broken", seedNode(nil))
+	cp.NewNode(t, "kp-plain", seedNode(nil))
 	if err := cp.PublishAgentPeers(t.Context(), verified, failing, broken); err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,9 @@ import (
 )
 
 const (
-	release   = harness.ChartRelease
-	namespace = "kube-node-ready"
-	finalizer = "infra.894.io/node-cleanup"
-	// unhealthyKey is the chart's default re-taint.
-	unhealthyKey  = "node-ready/unhealthy"
+	release       = harness.ChartRelease
+	namespace     = "kube-node-ready"
+	finalizer     = "infra.894.io/node-cleanup"
 	verifiedLabel = "node-ready/verified"
 
 	// Prometheus runs as this ServiceAccount, with only what discovery needs.
@@ -45,6 +43,9 @@ const (
 	cleanupPendingSeconds = 5
 	cleanupPendingFor     = 5 * time.Second
 )
+
+// unhealthyKey is the chart's default re-taint: the default preset's.
+var unhealthyKey = harness.UnhealthyTaint.Key
 
 // receiver answers the hook plugin with 500 until it accepts.
 type receiver struct {

@@ -47,7 +47,14 @@ func (e *env) stillThere(t *testing.T, since time.Time, names ...string) func() 
 // retaint does to a verified node what its agent does when it re-taints it.
 func (e *env) retaint(t *testing.T, name string) {
 	t.Helper()
-	e.patch(t, name, `{"metadata":{"labels":{"node-ready/verified":"false"}},"spec":{"taints":[{"key":"node-ready/unhealthy","value":"true","effect":"NoSchedule"}]}}`)
+	p, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"labels": map[string]string{"node-ready/verified": "false"}},
+		"spec":     map[string]any{"taints": []corev1.Taint{harness.UnhealthyTaint}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.patch(t, name, string(p))
 }
 
 // verify does what the agent does when the node passes its checks.
@@ -140,7 +147,7 @@ func TestMarkRemovedWhenTheNodeVerifies(t *testing.T) {
 	harness.WaitFor(t, 30*time.Second, "NodeClaim claim-late deleted", func() bool { return !e.claimExists(t, "claim-late") })
 	value, ok := e.annotation(t, "late", remediate.ReplacingAnnotation)
 	var m remediate.Mark
-	if !ok || json.Unmarshal([]byte(value), &m) != nil || m.UID != n.UID || m.Taint != "node-ready/unverified" {
+	if !ok || json.Unmarshal([]byte(value), &m) != nil || m.UID != n.UID || m.Taint != harness.StartupTaint.Key {
 		t.Fatalf("mark %q (present %v): want this controller's mark for this node's UID and startup taint", value, ok)
 	}
 	e.verify(t, "late")
@@ -162,7 +169,7 @@ func TestNodeClockBehindIsNotReplacedOnFirstSight(t *testing.T) {
 	e.node(t, "behind", harness.NodeOptions{
 		NoStartupTaint: true,
 		Labels:         map[string]string{"node-ready/verified": "false"},
-		ExtraTaints:    []corev1.Taint{{Key: "node-ready/unhealthy", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		ExtraTaints:    []corev1.Taint{harness.UnhealthyTaint},
 	})
 	long := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
 	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"KubeNodeReady","status":"False","reason":"ChecksFailing","message":"dns failing","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`, long, long)

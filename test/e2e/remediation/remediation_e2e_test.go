@@ -90,7 +90,7 @@ func (e *env) retainted(t *testing.T, name string) {
 	e.node(t, name, harness.NodeOptions{
 		NoStartupTaint: true,
 		Labels:         map[string]string{"node-ready/verified": "false"},
-		ExtraTaints:    []corev1.Taint{{Key: "node-ready/unhealthy", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		ExtraTaints:    []corev1.Taint{harness.UnhealthyTaint},
 	})
 	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"KubeNodeReady","status":"False","reason":"ChecksFailing","message":"dns failing","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
 		time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
@@ -175,7 +175,7 @@ func TestReport(t *testing.T) {
 	e.node(t, "fine", harness.NodeOptions{NoStartupTaint: true, Labels: map[string]string{"node-ready/verified": "true"}})
 	e.node(t, "no-agent", harness.NodeOptions{NoStartupTaint: true})
 
-	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "carries node-ready/unverified for")
+	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "carries "+harness.StartupTaint.Key+" for")
 	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "policy report: nothing is done")
 	e.scanned(t, 3, "further scans under policy report", e.stillThere(t, time.Now(), "stuck", "fine", "no-agent"))
 	if got := e.w.Metric(t, "node_remediation_overdue_nodes"); got != 1 {

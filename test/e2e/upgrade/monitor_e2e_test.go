@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
 // monitor watches every Node for the whole test and records each breach of
@@ -35,9 +37,6 @@ type monitor struct {
 	// releases counts the releases checked, so the test can say the check ran.
 	releases int
 }
-
-// ourTaints are the taint keys the project writes.
-var ourTaints = []string{startupTaintKey, unhealthyTaintKey}
 
 // startMonitor starts watching nodes until ctx ends; it returns once the
 // watch has listed every node.
@@ -89,9 +88,9 @@ func (m *monitor) updated(o, n *corev1.Node) {
 	if n.DeletionTimestamp != nil && slices.Contains(o.Finalizers, finalizer) && !slices.Contains(n.Finalizers, finalizer) {
 		m.released(n.Name)
 	}
-	for _, key := range ourTaints {
-		if hasTaint(n, key) && !hasTaint(o, key) {
-			m.violate("node %s gained the taint %s (taints %v)", n.Name, key, n.Spec.Taints)
+	for _, t := range n.Spec.Taints {
+		if harness.OurTaint(t.Key) && !hasTaint(o, t.Key) {
+			m.violate("node %s gained the taint %s (taints %v)", n.Name, t.Key, n.Spec.Taints)
 		}
 	}
 	if was, ok := o.Labels[verifiedLabel]; ok && n.Labels[verifiedLabel] != was {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -45,7 +46,32 @@ func (e *env) upgrade(t *testing.T) {
 		return v == 1, fmt.Sprintf("node_remediation_replacing_nodes %v, want 1", v)
 	})
 	e.finishHeld(t, held, e.newTag)
+	e.joinsWithPreviousKey(t)
 	e.afterRoll(t, "after the upgrade")
+}
+
+// joinsWithPreviousKey: a real node that joins after the upgrade, its node
+// group still registering the previous release's startup taint (the seed
+// key, no longer the default), is verified by the new agent, which removes
+// that key: changing the default keys strands no node.
+func (e *env) joinsWithPreviousKey(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	rn, err := e.c.AddNode(t.Context(), harness.RealNodeOptions{Name: "joins-with-previous-key", Taints: []corev1.Taint{harness.SeedStartupTaint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c.WaitNode(t, rn.Name, 2*time.Minute, "verified by the new agent, the previous release's startup taint removed", func(n *corev1.Node) bool {
+		return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return harness.OurTaint(t.Key) }) && n.Labels[verifiedLabel] == "true"
+	})
+	e.c.WaitEvent(t, 30*time.Second, "Node", rn.Name, "NodeVerified", api.StartupTaintKey+" removed")
+	onNode := func(p corev1.Pod) bool {
+		return p.Spec.NodeName == rn.Name && strings.HasSuffix(p.Spec.Containers[0].Image, ":"+e.newTag)
+	}
+	if pods, _, err := podsOf(t.Context(), e.c, agentApp, e.newTag); err != nil || !slices.ContainsFunc(pods, onNode) {
+		t.Errorf("no agent pod on %s runs %s (err %v)", rn.Name, e.newTag, err)
+	}
+	t.Logf("a node joining with the previous release's taint %s verified by the new agent in %s", api.StartupTaintKey, time.Since(start).Round(time.Millisecond))
 }
 
 // rollback: helm rollback to the previous release, as safe: the cleanup the
@@ -97,7 +123,7 @@ func (e *env) roll(t *testing.T, what, tag string, args ...string) {
 func (e *env) startHeld(t *testing.T, name, tag string) {
 	t.Helper()
 	e.rcv.hold(name)
-	if _, err := e.c.CreateNode(t.Context(), name, harness.NodeOptions{Labels: map[string]string{simulatedLabel: "true"}}); err != nil {
+	if _, err := e.c.CreateNode(t.Context(), name, simulated()); err != nil {
 		t.Fatal(err)
 	}
 	e.c.WaitNode(t, name, 30*time.Second, "finalizer added", func(n *corev1.Node) bool { return slices.Contains(n.Finalizers, finalizer) })

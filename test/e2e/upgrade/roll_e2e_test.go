@@ -62,7 +62,7 @@ func (cr *creator) one(ctx context.Context, name string) {
 	life, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalizerWait+10*time.Second)
 	defer cancel()
 	nodes := cr.c.Client.CoreV1().Nodes()
-	if _, err := cr.c.CreateNode(life, name, harness.NodeOptions{Labels: map[string]string{simulatedLabel: "true"}}); err != nil {
+	if _, err := cr.c.CreateNode(life, name, simulated()); err != nil {
 		cr.fail("CREATE %s: %v", name, err)
 		return
 	}

@@ -36,11 +36,10 @@ const (
 	namespace = "kube-node-ready"
 
 	// The names both releases write: the vocabulary of internal/api, which
-	// the previous release must share.
+	// the previous release must share. Its taints were the seed keys, which
+	// the working tree still recognizes as previous keys.
 	finalizer           = api.Finalizer
 	verifiedLabel       = api.VerifiedLabel
-	startupTaintKey     = api.StartupTaintKey
-	unhealthyTaintKey   = api.UnhealthyTaintKey
 	statusAnnotation    = api.CleanupStatusAnnotation
 	replacingAnnotation = api.ReplacingAnnotation
 	conditionType       = api.ConditionType
@@ -92,6 +91,8 @@ func TestMain(m *testing.M) {
 		Options:       harness.Options{Logf: log.Printf},
 		ProjectImages: true,
 		Images:        []string{prev.AgentImage, prev.WebhookImage},
+		// The node groups as the previous release had them set up.
+		NodeTaints: []corev1.Taint{harness.SeedStartupTaint},
 	}, func(_ context.Context, c *harness.Cluster) error {
 		cluster = c
 		return nil
@@ -160,6 +161,14 @@ remediation: {policy: replace, unverifiedDeadline: %s, interval: 2s}`, hookAddr,
 	return f.Name()
 }
 
+// simulated shapes the Node objects the test creates: no kubelet runs them,
+// and they start with the previous release's startup taint, as its node
+// groups would have them.
+func simulated() harness.NodeOptions {
+	return harness.NodeOptions{NoStartupTaint: true, ExtraTaints: []corev1.Taint{harness.SeedStartupTaint},
+		Labels: map[string]string{simulatedLabel: "true"}}
+}
+
 func tagOf(t *testing.T, tarball string) string {
 	t.Helper()
 	ref, err := harness.ImageRef(tarball)
@@ -211,7 +220,7 @@ func (e *env) installPrevious(t *testing.T) {
 	// No agent runs on it: it stays unverified until remediation replaces it.
 	stale := "replaced-by-previous"
 	e.rcv.hold(stale)
-	if _, err := e.c.CreateNode(t.Context(), stale, harness.NodeOptions{Labels: map[string]string{simulatedLabel: "true"}}); err != nil {
+	if _, err := e.c.CreateNode(t.Context(), stale, simulated()); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, 2*time.Minute, "real nodes verified by the previous release", func() (bool, string) { return e.verified(t.Context()) })
@@ -240,7 +249,7 @@ func (e *env) verified(ctx context.Context) (bool, string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if hasTaint(n, startupTaintKey) || hasTaint(n, unhealthyTaintKey) || n.Labels[verifiedLabel] != "true" {
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return harness.OurTaint(t.Key) }) || n.Labels[verifiedLabel] != "true" {
 			notYet = append(notYet, fmt.Sprintf("%s (taints %v, label %q)", n.Name, n.Spec.Taints, n.Labels[verifiedLabel]))
 		}
 	}
@@ -253,7 +262,7 @@ func (e *env) verified(ctx context.Context) (bool, string) {
 func (e *env) cleanupCompletes(t *testing.T, name, tag string) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := e.c.CreateNode(ctx, name, harness.NodeOptions{Labels: map[string]string{simulatedLabel: "true"}}); err != nil {
+	if _, err := e.c.CreateNode(ctx, name, simulated()); err != nil {
 		t.Fatal(err)
 	}
 	n, err := e.c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
