@@ -320,7 +320,9 @@ func StartClusterT(t testing.TB, opts ClusterOptions) *Cluster {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The budget of MainWithCluster: it includes waiting for another
+	// process's real nodes to stop, which can take minutes on a shared machine.
+	ctx, cancel := context.WithTimeout(context.Background(), clusterSetupTimeout)
 	defer cancel()
 	c, err := StartCluster(ctx, opts)
 	if err != nil {
