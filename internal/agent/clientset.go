@@ -149,9 +149,11 @@ func (c Clientset) ListEndpointSlices(ctx context.Context, namespace string, opt
 	return c.CS.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
 }
 
-// GetServiceCIDR reads a ServiceCIDR, for the checks' IP families.
+// GetServiceCIDR reads a ServiceCIDR, for the checks' IP families, from
+// the API server's watch cache (resourceVersion=0): every agent of a fleet
+// asks once at start-up, and Service CIDRs rarely change.
 func (c Clientset) GetServiceCIDR(ctx context.Context, name string) (*networkingv1.ServiceCIDR, error) {
-	return c.CS.NetworkingV1().ServiceCIDRs().Get(ctx, name, metav1.GetOptions{})
+	return c.CS.NetworkingV1().ServiceCIDRs().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 }
 
 // GetLease reads a Lease.

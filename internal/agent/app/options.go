@@ -89,7 +89,7 @@ type Options struct {
 	// for: "auto" (those of the cluster's Service CIDRs, read at start-up),
 	// ipv4, ipv6 or ipv4,ipv6; a name passes when it resolves in any of them.
 	IPFamilies string
-	// ipFamilies is IPFamilies parsed, or resolved by ResolveIPFamilies.
+	// ipFamilies are the families ResolveIPFamilies settled "auto" on; nil before.
 	ipFamilies checks.IPFamilies
 	// checks holds each known check's and gate's own configuration (flags,
 	// defaults, validation), from checkTable.

@@ -77,12 +77,11 @@ func (o *Options) enabled(r checkRow) bool {
 }
 
 // CheckClient is what the checks and gates read from the API server: the
-// agent's own node, the default ServiceCIDR (--ip-families=auto), EndpointSlices, pods and DaemonSets for the DaemonSet
+// agent's own node, EndpointSlices, pods and DaemonSets for the DaemonSet
 // gate, its CSINode and ResourceSlices for the CSI and DRA gates.
 // agent.Clientset implements it.
 type CheckClient interface {
 	checks.NodeGetter
-	checks.ServiceCIDRGetter
 	checks.SliceClient
 	checks.WorkloadClient
 	checks.CSINodeClient

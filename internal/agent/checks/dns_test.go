@@ -132,11 +132,18 @@ func answerA(ip string) dns.HandlerFunc {
 	}
 }
 
+// TestDNSCheck: the dns check asks for the records of the families it is
+// given (none: both) and a name passes when any of them resolves; every
+// failure is a dns: error with its reason.
 func TestDNSCheck(t *testing.T) {
+	v4only, v6only, both := answerFamilies("10.96.0.1", ""), answerFamilies("", "fd00::1"), answerFamilies("10.96.0.1", "fd00::1")
+	dual := IPFamilies{IPv4, IPv6}
 	tests := []struct {
-		name    string
-		handler dns.HandlerFunc
-		wantErr string
+		name     string
+		families IPFamilies
+		handler  dns.HandlerFunc
+		// wantErr and alsoErr are in the error; none means the check passes.
+		wantErr, alsoErr string
 	}{
 		{name: "answers", handler: answerA("10.96.0.1")},
 		{name: "nxdomain", handler: func(w dns.ResponseWriter, r *dns.Msg) {
@@ -170,11 +177,23 @@ func TestDNSCheck(t *testing.T) {
 			w.WriteMsg(m)
 		}, wantErr: "tcp"},
 		{name: "silent", handler: func(dns.ResponseWriter, *dns.Msg) {}, wantErr: "timeout"},
+		{name: "ipv4 asks A", families: IPFamilies{IPv4}, handler: v4only},
+		{name: "ipv4 with AAAA only fails", families: IPFamilies{IPv4}, handler: v6only, wantErr: "no A record"},
+		{name: "ipv6 asks AAAA", families: IPFamilies{IPv6}, handler: v6only},
+		{name: "ipv6 with A only fails", families: IPFamilies{IPv6}, handler: v4only, wantErr: "no AAAA record"},
+		{name: "ipv6 with A records in an AAAA answer fails", families: IPFamilies{IPv6}, handler: aForAAAA, wantErr: "no AAAA record"},
+		{name: "ipv6 with garbage fails", families: IPFamilies{IPv6}, handler: garbageFor(dns.TypeAAAA, v6only), wantErr: "(AAAA)"},
+		{name: "dual-stack with A only passes", families: dual, handler: v4only},
+		{name: "dual-stack with AAAA only passes", families: dual, handler: v6only},
+		{name: "dual-stack with both passes", families: dual, handler: both},
+		{name: "dual-stack with garbage for A and an AAAA passes", families: dual, handler: garbageFor(dns.TypeA, v6only)},
+		{name: "dual-stack with neither fails naming both", families: dual, handler: answerFamilies("", ""), wantErr: "no A record", alsoErr: "no AAAA record"},
+		{name: "no families asks for both", handler: v6only},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			server := fakeResolver(t, tt.handler)
-			c := &DNS{Names: []string{"kubernetes.default.svc.cluster.local"}, Server: server}
+			c := &DNS{Names: []string{"kubernetes.default.svc.cluster.local"}, Families: tt.families, Server: server}
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			err := c.Run(ctx)
@@ -184,8 +203,8 @@ func TestDNSCheck(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "dns: ") {
-				t.Errorf("Run = %v, want a dns: error mentioning %q", err, tt.wantErr)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), tt.alsoErr) || !strings.HasPrefix(err.Error(), "dns: ") {
+				t.Errorf("Run = %v, want a dns: error mentioning %q %q", err, tt.wantErr, tt.alsoErr)
 			}
 		})
 	}

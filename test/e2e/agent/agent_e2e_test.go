@@ -29,51 +29,7 @@ import (
 )
 
 func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
-	agents := startFleet(t, "verify", 3)
-	for _, a := range agents {
-		n := a.node
-		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
-		cp.WaitEvent(t, 10*time.Second, "Node", n.Name, "NodeVerified", "")
-	}
-
-	a := agents[0]
-	if code, _ := httpGet(t, a.URL("/healthz")); code != 200 {
-		t.Errorf("/healthz = %d", code)
-	}
-	if code, body := httpGet(t, a.URL("/readyz")); code != 200 {
-		t.Errorf("/readyz = %d %s", code, body)
-	}
-	_, metrics := httpGet(t, a.URL("/metrics"))
-	promtool := exec.Command(filepath.Join(cp.BinDir, "promtool"), "check", "metrics")
-	promtool.Stdin = strings.NewReader(metrics)
-	if out, err := promtool.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
-	for _, want := range []string{
-		"node_ready_verified 1",
-		"node_ready_consecutive_failures 0",
-		`node_ready_taint_operations_total{operation="remove",result="success"} 1`,
-		`node_check_success{check="dns"} 1`,
-		`node_check_success{check="api"} 1`,
-		`node_check_success{check="network"} 1`,
-		`node_check_success{check="discovery"} 1`,
-		`node_check_failures_total{check="dns"} 0`,
-		`node_check_duration_seconds_count{check="network"}`,
-		"node_ready_time_to_verified_seconds ",
-		"node_ready_build_info{",
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %q", want)
-		}
-	}
-	// Every log line is JSON carrying the node name.
-	text := a.LogT(t)
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		if !strings.HasPrefix(line, "{") || !strings.Contains(line, `"node":"`+a.node.Name+`"`) {
-			t.Errorf("log line is not JSON with the node name: %s", line)
-			break
-		}
-	}
+	kit.ThreeNodesVerifiedWithEventsAndMetrics(t, "verify")
 }
 
 func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
@@ -81,7 +37,7 @@ func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
 	n := cp.NewNode(t, "karpenter", harness.NodeOptions{ExtraTaints: []corev1.Taint{unregistered}})
 	a := startAgent(t, n)
 	// Several looks at the node: the agent must not have touched it.
-	a.looped(t, 3, "waiting for karpenter.sh/unregistered", nodeHolds(t, n.Name, "untouched while karpenter.sh/unregistered is on it",
+	a.Looped(t, 3, "waiting for karpenter.sh/unregistered", nodeHolds(t, n.Name, "untouched while karpenter.sh/unregistered is on it",
 		func(node *corev1.Node) bool { return tainted(node) && node.Labels["node-ready/verified"] == "" }))
 	if !logContains(a.Process, "waiting for taint to be removed") {
 		t.Error("agent did not log that it waits for the karpenter taint")
@@ -97,7 +53,7 @@ func TestBypassAnnotationWithKubectl(t *testing.T) {
 	n := cp.NewNode(t, "bypass", harness.NodeOptions{})
 	// A name that never resolves keeps the dns check failing.
 	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--retaint-threshold=2")
-	a.looped(t, 2, "failing rounds", nodeHolds(t, n.Name, "tainted although the dns check fails", tainted))
+	a.Looped(t, 2, "failing rounds", nodeHolds(t, n.Name, "tainted although the dns check fails", tainted))
 	out, err := exec.CommandContext(t.Context(), filepath.Join(cp.BinDir, "kubectl"), "--kubeconfig", cp.Kubeconfig,
 		"annotate", "node", n.Name, "node-ready/skip-verification=true").CombinedOutput()
 	if err != nil {
@@ -106,7 +62,7 @@ func TestBypassAnnotationWithKubectl(t *testing.T) {
 	cp.WaitNode(t, n.Name, 5*time.Second, "untainted", func(n *corev1.Node) bool { return !tainted(n) })
 	// Checks would keep failing; with the annotation the node is never
 	// re-tainted (twice the threshold of looks at it).
-	a.looped(t, 4, "bypassed", nodeHolds(t, n.Name, "untainted while the bypass annotation is set", func(n *corev1.Node) bool { return !tainted(n) }))
+	a.Looped(t, 4, "bypassed", nodeHolds(t, n.Name, "untainted while the bypass annotation is set", func(n *corev1.Node) bool { return !tainted(n) }))
 }
 
 func TestAPICheckReportsMissingPermission(t *testing.T) {
@@ -147,7 +103,7 @@ func TestCheckSubcommandPassesOnHealthyNode(t *testing.T) {
 
 func TestPodToPod(t *testing.T) {
 	agents := startFleet(t, "p2p", 3)
-	nodes := []harness.Node{agents[0].node, agents[1].node, agents[2].node}
+	nodes := []harness.Node{agents[0].Node, agents[1].Node, agents[2].Node}
 	for _, n := range nodes {
 		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
@@ -183,99 +139,7 @@ func TestPodToPod(t *testing.T) {
 }
 
 func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
-	const count = 4
-	// 4 nodes in the cluster at 50%: at most 2 may be re-tainted.
-	agents := startFleet(t, "fleet", count, "--fleet-budget=50%")
-	var nodes []harness.Node
-	for _, a := range agents {
-		nodes = append(nodes, a.node)
-	}
-	for _, n := range nodes {
-		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
-	}
-	if total := len(listNodes(t)); total != count {
-		t.Fatalf("cluster has %d nodes, test assumes %d", total, count)
-	}
-
-	if err := cp.StopDNS(); err != nil {
-		t.Fatal(err)
-	}
-	dnsStopped := true
-	t.Cleanup(func() {
-		if dnsStopped {
-			_ = cp.StartDNS(context.Background())
-		}
-	})
-	// 3 failed 1 s rounds, then the budget: exactly 2 re-tainted, the rest suppressed.
-	atMostTwo := func() (bool, string) {
-		got := retainted(t)
-		return got <= 2, fmt.Sprintf("%d nodes re-tainted, want at most 2 (50%% of %d)", got, count)
-	}
-	harness.Eventually(t, 20*time.Second, "2 nodes re-tainted", func() (bool, string) {
-		if ok, why := atMostTwo(); !ok {
-			t.Fatal(why)
-		}
-		got := retainted(t)
-		return got == 2, fmt.Sprintf("%d nodes re-tainted", got)
-	})
-	// More failing rounds on every node: the budget must keep holding.
-	harness.WaitCounters(t, daemons(agents), iterations, 4, "more failing rounds", atMostTwo)
-	if got := retainted(t); got != 2 {
-		t.Fatalf("%d nodes re-tainted, want exactly 2 (50%% of %d)", got, count)
-	}
-	suppressed := 0
-	for _, n := range nodes {
-		node := cp.GetNode(t, n.Name)
-		if tainted(node) {
-			cp.WaitEvent(t, 5*time.Second, "Node", n.Name, "NodeRetainted", "")
-			if node.Labels["node-ready/verified"] != "false" {
-				t.Errorf("re-tainted node %s has verified=%q", n.Name, node.Labels["node-ready/verified"])
-			}
-			// The startup taint is only ever removed: autoscalers must see a
-			// broken node, not one that is still starting.
-			if !hasTaint(node, unhealthyTaint) || hasTaint(node, harness.StartupTaint) {
-				t.Errorf("re-tainted node %s has taints %v, want %s and not %s", n.Name, node.Spec.Taints, unhealthyTaint.Key, harness.StartupTaint.Key)
-			}
-			continue
-		}
-		cp.WaitEvent(t, 5*time.Second, "Node", n.Name, "RetaintSuppressed", "")
-		suppressed++
-	}
-	if suppressed != 2 {
-		t.Errorf("%d nodes suppressed, want 2", suppressed)
-	}
-	for _, a := range agents {
-		if _, m := httpGet(t, a.URL("/metrics")); !strings.Contains(m, `node_check_success{check="dns"} 0`) {
-			t.Errorf("agent %s does not report the dns check failing", a.node.Name)
-		}
-	}
-
-	if err := cp.StartDNS(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	dnsStopped = false
-	for _, n := range nodes {
-		cp.WaitNode(t, n.Name, 20*time.Second, "verified again", verified)
-	}
-}
-
-func listNodes(t *testing.T) []corev1.Node {
-	t.Helper()
-	l, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Items
-}
-
-func retainted(t *testing.T) int {
-	n := 0
-	for _, node := range listNodes(t) {
-		if tainted(&node) && node.Labels["node-ready/verified"] == "false" {
-			n++
-		}
-	}
-	return n
+	kit.RetaintWithinFleetBudgetAndRecovery(t, "fleet")
 }
 
 func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
@@ -368,7 +232,7 @@ func TestNodeDeletedUnderTheAgent(t *testing.T) {
 	harness.Eventually(t, 10*time.Second, "the agent logs the missing node", func() (bool, string) {
 		return logContains(a.Process, "node not found; waiting"), a.Tail(5)
 	})
-	a.looped(t, 2, "looks for the missing node", func() (bool, string) {
+	a.Looped(t, 2, "looks for the missing node", func() (bool, string) {
 		exited, err := a.Exited()
 		return !exited, fmt.Sprintf("agent exited when its node was deleted: %v", err)
 	})

@@ -124,7 +124,7 @@ func TestContinuousCheckRetaintsOnlyOnItsOwnFailures(t *testing.T) {
 		return err == nil && slices.Equal(m.Failing, []string{"dns"}) && !m.Since.IsZero() &&
 			slices.Equal(m.Continuous, []string{"dns", "api"}) && slices.Equal(m.Bootstrap, []string{"network", "discovery", "daemonsets"})
 	})
-	agents[apiOnly.Name].looped(t, 3, "more rounds on the api-only node",
+	agents[apiOnly.Name].Looped(t, 3, "more rounds on the api-only node",
 		nodeHolds(t, apiOnly.Name, "verified (only api is continuous)", verified))
 	_, after := httpGet(t, agents[apiOnly.Name].URL("/metrics"))
 	if got, want := metricLine(after, `node_check_duration_seconds_count{check="dns"}`), metricLine(before, `node_check_duration_seconds_count{check="dns"}`); got != want {

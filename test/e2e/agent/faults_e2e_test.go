@@ -27,7 +27,7 @@ import (
 func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 	agents := startFleet(t, "restart", 3, "--fleet-budget=100%")
 	for _, a := range agents {
-		n := a.node
+		n := a.Node
 		cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
 	}
 	if err := cp.RestartAPIServer(t.Context(), 12*time.Second); err != nil {
@@ -37,28 +37,28 @@ func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 	// mistake, each node verified all along.
 	harness.WaitCounters(t, daemons(agents), iterations, 10, "rounds after the restart", func() (bool, string) {
 		for _, a := range agents {
-			n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), a.node.Name, metav1.GetOptions{})
+			n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), a.Node.Name, metav1.GetOptions{})
 			if err == nil && !verified(n) {
-				return false, fmt.Sprintf("node %s after the restart: taints %v, label %q", a.node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
+				return false, fmt.Sprintf("node %s after the restart: taints %v, label %q", a.Node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
 			}
 		}
 		return true, ""
 	})
 	for _, a := range agents {
-		if n := cp.GetNode(t, a.node.Name); !verified(n) {
-			t.Errorf("node %s after the restart: taints %v, label %q", a.node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
+		if n := cp.GetNode(t, a.Node.Name); !verified(n) {
+			t.Errorf("node %s after the restart: taints %v, label %q", a.Node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
 		}
 		if got := a.Metric(t, "node_ready_taint_operations_total", `operation="add"`, `result="success"`); got != 0 {
-			t.Errorf("agent %s re-tainted its node %v times during the restart", a.node.Name, got)
+			t.Errorf("agent %s re-tainted its node %v times during the restart", a.Node.Name, got)
 		}
 		if got := a.Metric(t, "node_ready_rounds_skipped_total"); got == 0 {
-			t.Errorf("agent %s counted no round as a control-plane fault while the API server was down", a.node.Name)
+			t.Errorf("agent %s counted no round as a control-plane fault while the API server was down", a.Node.Name)
 		}
 		if !logContains(a.Process, "control-plane fault") {
-			t.Errorf("agent %s did not log the control-plane fault", a.node.Name)
+			t.Errorf("agent %s did not log the control-plane fault", a.Node.Name)
 		}
 		if n := logCount(a.Process, "control-plane fault: failed rounds do not count"); n > 1 {
-			t.Errorf("agent %s logged the fault %d times; once per outage is enough", a.node.Name, n)
+			t.Errorf("agent %s logged the fault %d times; once per outage is enough", a.Node.Name, n)
 		}
 	}
 }
@@ -74,7 +74,7 @@ func TestConditionGate(t *testing.T) {
 	cp.WaitNode(t, n.Name, 10*time.Second, "condition explains the wait", func(n *corev1.Node) bool {
 		return strings.Contains(agentCondition(n).Message, "conditions")
 	})
-	a.looped(t, 2, "rounds with Ready=False", nodeHolds(t, n.Name, "tainted while Ready=False", tainted))
+	a.Looped(t, 2, "rounds with Ready=False", nodeHolds(t, n.Name, "tainted while Ready=False", tainted))
 	if c := agentCondition(cp.GetNode(t, n.Name)); c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "failing: conditions") {
 		t.Errorf("KubeNodeReady = %s %s: %q, want False naming the conditions gate", c.Status, c.Reason, c.Message)
 	}

@@ -62,11 +62,11 @@ func waitGateRounds(t *testing.T, a *agent, gate string, n float64) float64 {
 // log gives the gate's reason.
 func assertHeld(t *testing.T, a *agent, gate, reason string) {
 	t.Helper()
-	cp.WaitNode(t, a.node.Name, 5*time.Second, "condition names the "+gate+" gate", func(n *corev1.Node) bool {
+	cp.WaitNode(t, a.Node.Name, 5*time.Second, "condition names the "+gate+" gate", func(n *corev1.Node) bool {
 		return strings.Contains(agentCondition(n).Message, "failing: "+gate)
 	})
-	if !tainted(cp.GetNode(t, a.node.Name)) {
-		t.Fatalf("node %s untainted while its %s gate waits", a.node.Name, gate)
+	if !tainted(cp.GetNode(t, a.Node.Name)) {
+		t.Fatalf("node %s untainted while its %s gate waits", a.Node.Name, gate)
 	}
 	harness.Eventually(t, 5*time.Second, "the agent logs "+reason, func() (bool, string) {
 		return logContains(a.Process, reason), ""
