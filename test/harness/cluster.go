@@ -16,13 +16,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -324,7 +322,9 @@ func StartClusterT(t testing.TB, opts ClusterOptions) *Cluster {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The budget of MainWithCluster: it includes waiting for another
+	// process's real nodes to stop, which can take minutes on a shared machine.
+	ctx, cancel := context.WithTimeout(context.Background(), clusterSetupTimeout)
 	defer cancel()
 	c, err := StartCluster(ctx, opts)
 	if err != nil {
@@ -439,20 +439,6 @@ func (c *Cluster) startControllers() error {
 	// The API server calls kubelets (logs, exec) as this user.
 	_, err = cp.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), kubeletAPIBinding(), metav1.CreateOptions{})
 	return err
-}
-
-// nodeCIDRMaskArgs are kube-controller-manager's flags for the size of each
-// node's pod ranges: the one flag for IPv4 single-stack, as always; a flag
-// per family otherwise (it refuses the one flag in dual-stack).
-func nodeCIDRMaskArgs(families []Addresses) []string {
-	if len(families) == 1 && families[0].Family == corev1.IPv4Protocol {
-		return []string{"--node-cidr-mask-size=" + strconv.Itoa(families[0].NodeCIDRMaskSize)}
-	}
-	var args []string
-	for _, a := range families {
-		args = append(args, fmt.Sprintf("--node-cidr-mask-size-%s=%d", strings.ToLower(string(a.Family)), a.NodeCIDRMaskSize))
-	}
-	return args
 }
 
 func (cp *ControlPlane) addExtra(p *Process) {

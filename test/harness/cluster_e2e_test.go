@@ -110,7 +110,8 @@ func hasTaint(n *corev1.Node, want corev1.Taint) bool {
 // node) answering A and AAAA at their pod IPs of each family from the
 // harness namespace (so pod traffic is routed between the namespaces in
 // each family), kube-proxy's rules for the kube-dns Service in ip6tables on
-// the nodes, the pod partition fault in ip6tables, and nothing left behind.
+// the nodes, the pod partition and API server cut faults in ip6tables, and
+// nothing left behind.
 func TestRealClusterIPFamilies(t *testing.T) {
 	for _, tc := range familyCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,6 +183,21 @@ func checkRealFamilies(t *testing.T, c *Cluster) {
 	for _, bin := range []string{"iptables", "ip6tables"} {
 		if out, _ := exec.Command(bin, "-w", "-S", "FORWARD").CombinedOutput(); strings.Contains(string(out), "knr-fault") {
 			t.Errorf("%s rules left after HealPods:\n%s", bin, out)
+		}
+	}
+
+	if err := n.CutAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := n.Exec(ctx, "ip6tables", "-w", "-S", "OUTPUT"); err != nil || !strings.Contains(out, APIServerIP6) {
+		t.Errorf("CutAPIServer added no ip6tables rule for %s on %s: %v\n%s", APIServerIP6, n.Name, err, out)
+	}
+	if err := n.ReconnectAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, bin := range []string{"iptables", "ip6tables"} {
+		if out, err := n.Exec(ctx, bin, "-w", "-S"); err != nil || strings.Contains(out, "knr-fault") {
+			t.Errorf("%s rules on %s after ReconnectAPIServer: %v\n%s", bin, n.Name, err, out)
 		}
 	}
 }

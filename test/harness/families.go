@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +99,31 @@ func familyAddresses(families []corev1.IPFamily) ([]Addresses, error) {
 		}
 	}
 	return out, nil
+}
+
+// Primary is the addresses of the primary IP family.
+func (cp *ControlPlane) Primary() Addresses { return cp.Families[0] }
+
+// loopback is the loopback address of the primary family, where etcd listens.
+func (cp *ControlPlane) loopback() string {
+	if cp.Primary().Family == corev1.IPv6Protocol {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
+// nodeCIDRMaskArgs are kube-controller-manager's flags for the size of each
+// node's pod ranges: the one flag for IPv4 single-stack, as always; a flag
+// per family otherwise (it refuses the one flag in dual-stack).
+func nodeCIDRMaskArgs(families []Addresses) []string {
+	if len(families) == 1 && families[0].Family == corev1.IPv4Protocol {
+		return []string{"--node-cidr-mask-size=" + strconv.Itoa(families[0].NodeCIDRMaskSize)}
+	}
+	var args []string
+	for _, a := range families {
+		args = append(args, fmt.Sprintf("--node-cidr-mask-size-%s=%d", strings.ToLower(string(a.Family)), a.NodeCIDRMaskSize))
+	}
+	return args
 }
 
 // joinField joins one field of every family's addresses with commas, as the

@@ -233,17 +233,6 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Primary is the addresses of the primary IP family.
-func (cp *ControlPlane) Primary() Addresses { return cp.Families[0] }
-
-// loopback is the loopback address of the primary family, where etcd listens.
-func (cp *ControlPlane) loopback() string {
-	if cp.Primary().Family == corev1.IPv6Protocol {
-		return "::1"
-	}
-	return "127.0.0.1"
-}
-
 func freePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {

@@ -122,12 +122,14 @@ var familyCases = []struct {
 }
 
 // TestControlPlaneIPFamilies starts the plane in IPv6 single-stack and in
-// dual-stack and checks what agents on it stand on: the kubernetes Service
-// in the primary family, served at that address, kube-dns with a ClusterIP
-// in every family, CoreDNS answering A and AAAA as the families go, and
-// simulated nodes with an address in each family.
+// dual-stack (either family primary) and checks what agents on it stand on:
+// the kubernetes Service in the primary family, served at that address,
+// kube-dns with a ClusterIP in every family, CoreDNS answering A and AAAA as
+// the families go, and simulated nodes with an address in each family.
 func TestControlPlaneIPFamilies(t *testing.T) {
-	for _, tc := range familyCases {
+	ipv6First := familyCases[len(familyCases)-1]
+	ipv6First.name, ipv6First.families = "dual-stack IPv6 primary", []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+	for _, tc := range append(familyCases, ipv6First) {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := StartT(t, Options{IPFamilies: tc.families})
 			checkFamilies(t, cp, tc.families)
