@@ -40,8 +40,12 @@ const (
 	// NodePoolLabel is the label Karpenter puts on its NodeClaims and Nodes:
 	// the NodePool they belong to.
 	NodePoolLabel = "karpenter.sh/nodepool"
-	// karpenterWait bounds Karpenter's start and a NodePool's removal.
+	// karpenterWait bounds Karpenter's start.
 	karpenterWait = 60 * time.Second
+	// poolRemovalWait bounds a NodePool's removal: Karpenter drains and
+	// terminates its nodes in parallel, about 5 s each, but a dozen at
+	// once on a busy machine took over a minute.
+	poolRemovalWait = 2 * time.Minute
 )
 
 // KarpenterOptions shapes the Karpenter controller.

@@ -119,7 +119,7 @@ func (cp *ControlPlane) NewNodePool(tb testing.TB, opts NodePoolOptions) {
 // nothing more for pods still pending; its NodeClaims deleted, so Karpenter
 // drains and deletes their Nodes (the webhook's cleanup runs on them) and
 // terminates them; then, once they are gone, the NodePool. NodeClaims or
-// Nodes still there after a minute (Karpenter or the webhook stopped) have
+// Nodes still there after poolRemovalWait (Karpenter or the webhook stopped) have
 // their finalizers cleared so nothing outlives the pool, and that is
 // reported. A pool already gone is fine.
 func (cp *ControlPlane) RemoveNodePool(ctx context.Context, name string) error {
@@ -140,7 +140,7 @@ func (cp *ControlPlane) RemoveNodePool(ctx context.Context, name string) error {
 		return fmt.Errorf("delete NodeClaims of %s: %w", name, err)
 	}
 	var stuck error
-	waitCtx, cancel := context.WithTimeout(ctx, karpenterWait)
+	waitCtx, cancel := context.WithTimeout(ctx, poolRemovalWait)
 	defer cancel()
 	err = wait.PollUntilContextCancel(waitCtx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		left, err := claims.List(ctx, sel)
@@ -154,7 +154,7 @@ func (cp *ControlPlane) RemoveNodePool(ctx context.Context, name string) error {
 		return len(left.Items) == 0 && len(nodes.Items) == 0, nil
 	})
 	if err != nil {
-		stuck = fmt.Errorf("NodePool %s: its NodeClaims and Nodes not gone within %s; finalizers cleared", name, karpenterWait)
+		stuck = fmt.Errorf("NodePool %s: its NodeClaims and Nodes not gone within %s; finalizers cleared", name, poolRemovalWait)
 		cp.forceRemovePool(ctx, dyn, sel)
 	}
 	if err := pools.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -1,0 +1,90 @@
+//go:build e2e
+
+package karpenter
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+// keysWindow is how long the mis-configured scenario lets Karpenter
+// over-provision before it is stopped.
+const keysWindow = 60 * time.Second
+
+// registerWithTaints puts our startup taint on every new Node of the keys
+// pool at CREATE, as a kubelet's --register-with-taints does, by a
+// MutatingAdmissionPolicy: the pool does not declare it in startupTaints.
+const registerWithTaints = `apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: knr-e2e-register-with-taints
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: [v1]
+      operations: [CREATE]
+      resources: [nodes]
+  matchConditions:
+  - name: keys-pool
+    expression: "has(object.metadata.labels) && object.metadata.labels[?'knr-e2e/pool'].orValue('') == 'keys'"
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        [JSONPatch{op: "add", path: "/spec/taints/-", value: Object.spec.taints{key: "` + api.StartupTaintKey + `", value: "true", effect: "NoSchedule"}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: knr-e2e-register-with-taints
+spec:
+  policyName: knr-e2e-register-with-taints
+`
+
+// Mis-configured keys: our taint is on the keys pool's Nodes from their
+// creation but not in the pool's startupTaints, so Karpenter takes it for
+// a permanent taint the pending pod does not tolerate: it initializes the
+// node at once and launches another, and another, while the node is not
+// verified (its agent's check cannot pass in the window). The NodeClaims
+// made in keysWindow are counted; then the pod is deleted, which stops it.
+func (e *env) testMisconfiguredKeys(t *testing.T) {
+	const pool = "keys"
+	e.cp.KubectlT(t, registerWithTaints, "apply", "-f", "-")
+	t.Cleanup(func() {
+		e.cp.KubectlT(t, "", "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", "knr-e2e-register-with-taints", "--ignore-not-found")
+	})
+	e.pool(t, pool, harness.NodePoolOptions{
+		Annotations: map[string]string{"infra.894.io/protect": "true"},
+	}, []string{"--checks=probe", "--check.probe.targets=tcp://" + unreachable})
+	e.pendingPod(t, "keys-0", pool)
+	w := e.watchClaims(pool)
+	harness.Eventually(t, time.Minute, "the first node carries our taint from its creation", func() (bool, string) {
+		alive := w.poll(t, 1000)
+		if len(alive) == 0 {
+			return false, "no NodeClaim yet"
+		}
+		n := e.node(t, claimProviderNode(alive[0]))
+		return n != nil && hasTaint(n, api.StartupTaintKey), "no node with our taint yet"
+	})
+	start := time.Now()
+	for time.Since(start) < keysWindow {
+		w.poll(t, 1000)
+		time.Sleep(time.Second) // pacing of the poll
+	}
+	made := len(w.seen)
+	e.deletePod(t, "keys-0")
+	if made < 3 {
+		t.Fatalf("%d NodeClaims in %s for one pending pod with our taint not declared: the over-provisioning did not show", made, keysWindow)
+	}
+	t.Logf("figure: mis-configured keys: %d NodeClaims in %s for 1 pending pod (our taint put on at Node CREATE, not in startupTaints)", made, keysWindow)
+	if out, err := e.cp.Kubectl(t.Context(), nil, "get", "mutatingadmissionpolicies"); err != nil || !strings.Contains(out, "knr-e2e") {
+		t.Errorf("policy gone during the window: %v %s", err, out)
+	}
+}
