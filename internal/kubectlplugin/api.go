@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 )
 
 // API is what the commands need from the API server. Its errors already
@@ -27,6 +30,13 @@ type API interface {
 	// ListNodeEvents reads the events.k8s.io/v1 Events about the Node name
 	// in namespace ("" for all namespaces).
 	ListNodeEvents(ctx context.Context, namespace, name string) ([]eventsv1.Event, error)
+	// ListDaemonSets reads the DaemonSets in namespace ("" for all).
+	ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error)
+	// ListDeployments reads the Deployments in namespace ("" for all).
+	ListDeployments(ctx context.Context, namespace string) ([]appsv1.Deployment, error)
+	// ListNodePools reads Karpenter's NodePools; served is false when the
+	// API server does not serve karpenter.sh/v1 NodePools.
+	ListNodePools(ctx context.Context) (pools []autoscaler.NodePool, served bool, err error)
 }
 
 // listChunk is the page size of lists, as kubectl's.
@@ -49,18 +59,31 @@ func (a *kubeAPI) GetNode(ctx context.Context, name string) (*corev1.Node, error
 }
 
 func (a *kubeAPI) ListNodes(ctx context.Context, selector string) ([]corev1.Node, error) {
-	var out []corev1.Node
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: listChunk}
-	for {
+	nodes, err := listPages(ctx, metav1.ListOptions{LabelSelector: selector}, func(ctx context.Context, opts metav1.ListOptions) ([]corev1.Node, string, error) {
 		l, err := a.client.CoreV1().Nodes().List(ctx, opts)
 		if err != nil {
-			return nil, explain(err, "list", "nodes", "")
+			return nil, "", err
 		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
+		return l.Items, l.Continue, nil
+	})
+	return nodes, explain(err, "list", "nodes", "")
+}
+
+// listPages reads a list in pages of listChunk, as kubectl does; list reads
+// one page and returns its items and continue token.
+func listPages[T any](ctx context.Context, opts metav1.ListOptions, list func(context.Context, metav1.ListOptions) ([]T, string, error)) ([]T, error) {
+	opts.Limit = listChunk
+	var out []T
+	for {
+		items, cont, err := list(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if cont == "" {
 			return out, nil
 		}
-		opts.Continue = l.Continue
+		opts.Continue = cont
 	}
 }
 
@@ -70,22 +93,15 @@ func (a *kubeAPI) PatchNode(ctx context.Context, name string, patch []byte) erro
 }
 
 func (a *kubeAPI) ListNodeEvents(ctx context.Context, namespace, name string) ([]eventsv1.Event, error) {
-	var out []eventsv1.Event
-	opts := metav1.ListOptions{
-		FieldSelector: fields.Set{"regarding.kind": "Node", "regarding.name": name}.String(),
-		Limit:         listChunk,
-	}
-	for {
+	opts := metav1.ListOptions{FieldSelector: fields.Set{"regarding.kind": "Node", "regarding.name": name}.String()}
+	events, err := listPages(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) ([]eventsv1.Event, string, error) {
 		l, err := a.client.EventsV1().Events(namespace).List(ctx, opts)
 		if err != nil {
-			return nil, explain(err, "list", "events.events.k8s.io", "")
+			return nil, "", err
 		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = l.Continue
-	}
+		return l.Items, l.Continue, nil
+	})
+	return events, explain(err, "list", "events.events.k8s.io", "")
 }
 
 // apiError is an API error in a person's words; errors.As still finds the

@@ -20,8 +20,11 @@ const Name = "kubectl node-ready"
 // Exit statuses of Run.
 const (
 	ExitOK    = 0
-	ExitError = 1 // the command failed, or cleanup skip was declined
+	ExitError = 1 // the command failed, cleanup skip was declined, or doctor found a problem
 	ExitUsage = 2 // bad command line
+	// ExitIncomplete: doctor could not read what it needs (RBAC, no agent
+	// found) and found no problem in what it could read.
+	ExitIncomplete = 3
 )
 
 // Env is what Run takes from the process.
@@ -96,11 +99,12 @@ type command struct {
 
 // commands are the plugin's commands, in the order the help lists them;
 // each is declared in its own file (cmd_*.go) beside its run function.
-var commands = []*command{statusCommand, whyCommand, bypassCommand, unbypassCommand, cleanupStatusCommand, cleanupSkipCommand}
+var commands = []*command{statusCommand, whyCommand, bypassCommand, unbypassCommand, cleanupStatusCommand, cleanupSkipCommand, doctorCommand}
 
 // Run runs the plugin with args (without the program name) and returns
-// the exit status: 0, 1 when the command failed or was declined, 2 for a
-// bad command line.
+// the exit status: 0, 1 when the command failed or was declined (doctor:
+// found a problem), 2 for a bad command line, 3 when doctor could not read
+// what it needs.
 func Run(ctx context.Context, args []string, env Env) int {
 	if env.Connect == nil {
 		env.Connect = (*Connection).Connect
@@ -185,6 +189,11 @@ func Run(ctx context.Context, args []string, env Env) int {
 		stdin: env.Stdin, out: env.Stdout, err: env.Stderr, now: env.Now()}
 	if err := cmd.run(ctx, inv); err != nil {
 		var d declined
+		var st exitStatus
+		if errors.As(err, &st) {
+			fmt.Fprintln(env.Stderr, st.msg)
+			return st.code
+		}
 		if errors.As(err, &d) {
 			fmt.Fprintln(env.Stderr, d.Error())
 		} else {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 )
 
 // fakeAPI is API on a map of nodes; patches are applied as the API server
@@ -31,6 +33,12 @@ type fakeAPI struct {
 	forbid map[string]bool
 	// listed records the namespaces Events were listed in.
 	listed []string
+	// daemonSets, deployments and nodePools are what doctor reads;
+	// karpenter says whether NodePools are served.
+	daemonSets  []appsv1.DaemonSet
+	deployments []appsv1.Deployment
+	nodePools   []autoscaler.NodePool
+	karpenter   bool
 }
 
 func newFake(nodes ...corev1.Node) *fakeAPI {
@@ -158,6 +166,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "COMMAND --help", args: []string{"why", "--help"}, wantOut: "--events int"},
 		{name: "nested COMMAND --help", args: []string{"cleanup", "skip", "-h"}, wantOut: "[y/N]"},
 		{name: "group help", args: []string{"cleanup", "--help"}, wantOut: "kubectl node-ready cleanup status"},
+		{name: "doctor --help", args: []string{"doctor", "--help"}, wantOut: "3 something it needs could\nnot be read"},
+		{name: "doctor takes no wide", args: []string{"doctor", "-o", "wide"}, wantCode: ExitUsage, wantErrOut: `--output "wide": doctor takes json, yaml`},
 		{name: "version", args: []string{"--version"}, wantOut: "kubectl-node_ready dev"},
 		{name: "group without command", args: []string{"cleanup"}, wantCode: ExitUsage, wantErrOut: "cleanup needs a command: status or skip"},
 		{name: "unknown group command", args: []string{"cleanup", "nuke"}, wantCode: ExitUsage, wantErrOut: `unknown command "nuke" for cleanup`},

@@ -28,8 +28,9 @@ func (c *Connection) AddFlags(fs *pflag.FlagSet) {
 	names := clientcmd.RecommendedConfigOverrideFlags("")
 	names.ClusterOverrideFlags.APIServer.ShortName = "s"
 	clientcmd.BindOverrideFlags(&c.Overrides, fs, names)
-	// Nodes have no namespace; only why's Event lookup uses one.
-	fs.Lookup(clientcmd.FlagNamespace).Usage = "Namespace to look for the node's Events in (why; default: all namespaces)"
+	// Nodes have no namespace; only why's Event lookup and doctor's search
+	// for our workloads use one.
+	fs.Lookup(clientcmd.FlagNamespace).Usage = "Namespace to look for the node's Events in (why) or for kube-node-ready's DaemonSet and webhook (doctor); default: all namespaces"
 }
 
 // Connect builds the API client. It also returns the namespace that

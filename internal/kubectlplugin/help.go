@@ -10,8 +10,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-const intro = `kubectl node-ready shows what kube-node-ready did to your nodes and why, and sets or removes its
-two bypass annotations. It reads Nodes and Events with your kubeconfig's credentials, like kubectl.`
+const intro = `kubectl node-ready shows what kube-node-ready did to your nodes and why, sets or removes its
+two bypass annotations, and checks that the autoscalers understand its taints. It reads with your
+kubeconfig's credentials, like kubectl.`
 
 // printHelp writes the plugin's help: every command and every flag.
 func printHelp(w io.Writer, fs *pflag.FlagSet, global map[string]bool) {
@@ -23,7 +24,7 @@ func printHelp(w io.Writer, fs *pflag.FlagSet, global map[string]bool) {
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nCommand flags:\n%s", subset(fs, func(name string) bool { return !global[name] }).FlagUsages())
 	fmt.Fprintf(w, "\nGlobal flags (for every command; the connection flags are kubectl's):\n%s", subset(fs, func(name string) bool { return global[name] }).FlagUsages())
-	fmt.Fprintf(w, "\nRun '%s COMMAND --help' for a command's details. Exit status: 0 done, 1 failed or declined,\n2 bad command line.\n", Name)
+	fmt.Fprintf(w, "\nRun '%s COMMAND --help' for a command's details. Exit status: 0 done, 1 failed or declined\n(doctor: a problem found), 2 bad command line, 3 doctor could not read what it needs.\n", Name)
 }
 
 // printGroupHelp writes the help of a group of commands, such as cleanup.

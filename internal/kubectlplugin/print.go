@@ -119,7 +119,12 @@ func PrintList(w io.Writer, reports []NodeReport, format string) error {
 	if reports == nil {
 		reports = []NodeReport{}
 	}
-	data, err := json.MarshalIndent(List{APIVersion: ListAPIVersion, Kind: ListKind, Items: reports}, "", "  ")
+	return printObject(w, List{APIVersion: ListAPIVersion, Kind: ListKind, Items: reports}, format)
+}
+
+// printObject writes v as indented JSON or, with format yaml, as YAML.
+func printObject(w io.Writer, v any, format string) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -171,7 +171,7 @@ func TestKubectlFindsThePlugin(t *testing.T) {
 		t.Fatalf("kubectl plugin list does not show %s:\n%s", pluginDir, list)
 	}
 	help := plugin(t, "--help")
-	for _, want := range []string{"status", "why NODE", "bypass NODE", "unbypass NODE", "cleanup status", "cleanup skip NODE", "--kubeconfig", "--context", "--output", "--yes"} {
+	for _, want := range []string{"status", "why NODE", "bypass NODE", "unbypass NODE", "cleanup status", "cleanup skip NODE", "doctor", "--kubeconfig", "--context", "--output", "--yes"} {
 		if !strings.Contains(help.stdout, want) {
 			t.Errorf("kubectl node-ready --help lacks %q:\n%s", want, help.stdout)
 		}

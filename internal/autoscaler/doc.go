@@ -1,0 +1,20 @@
+// Package autoscaler says how Cluster Autoscaler and Karpenter treat a node
+// carrying one of kube-node-ready's taints, and what goes wrong when they
+// treat it as something it is not.
+//
+// The rules are the autoscalers' own, as their code and documentation state
+// them (Cluster Autoscaler's utils/taints/taints.go and FAQ; Karpenter
+// v1.14's pkg/scheduling/taints.go and pkg/controllers/state/statenode.go):
+//
+//   - Cluster Autoscaler sorts a taint into startup (the node still starts:
+//     counted as upcoming, no second scale-up), status (Ready but unusable:
+//     its capacity is replaced) or unknown (counted as usable capacity the
+//     pending pods do not fit on: over-scale, and template poisoning once a
+//     tainted node becomes its group's template).
+//   - Karpenter ignores, until a node is initialized, its NodePool's
+//     startupTaints and the keys under readiness.k8s.io/; every other taint
+//     is permanent, so a held node makes it launch more.
+//
+// Everything here is pure: the kubectl plugin reads Deployments, DaemonSets
+// and NodePools and hands their flags and fields to Diagnose.
+package autoscaler

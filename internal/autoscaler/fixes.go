@@ -1,0 +1,107 @@
+package autoscaler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
+)
+
+// ChartRef is the chart the helm fixes upgrade to, as docs/install.md
+// installs it.
+const ChartRef = "charts/kube-node-ready"
+
+// kubectlPatch is a `kubectl patch` command applying a JSON patch. Keys and
+// values never hold a single quote, so the patch is quoted with them.
+func kubectlPatch(target string, ops ...jsonpatch.Op) string {
+	patch, _ := jsonpatch.Marshal(ops...) // strings and Taints always encode
+	return fmt.Sprintf("kubectl patch %s --type=json -p '%s'", target, patch)
+}
+
+// caFlagFix appends flags to a visible Cluster Autoscaler's command line:
+// a later flag wins over an earlier one, and list flags add up.
+func caFlagFix(c ClusterAutoscaler, flags ...string) string {
+	path := fmt.Sprintf("/spec/template/spec/containers/%d/%s", c.Container, c.ArgsField)
+	ops := []jsonpatch.Op{jsonpatch.Add(path, flags)}
+	if !c.ArgsAbsent {
+		ops = ops[:0]
+		for _, f := range flags {
+			ops = append(ops, jsonpatch.Add(path+"/-", f))
+		}
+	}
+	return "add " + strings.Join(flags, " ") + " to Cluster Autoscaler's flags: " +
+		kubectlPatch("deployment "+c.Name+" -n "+c.Namespace, ops...)
+}
+
+const poolTaintsPath = "/spec/template/spec/"
+
+// startupTaintFix makes a NodePool declare t as a startup taint: it takes
+// t's key out of the permanent taints, replaces an entry of startupTaints
+// with the same key (another effect) or old key, or adds t. Each removal or
+// replacement is guarded by a test of the key it expects there.
+func startupTaintFix(p NodePool, t Taint, old string) string {
+	var ops []jsonpatch.Op
+	if i := index(p.Taints, t.Key); i >= 0 {
+		at := fmt.Sprintf("%staints/%d", poolTaintsPath, i)
+		ops = append(ops, jsonpatch.Test(at+"/key", t.Key), jsonpatch.Remove(at))
+	}
+	replace := index(p.StartupTaints, t.Key)
+	if replace < 0 && old != "" {
+		replace = index(p.StartupTaints, old)
+	}
+	switch {
+	case replace >= 0:
+		at := fmt.Sprintf("%sstartupTaints/%d", poolTaintsPath, replace)
+		ops = append(ops, jsonpatch.Test(at+"/key", p.StartupTaints[replace].Key), jsonpatch.Replace(at, t))
+	case len(p.StartupTaints) == 0:
+		ops = append(ops, jsonpatch.Add(poolTaintsPath+"startupTaints", []Taint{t}))
+	default:
+		ops = append(ops, jsonpatch.Add(poolTaintsPath+"startupTaints/-", t))
+	}
+	return "declare " + t.String() + " in spec.template.spec.startupTaints: " + kubectlPatch(p.Ref(), ops...)
+}
+
+// removeStartupTaintFix drops the entry of key from a NodePool's
+// startupTaints, for a previous key next to the current one.
+func removeStartupTaintFix(p NodePool, key string) string {
+	at := fmt.Sprintf("%sstartupTaints/%d", poolTaintsPath, index(p.StartupTaints, key))
+	return "drop " + key + " from spec.template.spec.startupTaints: " +
+		kubectlPatch(p.Ref(), jsonpatch.Test(at+"/key", key), jsonpatch.Remove(at))
+}
+
+// presetFix switches the installation to a preset of the chart.
+func presetFix(in Install, preset string) string {
+	if in.Release != "" {
+		return fmt.Sprintf("use the chart's %s preset: helm upgrade %s %s --namespace %s --reuse-values --set autoscaler=%s",
+			preset, in.Release, ChartRef, in.Namespace, preset)
+	}
+	s, u := presetTaint(preset, RoleStartup), presetTaint(preset, RoleUnhealthy)
+	return fmt.Sprintf("use the keys of the chart's %s preset: the agent's --startup-taint=%s --unhealthy-taint=%s, and the same in the webhook's --agent-startup-taint and --agent-unhealthy-taint",
+		preset, s, u)
+}
+
+// deadlineFix lowers the webhook's --unverified-deadline to below limit.
+func deadlineFix(in Install, limit time.Duration) string {
+	d := limit - time.Minute
+	if d <= 0 {
+		d = limit / 2
+	}
+	if in.Release != "" {
+		return fmt.Sprintf("act before Cluster Autoscaler gives up: helm upgrade %s %s --namespace %s --reuse-values --set webhook.remediation.unverifiedDeadline=%s",
+			in.Release, ChartRef, in.Namespace, ShortDuration(d))
+	}
+	return "act before Cluster Autoscaler gives up: set the webhook's --unverified-deadline=" + ShortDuration(d)
+}
+
+// ShortDuration writes d as the flags take it, without zero units: 14m, 1h30m.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

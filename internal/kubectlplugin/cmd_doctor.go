@@ -1,0 +1,272 @@
+package kubectlplugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+)
+
+// doctorCommand is `kubectl node-ready doctor`.
+var doctorCommand = &command{
+	path: "doctor", usage: "[-o json|yaml]", flags: []string{"output"},
+	outputs: []string{OutputJSON, OutputYAML},
+	short:   "How the autoscalers treat our taints, what goes wrong and the exact fix",
+	long: `Reads, read-only, what it can see of the cluster:
+
+  - kube-node-ready's agent DaemonSet and webhook Deployment (pod label app=` + agentApp + `, app=` + webhookApp + `;
+    in the namespace --namespace names, else in all namespaces): the agent's --startup-taint and
+    --unhealthy-taint, the webhook's --remediation and --unverified-deadline, or their KNR_* twins;
+  - every Deployment running Cluster Autoscaler (image or program named cluster-autoscaler, any
+    namespace): its --startup-taint/--ignore-taint, --status-taint, --startup-taint-prefix,
+    --max-node-provision-time and --max-node-startup-time;
+  - Karpenter's NodePools (karpenter.sh/v1): spec.template.spec.startupTaints and taints.
+
+and says, for each of our taint keys, how each autoscaler present treats a node carrying it —
+Cluster Autoscaler: startup, status or unknown (with its reserved prefixes ` + autoscaler.CAStartupPrefix + `
+and ` + autoscaler.CAStatusPrefix + `); Karpenter: startup or permanent (readiness.k8s.io/ keys are
+startup) — then what goes wrong (over-scale, template poisoning, runaway launches, a deadline past
+Cluster Autoscaler's) and the exact change that fixes it: the Cluster Autoscaler flag to add, the
+kubectl patch of the NodePool, or the chart value. With no Cluster Autoscaler Deployment visible and
+no Karpenter, it advises for a managed Cluster Autoscaler (GKE, AKS), where only the reserved
+prefixes work.
+
+Exit status: 0 nothing wrong (advice may be printed), 1 a problem found, 3 something it needs could
+not be read (the read is named; e.g. RBAC) and no problem found in the rest. -o json and -o yaml
+print the same as a ` + DoctorKind + ` (apiVersion ` + ListAPIVersion + `).`,
+	run: runDoctor,
+}
+
+// DoctorKind is the kind of doctor's -o json|yaml output.
+const DoctorKind = "DoctorReport"
+
+// clusterAutoscalerFallback is where doctor looks for Cluster Autoscaler
+// when listing Deployments in all namespaces is not allowed.
+const clusterAutoscalerFallback = metav1.NamespaceSystem
+
+// exitStatus ends a command with code, msg on stderr.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e exitStatus) Error() string { return e.msg }
+
+// doctorRead is what doctor read of the cluster.
+type doctorRead struct {
+	daemonSets  []appsv1.DaemonSet
+	deployments []appsv1.Deployment // our webhooks, beside the DaemonSets
+	cas         []autoscaler.ClusterAutoscaler
+	karpenter   bool
+	pools       []autoscaler.NodePool
+	poolsErr    string
+	scope       string // where our objects were looked for
+	// failed are reads that failed, in a person's words; warnings are
+	// reads that fell back or values that could not be read.
+	failed, warnings []string
+}
+
+func runDoctor(ctx context.Context, inv *invocation) error {
+	r := readForDoctor(ctx, inv)
+	report := diagnoseAll(r)
+	if inv.opts.Output == OutputJSON || inv.opts.Output == OutputYAML {
+		if err := printObject(inv.out, report, inv.opts.Output); err != nil {
+			return err
+		}
+	} else if err := PrintDoctor(inv.out, report); err != nil {
+		return err
+	}
+	for _, w := range report.Warnings {
+		fmt.Fprintf(inv.err, "warning: %s\n", w)
+	}
+	switch {
+	case report.Problems > 0:
+		return exitStatus{ExitError, fmt.Sprintf("doctor: %d %s found: see the fixes above", report.Problems, plural(report.Problems, "problem", "problems"))}
+	case len(report.ReadErrors) > 0:
+		return exitStatus{ExitIncomplete, "doctor: could not read what it needs: " + strings.Join(report.ReadErrors, "; ")}
+	}
+	return nil
+}
+
+// listFallback lists in namespace ns, or in all namespaces when ns is
+// empty; when that is not allowed, in fallback, saying so in r.
+func listFallback[T any](ctx context.Context, r *doctorRead, ns, fallback, what string, list func(context.Context, string) ([]T, error)) ([]T, string, error) {
+	items, err := list(ctx, ns)
+	if apierrors.IsForbidden(err) && ns == "" && fallback != "" {
+		r.warnings = append(r.warnings, fmt.Sprintf("%v; looked for %s in namespace %s only", err, what, fallback))
+		items, err = list(ctx, fallback)
+		ns = fallback
+	}
+	return items, ns, err
+}
+
+// readForDoctor reads our workloads, the Cluster Autoscaler Deployments and
+// Karpenter's NodePools; a failed read is recorded, the others still run.
+func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
+	r := &doctorRead{}
+	ns, fallback := "", inv.namespace
+	if inv.explicit {
+		ns, fallback = inv.namespace, ""
+	}
+	r.readAgents(ctx, inv.api, ns, fallback)
+	r.readDeployments(ctx, inv.api, ns)
+	var err error
+	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
+	if err != nil {
+		r.failed = append(r.failed, err.Error())
+		r.poolsErr = err.Error()
+	}
+	slices.SortFunc(r.pools, func(a, b autoscaler.NodePool) int { return strings.Compare(a.Name, b.Name) })
+	return r
+}
+
+// readAgents finds our agent DaemonSets in namespace ns ("" for all, then
+// fallback when that is not allowed).
+func (r *doctorRead) readAgents(ctx context.Context, a API, ns, fallback string) {
+	dss, in, err := listFallback(ctx, r, ns, fallback, "kube-node-ready", a.ListDaemonSets)
+	r.scope = scopeName(in)
+	if err != nil {
+		r.failed = append(r.failed, err.Error())
+		return
+	}
+	for _, ds := range dss {
+		if isOurs(ds.Spec.Template, agentApp) {
+			r.daemonSets = append(r.daemonSets, ds)
+		}
+	}
+	if len(r.daemonSets) == 0 {
+		r.failed = append(r.failed, fmt.Sprintf("no kube-node-ready agent DaemonSet (pod label app=%s) in %s: pass --namespace", agentApp, r.scope))
+	}
+}
+
+// readDeployments finds the Cluster Autoscalers in every namespace (in
+// kube-system when that is not allowed) and our webhooks in namespace ns
+// ("" for all) and beside each agent.
+func (r *doctorRead) readDeployments(ctx context.Context, a API, ns string) {
+	deps, depsIn, err := listFallback(ctx, r, "", clusterAutoscalerFallback, "Cluster Autoscaler", a.ListDeployments)
+	if err != nil {
+		r.failed = append(r.failed, err.Error())
+	}
+	for i := range deps {
+		c, ok, err := readClusterAutoscaler(&deps[i])
+		if err != nil {
+			r.warnings = append(r.warnings, err.Error())
+		}
+		if ok {
+			r.cas = append(r.cas, c)
+		}
+	}
+	r.addWebhooks(deps, ns)
+	for _, agentNS := range agentNamespaces(r.daemonSets) {
+		if depsIn == "" || depsIn == agentNS {
+			continue // the list above covered it
+		}
+		mine, err := a.ListDeployments(ctx, agentNS)
+		if err != nil {
+			r.failed = append(r.failed, err.Error())
+		}
+		r.addWebhooks(mine, agentNS)
+	}
+}
+
+// addWebhooks keeps our webhook Deployments of deps in namespace ns ("" for all).
+func (r *doctorRead) addWebhooks(deps []appsv1.Deployment, ns string) {
+	for _, d := range deps {
+		if (ns == "" || d.Namespace == ns) && isOurs(d.Spec.Template, webhookApp) {
+			r.deployments = append(r.deployments, d)
+		}
+	}
+}
+
+// agentNamespaces are the namespaces of the agent DaemonSets, each once.
+func agentNamespaces(dss []appsv1.DaemonSet) []string {
+	var out []string
+	for _, ds := range dss {
+		if !slices.Contains(out, ds.Namespace) {
+			out = append(out, ds.Namespace)
+		}
+	}
+	return out
+}
+
+func scopeName(ns string) string {
+	if ns == "" {
+		return "all namespaces"
+	}
+	return "namespace " + ns
+}
+
+// diagnoseAll diagnoses each installation found, or the chart's defaults
+// when none was.
+func diagnoseAll(r *doctorRead) DoctorReport {
+	rep := DoctorReport{APIVersion: ListAPIVersion, Kind: DoctorKind, ReadErrors: r.failed, Karpenter: KarpenterView{Installed: r.karpenter, ReadError: r.poolsErr}}
+	for _, c := range r.cas {
+		rep.ClusterAutoscalers = append(rep.ClusterAutoscalers, caView(c))
+	}
+	for _, p := range r.pools {
+		rep.Karpenter.NodePools = append(rep.Karpenter.NodePools, p.Name)
+	}
+	installs, assumed, warnings := installsOf(r)
+	for _, in := range installs {
+		d := autoscaler.Diagnose(autoscaler.Setup{Install: in, ClusterAutoscalers: r.cas, Karpenter: r.karpenter, NodePools: r.pools})
+		if assumed {
+			// Keys nobody deploys are no problem: say what they would be.
+			for i := range d.Findings {
+				d.Findings[i].Severity = autoscaler.Advice
+			}
+		}
+		rep.Installs = append(rep.Installs, installView(in, d))
+		rep.Problems += d.Problems()
+	}
+	rep.Warnings = append(r.warnings, warnings...)
+	return rep
+}
+
+// installsOf are the installations read: each agent DaemonSet with its
+// webhook; a webhook without an agent with the keys it watches; else the
+// chart's default keys, assumed.
+func installsOf(r *doctorRead) (installs []autoscaler.Install, assumed bool, warnings []string) {
+	paired := map[string]bool{}
+	for i := range r.daemonSets {
+		in, w := readAgent(&r.daemonSets[i])
+		warnings = append(warnings, w...)
+		if d := webhookOf(&r.daemonSets[i], r.deployments); d != nil {
+			paired[d.Namespace+"/"+d.Name] = true
+			keys, w := readWebhook(&in, d)
+			warnings = append(warnings, w...)
+			if m := keyMismatch(in, keys); m != "" {
+				warnings = append(warnings, m)
+			}
+		}
+		installs = append(installs, in)
+	}
+	for i := range r.deployments {
+		d := &r.deployments[i]
+		if paired[d.Namespace+"/"+d.Name] {
+			continue
+		}
+		in := autoscaler.Install{Namespace: d.Namespace, Agent: "no agent DaemonSet found: keys from the webhook's flags"}
+		if d.Labels[managedByLabel] == "Helm" {
+			in.Release = d.Labels[instanceLabel]
+		}
+		keys, w := readWebhook(&in, d)
+		warnings = append(warnings, w...)
+		if keys.set {
+			in.Startup, in.Unhealthy = keys.startup, keys.unhealthy
+			installs = append(installs, in)
+		}
+	}
+	if len(installs) > 0 {
+		return installs, false, warnings
+	}
+	s, _ := autoscaler.ParseTaint(api.StartupTaint)
+	u, _ := autoscaler.ParseTaint(api.UnhealthyTaint)
+	return []autoscaler.Install{{Agent: "none found: the chart's default keys assumed", Startup: s, Unhealthy: u}}, true, warnings
+}

@@ -1,0 +1,110 @@
+package kubectlplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+)
+
+// nodePoolsPath is Karpenter's NodePool API (karpenter.sh/v1), read
+// without a typed client: only the fields the doctor needs are decoded.
+const nodePoolsPath = "/apis/karpenter.sh/v1/nodepools"
+
+func (a *kubeAPI) ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error) {
+	dss, err := listPages(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) ([]appsv1.DaemonSet, string, error) {
+		l, err := a.client.AppsV1().DaemonSets(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return l.Items, l.Continue, nil
+	})
+	return dss, explain(err, "list", "daemonsets.apps"+scope(namespace), "")
+}
+
+func (a *kubeAPI) ListDeployments(ctx context.Context, namespace string) ([]appsv1.Deployment, error) {
+	deps, err := listPages(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) ([]appsv1.Deployment, string, error) {
+		l, err := a.client.AppsV1().Deployments(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return l.Items, l.Continue, nil
+	})
+	return deps, explain(err, "list", "deployments.apps"+scope(namespace), "")
+}
+
+// nodePoolList is the part of a NodePoolList the doctor reads.
+type nodePoolList struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					StartupTaints []autoscaler.Taint `json:"startupTaints"`
+					Taints        []autoscaler.Taint `json:"taints"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	} `json:"items"`
+}
+
+func (a *kubeAPI) ListNodePools(ctx context.Context) ([]autoscaler.NodePool, bool, error) {
+	rc := a.client.Discovery().RESTClient()
+	var out []autoscaler.NodePool
+	cont := ""
+	for {
+		req := rc.Get().AbsPath(nodePoolsPath).Param("limit", strconv.Itoa(listChunk))
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		body, err := req.DoRaw(ctx)
+		err = withStatus(err, body)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, true, explain(err, "list", "nodepools.karpenter.sh", "")
+		}
+		var l nodePoolList
+		if err := json.Unmarshal(body, &l); err != nil {
+			return nil, true, fmt.Errorf("list nodepools.karpenter.sh: decode: %w", err)
+		}
+		for _, it := range l.Items {
+			s := it.Spec.Template.Spec
+			out = append(out, autoscaler.NodePool{Name: it.Metadata.Name, StartupTaints: s.StartupTaints, Taints: s.Taints})
+		}
+		if cont = l.Metadata.Continue; cont == "" {
+			return out, true, nil
+		}
+	}
+}
+
+// withStatus is err with the API server's own Status from body, which a
+// raw request leaves undecoded ("unknown"); err unchanged otherwise.
+func withStatus(err error, body []byte) error {
+	var st metav1.Status
+	if err == nil || json.Unmarshal(body, &st) != nil || st.Kind != "Status" || st.Message == "" {
+		return err
+	}
+	return &apierrors.StatusError{ErrStatus: st}
+}
+
+// scope says where a namespaced list looked: " in namespace X" or " in all
+// namespaces".
+func scope(namespace string) string {
+	if namespace == "" {
+		return " in all namespaces"
+	}
+	return " in namespace " + namespace
+}

@@ -1,0 +1,197 @@
+package kubectlplugin
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+)
+
+// DoctorReport is what doctor found; -o json|yaml print it. Fields are
+// only ever added.
+type DoctorReport struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Installs are the kube-node-ready installations found, each with how
+	// the autoscalers treat its taints and the findings.
+	Installs []InstallReport `json:"installs"`
+	// ClusterAutoscalers are the Cluster Autoscaler Deployments read.
+	ClusterAutoscalers []ClusterAutoscalerView `json:"clusterAutoscalers"`
+	// Karpenter says whether Karpenter's NodePool API is served, and the NodePools.
+	Karpenter KarpenterView `json:"karpenter"`
+	// Problems counts the findings of severity problem.
+	Problems int `json:"problems"`
+	// ReadErrors are the reads that failed: the verdict is incomplete.
+	ReadErrors []string `json:"readErrors,omitempty"`
+	// Warnings are reads that fell back and values that could not be read.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// InstallReport is one installation and its diagnosis.
+type InstallReport struct {
+	autoscaler.Install
+	// UnverifiedDeadline is the webhook's --unverified-deadline ("" when
+	// remediation is off).
+	UnverifiedDeadline string `json:"unverifiedDeadline,omitempty"`
+	autoscaler.Diagnosis
+}
+
+// ClusterAutoscalerView is a Cluster Autoscaler's flags that matter here.
+type ClusterAutoscalerView struct {
+	Deployment           string   `json:"deployment"`
+	StartupTaints        []string `json:"startupTaints,omitempty"`
+	StatusTaints         []string `json:"statusTaints,omitempty"`
+	StartupTaintPrefixes []string `json:"startupTaintPrefixes,omitempty"`
+	MaxNodeProvisionTime string   `json:"maxNodeProvisionTime"`
+	MaxNodeStartupTime   string   `json:"maxNodeStartupTime"`
+}
+
+// KarpenterView is whether Karpenter is installed, and its NodePools.
+type KarpenterView struct {
+	Installed bool     `json:"installed"`
+	NodePools []string `json:"nodePools,omitempty"`
+	// ReadError says why the NodePools could not be read.
+	ReadError string `json:"readError,omitempty"`
+}
+
+func caView(c autoscaler.ClusterAutoscaler) ClusterAutoscalerView {
+	return ClusterAutoscalerView{Deployment: c.Namespace + "/" + c.Name, StartupTaints: c.StartupTaints, StatusTaints: c.StatusTaints,
+		StartupTaintPrefixes: c.StartupTaintPrefixes, MaxNodeProvisionTime: autoscaler.ShortDuration(c.MaxNodeProvisionTime), MaxNodeStartupTime: autoscaler.ShortDuration(c.MaxNodeStartupTime)}
+}
+
+func installView(in autoscaler.Install, d autoscaler.Diagnosis) InstallReport {
+	r := InstallReport{Install: in, Diagnosis: d}
+	if in.Remediation != "" && in.Remediation != "off" {
+		r.UnverifiedDeadline = autoscaler.ShortDuration(in.UnverifiedDeadline)
+	}
+	if r.Treatments == nil {
+		r.Treatments = []autoscaler.Treatment{}
+	}
+	if r.Findings == nil {
+		r.Findings = []autoscaler.Finding{}
+	}
+	return r
+}
+
+// PrintDoctor writes the report for a person: what was read, one line per
+// taint and autoscaler, then the findings with their fixes.
+func PrintDoctor(w io.Writer, rep DoctorReport) error {
+	tw := newTable(w)
+	for _, c := range rep.ClusterAutoscalers {
+		fmt.Fprintf(tw, "Cluster Autoscaler:\tDeployment %s (--max-node-provision-time=%s, --max-node-startup-time=%s)\n", c.Deployment, c.MaxNodeProvisionTime, c.MaxNodeStartupTime)
+	}
+	if len(rep.ClusterAutoscalers) == 0 {
+		fmt.Fprintf(tw, "Cluster Autoscaler:\tno Deployment visible (a managed one, as on GKE or AKS, runs outside the cluster)\n")
+	}
+	switch {
+	case rep.Karpenter.ReadError != "":
+		fmt.Fprintf(tw, "Karpenter:\tinstalled; NodePools not read (see below)\n")
+	case !rep.Karpenter.Installed:
+		fmt.Fprintf(tw, "Karpenter:\tnot installed (no karpenter.sh/v1 NodePools)\n")
+	case len(rep.Karpenter.NodePools) == 0:
+		fmt.Fprintf(tw, "Karpenter:\tinstalled, no NodePools\n")
+	default:
+		fmt.Fprintf(tw, "Karpenter:\tNodePools %s\n", strings.Join(rep.Karpenter.NodePools, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	n := 0
+	for _, in := range rep.Installs {
+		if err := printInstall(w, in, &n); err != nil {
+			return err
+		}
+	}
+	if len(rep.ReadErrors) > 0 {
+		fmt.Fprintf(w, "\nNot read (the verdict is incomplete):\n")
+		for _, e := range rep.ReadErrors {
+			fmt.Fprintf(w, "  - %s\n", e)
+		}
+	}
+	advice := n - rep.Problems
+	switch {
+	case rep.Problems > 0:
+		fmt.Fprintf(w, "\n%d %s, %d advice.\n", rep.Problems, plural(rep.Problems, "problem", "problems"), advice)
+	case advice > 0:
+		fmt.Fprintf(w, "\nNo problems; %d advice.\n", advice)
+	default:
+		fmt.Fprintf(w, "\nNo problems: every autoscaler present treats our taints as it should.\n")
+	}
+	return nil
+}
+
+// printInstall writes one installation: its keys, how each autoscaler
+// treats them, and its findings numbered on from *n.
+func printInstall(w io.Writer, in InstallReport, n *int) error {
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	agent := in.Agent
+	if in.Release != "" {
+		agent += " (Helm release " + in.Release + ")"
+	}
+	fmt.Fprintf(tw, "kube-node-ready:\t%s\n", agent)
+	fmt.Fprintf(tw, "  startup taint:\t%s\n", in.Startup)
+	fmt.Fprintf(tw, "  unhealthy taint:\t%s\n", in.Unhealthy)
+	switch {
+	case in.Webhook == "":
+		fmt.Fprintf(tw, "  webhook:\tnot found\n")
+	case in.UnverifiedDeadline == "":
+		fmt.Fprintf(tw, "  webhook:\t%s, remediation off\n", in.Webhook)
+	default:
+		fmt.Fprintf(tw, "  webhook:\t%s, remediation %s after --unverified-deadline=%s\n", in.Webhook, in.Remediation, in.UnverifiedDeadline)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(in.Treatments) > 0 {
+		fmt.Fprintln(w)
+		tw = newTable(w)
+		fmt.Fprintln(tw, "TAINT\tROLE\tAUTOSCALER\tTREATS IT AS\tBECAUSE")
+		for _, t := range in.Treatments {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Key, t.Role, t.Autoscaler, t.Class, t.Rule)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(in.Findings) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nFindings:\n")
+	for _, f := range in.Findings {
+		*n++
+		fmt.Fprintf(w, "%d. %s: %s, %s taint %s: %s\n", *n, f.Severity, f.Autoscaler, f.Role, f.Key, f.Summary)
+		for _, line := range wrap(f.Detail, 96) {
+			fmt.Fprintf(w, "   %s\n", line)
+		}
+		for i, fix := range f.Fixes {
+			label := "fix:"
+			if i > 0 {
+				label = "or: "
+			}
+			fmt.Fprintf(w, "   %s %s\n", label, fix)
+		}
+	}
+	return nil
+}
+
+// wrap breaks s into lines of at most width characters at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}

@@ -1,0 +1,241 @@
+package kubectlplugin
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+)
+
+// What the doctor recognises our workloads by and reads their settings
+// from, as deployed: the pod label DESIGN.md fixes (app=kube-node-ready so
+// that kubectl logs -l app=kube-node-ready works), the images' names, and
+// the binaries' flags with their environment twins (a test checks these
+// against the binaries' own).
+const (
+	agentApp   = "kube-node-ready"
+	webhookApp = "kube-node-ready-webhook"
+
+	agentEnvPrefix   = "KNR_AGENT"
+	webhookEnvPrefix = "KNR_WEBHOOK"
+
+	// defaultUnverifiedDeadline is the webhook's --unverified-deadline
+	// when only --remediation is set.
+	defaultUnverifiedDeadline = 30 * time.Minute
+
+	instanceLabel  = "app.kubernetes.io/instance"
+	managedByLabel = "app.kubernetes.io/managed-by"
+)
+
+// isOurs says whether a pod template belongs to our agent (app ==
+// agentApp) or webhook (webhookApp), by its app label or, for manifests
+// that renamed it, by its image.
+func isOurs(t corev1.PodTemplateSpec, app string) bool {
+	if t.Labels["app"] == app {
+		return true
+	}
+	image := map[string]string{agentApp: "kube-node-ready-agent", webhookApp: "kube-node-ready-webhook"}[app]
+	for _, c := range t.Spec.Containers {
+		if imageName(c.Image) == image {
+			return true
+		}
+	}
+	return false
+}
+
+// imageName is an image reference's last path element without tag or
+// digest: registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.0 is
+// cluster-autoscaler.
+func imageName(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	name := path.Base(ref)
+	name, _, _ = strings.Cut(name, ":")
+	return name
+}
+
+// commandLine is a container's command and args, as the process sees them.
+func commandLine(c corev1.Container) []string {
+	return append(append([]string(nil), c.Command...), c.Args...)
+}
+
+// setting reads one option of our binaries from a container: the flag
+// (under its current name, then its old one) on the command line, else its
+// environment twin (current, then old), else def. from says where the
+// value came from; a twin set from a ConfigMap or Secret cannot be read
+// here and is reported in warning.
+func setting(c corev1.Container, prefix string, def string, names ...string) (value, from, warning string) {
+	for _, n := range names {
+		if v, ok := autoscaler.LastFlagValue(commandLine(c), n); ok {
+			return v, "--" + n, ""
+		}
+	}
+	for _, n := range names {
+		env := flagenv.Name(prefix, n)
+		for _, e := range c.Env {
+			if e.Name != env {
+				continue
+			}
+			if e.ValueFrom != nil {
+				return def, "default", fmt.Sprintf("%s of container %s is set from a ConfigMap or Secret, which doctor does not read: assumed %q", env, c.Name, def)
+			}
+			return e.Value, env, ""
+		}
+	}
+	return def, "default", ""
+}
+
+// agentContainer is the container of our agent in a DaemonSet: the one
+// named agent, else the first.
+func agentContainer(t corev1.PodTemplateSpec) corev1.Container {
+	for _, c := range t.Spec.Containers {
+		if c.Name == "agent" {
+			return c
+		}
+	}
+	return t.Spec.Containers[0]
+}
+
+// readAgent is the installation an agent DaemonSet deploys: its taints,
+// and its Helm release for the fixes. Warnings say what could not be read.
+func readAgent(ds *appsv1.DaemonSet) (autoscaler.Install, []string) {
+	in := autoscaler.Install{Namespace: ds.Namespace, Agent: "DaemonSet " + ds.Namespace + "/" + ds.Name}
+	if ds.Labels[managedByLabel] == "Helm" {
+		in.Release = ds.Labels[instanceLabel]
+	}
+	if len(ds.Spec.Template.Spec.Containers) == 0 {
+		return in, []string{in.Agent + " has no containers"}
+	}
+	c := agentContainer(ds.Spec.Template)
+	var warnings []string
+	taint := func(def string, names ...string) autoscaler.Taint {
+		v, from, w := setting(c, agentEnvPrefix, def, names...)
+		if w != "" {
+			warnings = append(warnings, w)
+		}
+		t, err := autoscaler.ParseTaint(v)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: %s: %v: assumed %s", in.Agent, from, err, def))
+			t, _ = autoscaler.ParseTaint(def)
+		}
+		return t
+	}
+	in.Startup = taint(api.StartupTaint, "startup-taint")
+	in.Unhealthy = taint(api.UnhealthyTaint, "unhealthy-taint", "retaint-taint")
+	return in, warnings
+}
+
+// webhookKeys are the agent taints a webhook's remediation watches
+// (--agent-startup-taint, --agent-unhealthy-taint); set says the webhook's
+// command line or environment names them (the chart does with remediation on).
+type webhookKeys struct {
+	startup, unhealthy autoscaler.Taint
+	set                bool
+}
+
+// readWebhook adds the webhook Deployment's remediation settings to in and
+// returns the agent taints it watches.
+func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []string) {
+	in.Webhook = "Deployment " + d.Namespace + "/" + d.Name
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		return webhookKeys{}, []string{in.Webhook + " has no containers"}
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	var warnings []string
+	warn := func(w string) {
+		if w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	var w string
+	in.Remediation, _, w = setting(c, webhookEnvPrefix, "off", "remediation")
+	warn(w)
+	v, from, w := setting(c, webhookEnvPrefix, defaultUnverifiedDeadline.String(), "unverified-deadline")
+	warn(w)
+	deadline, err := time.ParseDuration(v)
+	if err != nil {
+		warn(fmt.Sprintf("%s: %s=%s: %v", in.Webhook, from, v, err))
+		deadline = defaultUnverifiedDeadline
+	}
+	in.UnverifiedDeadline = deadline
+	var keys webhookKeys
+	for _, k := range []struct {
+		t    *autoscaler.Taint
+		def  string
+		flag string
+	}{{&keys.startup, api.StartupTaint, "agent-startup-taint"}, {&keys.unhealthy, api.UnhealthyTaint, "agent-unhealthy-taint"}} {
+		v, from, w := setting(c, webhookEnvPrefix, k.def, k.flag)
+		warn(w)
+		keys.set = keys.set || from != "default"
+		if *k.t, err = autoscaler.ParseTaint(v); err != nil {
+			warn(fmt.Sprintf("%s: %s: %v", in.Webhook, from, err))
+			*k.t, _ = autoscaler.ParseTaint(k.def)
+		}
+	}
+	return keys, warnings
+}
+
+// keyMismatch says, when a webhook watches other keys than its agent
+// writes, that remediation misses the agent's nodes; "" when they agree.
+func keyMismatch(in autoscaler.Install, k webhookKeys) string {
+	if !k.set || in.Remediation == "" || in.Remediation == "off" ||
+		(k.startup.Key == in.Startup.Key && k.unhealthy.Key == in.Unhealthy.Key) {
+		return ""
+	}
+	return fmt.Sprintf("%s watches --agent-startup-taint=%s --agent-unhealthy-taint=%s, but %s writes %s and %s: "+
+		"remediation does not see the nodes the agent holds; give both the same keys", in.Webhook, k.startup, k.unhealthy, in.Agent, in.Startup, in.Unhealthy)
+}
+
+// webhookOf is the webhook Deployment of the installation whose agent is
+// ds: ours, in the same namespace, of the same Helm release when both
+// say one. nil when there is none.
+func webhookOf(ds *appsv1.DaemonSet, deps []appsv1.Deployment) *appsv1.Deployment {
+	for i := range deps {
+		d := &deps[i]
+		if d.Namespace != ds.Namespace || !isOurs(d.Spec.Template, webhookApp) {
+			continue
+		}
+		if a, b := ds.Labels[instanceLabel], d.Labels[instanceLabel]; a != "" && b != "" && a != b {
+			continue
+		}
+		return d
+	}
+	return nil
+}
+
+// isClusterAutoscaler says whether a container runs Cluster Autoscaler:
+// its image or its program is named cluster-autoscaler.
+func isClusterAutoscaler(c corev1.Container) bool {
+	if strings.HasPrefix(imageName(c.Image), "cluster-autoscaler") {
+		return true
+	}
+	line := commandLine(c)
+	return len(line) > 0 && path.Base(line[0]) == "cluster-autoscaler"
+}
+
+// readClusterAutoscaler reads the Cluster Autoscaler a Deployment runs;
+// ok is false when it runs none.
+func readClusterAutoscaler(d *appsv1.Deployment) (c autoscaler.ClusterAutoscaler, ok bool, err error) {
+	for i, ct := range d.Spec.Template.Spec.Containers {
+		if !isClusterAutoscaler(ct) {
+			continue
+		}
+		c, err = autoscaler.ParseClusterAutoscaler(commandLine(ct))
+		if err != nil {
+			return c, true, fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
+		}
+		c.Namespace, c.Name, c.Container = d.Namespace, d.Name, i
+		c.ArgsField, c.ArgsAbsent = "args", len(ct.Args) == 0
+		if len(ct.Args) == 0 && len(ct.Command) > 0 {
+			c.ArgsField, c.ArgsAbsent = "command", false
+		}
+		return c, true, nil
+	}
+	return c, false, nil
+}
