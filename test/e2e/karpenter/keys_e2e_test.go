@@ -3,11 +3,16 @@
 package karpenter
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -53,7 +58,8 @@ spec:
 // a permanent taint the pending pod does not tolerate: it initializes the
 // node at once and launches another, and another, while the node is not
 // verified (its agent's check cannot pass in the window). The NodeClaims
-// made in keysWindow are counted; then the pod is deleted, which stops it.
+// made in keysWindow are counted, `kubectl node-ready doctor` names the
+// pool, and the pod is deleted, which stops it.
 func (e *env) testMisconfiguredKeys(t *testing.T) {
 	const pool = "keys"
 	e.cp.KubectlT(t, registerWithTaints, "apply", "-f", "-")
@@ -79,12 +85,30 @@ func (e *env) testMisconfiguredKeys(t *testing.T) {
 		time.Sleep(time.Second) // pacing of the poll
 	}
 	made := len(w.seen)
+	e.doctorNames(t, "problem: Karpenter nodepool/keys, startup taint "+api.StartupTaintKey+": runaway launches")
 	e.deletePod(t, "keys-0")
 	if made < 3 {
 		t.Fatalf("%d NodeClaims in %s for one pending pod with our taint not declared: the over-provisioning did not show", made, keysWindow)
 	}
 	t.Logf("figure: mis-configured keys: %d NodeClaims in %s for 1 pending pod (our taint put on at Node CREATE, not in startupTaints)", made, keysWindow)
-	if out, err := e.cp.Kubectl(t.Context(), nil, "get", "mutatingadmissionpolicies"); err != nil || !strings.Contains(out, "knr-e2e") {
-		t.Errorf("policy gone during the window: %v %s", err, out)
+}
+
+// doctorNames runs `kubectl node-ready doctor` (the plugin `make build`
+// wrote to bin/, found on PATH as kubectl finds plugins) against the
+// cluster and fails t unless it exits 1 and its report holds finding.
+func (e *env) doctorNames(t *testing.T, finding string) {
+	t.Helper()
+	harness.BuiltBinary(t, "kubectl-node_ready")
+	cmd := exec.CommandContext(t.Context(), filepath.Join(e.cp.BinDir, "kubectl"), "node-ready", "doctor", "-n", ns)
+	cmd.Env = append(os.Environ(), "PATH="+e.cp.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+e.cp.Kubeconfig, "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != kubectlplugin.ExitError {
+		t.Fatalf("kubectl node-ready doctor: %v, want exit status %d:\n%s", err, kubectlplugin.ExitError, out)
 	}
+	if !strings.Contains(string(out), finding) {
+		t.Fatalf("kubectl node-ready doctor does not say %q:\n%s", finding, out)
+	}
+	t.Logf("kubectl node-ready doctor names the mis-configured pool: %q", finding)
 }

@@ -206,6 +206,10 @@ func (e *env) startReplacer(t *testing.T) {
 		"--remediation=replace", "--unverified-deadline="+replaceDeadline.String(), "--remediation-interval=1s",
 		"--agent-startup-taint="+replaceTaint.ToString(), "--agent-unhealthy-taint=knr-e2e.example/unhealthy=true:NoSchedule",
 		fmt.Sprintf("--remediation-breaker-window=%d", breakerWindow), "--remediation-breaker-threshold=50%",
+		// The agents' fleet budget counts re-tainted nodes cluster-wide: the
+		// repair scenario's one would otherwise hold the replace pool's
+		// replacements for as long as it lasts.
+		"--agent-fleet-budget=50%",
 		"--log-level=debug")
 	e.wb.WaitReady(t, 30*time.Second)
 }
