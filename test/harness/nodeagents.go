@@ -31,6 +31,7 @@ type NodeAgents struct {
 	agents  map[string]*Daemon
 	started map[string]time.Time
 	failed  map[string]bool
+	pods    map[string]string // node -> its agent's pod
 	errs    []error
 }
 
@@ -45,7 +46,7 @@ const agentPollInterval = 100 * time.Millisecond
 func (cp *ControlPlane) RunNodeAgents(tb testing.TB, selector string, args ...string) *NodeAgents {
 	tb.Helper()
 	a := &NodeAgents{cp: cp, bin: BuiltBinary(tb, AgentBinary), args: args, sel: selector,
-		agents: map[string]*Daemon{}, started: map[string]time.Time{}, failed: map[string]bool{}}
+		agents: map[string]*Daemon{}, started: map[string]time.Time{}, failed: map[string]bool{}, pods: map[string]string{}}
 	owner, err := cp.agentDaemonSet(tb.Context())
 	if err != nil {
 		tb.Fatal(err)
@@ -72,6 +73,10 @@ func (cp *ControlPlane) RunNodeAgents(tb testing.TB, selector string, args ...st
 			if tb.Failed() {
 				tb.Logf("%s log:\n%s", d.Name, d.Tail(40))
 			}
+		}
+		for node, pod := range a.pods { // pods of agents that failed to start
+			_ = cp.Client.CoreV1().Pods(AgentNamespace).Delete(context.Background(), pod, metav1.DeleteOptions{})
+			delete(a.pods, node)
 		}
 		if err := errors.Join(a.errs...); err != nil {
 			tb.Errorf("agents for %s: %v", selector, err)
@@ -129,12 +134,12 @@ func (a *NodeAgents) sync(ctx context.Context, owner *appsv1.DaemonSet) {
 	}
 }
 
-// start creates the agent's DaemonSet pod on node and runs the agent with
-// a token bound to it.
+// start creates the agent's DaemonSet pod on node (named as the DaemonSet
+// controller names its pods) and runs the agent with a token bound to it.
 func (a *NodeAgents) start(ctx context.Context, owner *appsv1.DaemonSet, node string) (*Daemon, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: agentPodName(node), Namespace: AgentNamespace,
+			GenerateName: owner.Name + "-", Namespace: AgentNamespace,
 			Labels: owner.Spec.Template.Labels,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "DaemonSet", Name: owner.Name, UID: owner.UID,
@@ -144,18 +149,26 @@ func (a *NodeAgents) start(ctx context.Context, owner *appsv1.DaemonSet, node st
 		Spec: *owner.Spec.Template.Spec.DeepCopy(),
 	}
 	pod.Spec.NodeName = node
-	if _, err := a.cp.Client.CoreV1().Pods(AgentNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	created, err := a.cp.Client.CoreV1().Pods(AgentNamespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		return nil, fmt.Errorf("agent pod on %s: %w", node, err)
+	}
+	a.mu.Lock()
+	a.pods[node] = created.Name
+	a.mu.Unlock()
+	token, err := a.cp.PodToken(ctx, created)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := a.cp.WriteKubeconfig(AgentServiceAccount+"-"+node, AgentServiceAccount, token)
+	if err != nil {
+		return nil, err
 	}
 	ip, err := a.cp.NewAddress()
 	if err != nil {
 		return nil, err
 	}
 	n := Node{Name: node, IP: ip}
-	kubeconfig, err := a.cp.NodeKubeconfig(ctx, AgentNamespace, AgentServiceAccount, n)
-	if err != nil {
-		return nil, err
-	}
 	p, err := StartProcess(a.cp.Dir, "agent-"+node, a.bin, append(a.cp.AgentArgs(n, kubeconfig), a.args...), nil)
 	if err != nil {
 		return nil, err
@@ -164,21 +177,18 @@ func (a *NodeAgents) start(ctx context.Context, owner *appsv1.DaemonSet, node st
 }
 
 // stop ends the agent for node and deletes its pod (no kubelet or pod
-// garbage collector does here).
+// garbage collector does here). The caller holds a.mu.
 func (a *NodeAgents) stop(node string, d *Daemon) {
 	if err := d.Stop(daemonStopGrace); err != nil {
 		a.errs = append(a.errs, err)
 	}
-	err := a.cp.Client.CoreV1().Pods(AgentNamespace).Delete(context.Background(), agentPodName(node),
+	err := a.cp.Client.CoreV1().Pods(AgentNamespace).Delete(context.Background(), a.pods[node],
 		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	if err != nil && !apierrors.IsNotFound(err) {
 		a.errs = append(a.errs, fmt.Errorf("delete agent pod on %s: %w", node, err))
 	}
+	delete(a.pods, node)
 }
-
-// agentPodName is the name NodeToken gives the pod it binds a token to, so
-// the DaemonSet pod created here is the one the token is bound to.
-func agentPodName(node string) string { return AgentServiceAccount + "-" + node }
 
 // agentDaemonSet creates (or reads) the agent's DaemonSet object, the
 // owner of the pods NodeAgents creates.

@@ -134,16 +134,36 @@ func (cp *ControlPlane) RemoveNodePool(ctx context.Context, name string) error {
 		}
 		return fmt.Errorf("stop NodePool %s: %w", name, err)
 	}
+	var stuck error
+	if err := cp.EmptyNodePool(ctx, name, poolRemovalWait); err != nil {
+		stuck = fmt.Errorf("%w; finalizers cleared", err)
+		cp.forceRemovePool(ctx, dyn, metav1.ListOptions{LabelSelector: NodePoolLabel + "=" + name})
+	}
+	if err := pools.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return errors.Join(stuck, fmt.Errorf("delete NodePool %s: %w", name, err))
+	}
+	return stuck
+}
+
+// EmptyNodePool deletes every NodeClaim of the NodePool name (Karpenter
+// drains and terminates their Nodes) and waits up to timeout until they
+// and their Nodes are gone. The pool stays, and launches again for pods
+// still pending.
+func (cp *ControlPlane) EmptyNodePool(ctx context.Context, name string, timeout time.Duration) error {
+	dyn, err := dynamic.NewForConfig(cp.Config)
+	if err != nil {
+		return err
+	}
 	sel := metav1.ListOptions{LabelSelector: NodePoolLabel + "=" + name}
 	claims := dyn.Resource(NodeClaims)
 	if err := claims.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
 		return fmt.Errorf("delete NodeClaims of %s: %w", name, err)
 	}
-	var stuck error
-	waitCtx, cancel := context.WithTimeout(ctx, poolRemovalWait)
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	left := "not listed yet"
 	err = wait.PollUntilContextCancel(waitCtx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		left, err := claims.List(ctx, sel)
+		list, err := claims.List(ctx, sel)
 		if err != nil {
 			return false, nil
 		}
@@ -151,16 +171,13 @@ func (cp *ControlPlane) RemoveNodePool(ctx context.Context, name string) error {
 		if err != nil {
 			return false, nil
 		}
-		return len(left.Items) == 0 && len(nodes.Items) == 0, nil
+		left = fmt.Sprintf("%d NodeClaims and %d Nodes left", len(list.Items), len(nodes.Items))
+		return len(list.Items) == 0 && len(nodes.Items) == 0, nil
 	})
 	if err != nil {
-		stuck = fmt.Errorf("NodePool %s: its NodeClaims and Nodes not gone within %s; finalizers cleared", name, poolRemovalWait)
-		cp.forceRemovePool(ctx, dyn, sel)
+		return fmt.Errorf("NodePool %s not emptied within %s: %s", name, timeout, left)
 	}
-	if err := pools.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return errors.Join(stuck, fmt.Errorf("delete NodePool %s: %w", name, err))
-	}
-	return stuck
+	return nil
 }
 
 // forceRemovePool clears the finalizers of the NodeClaims and Nodes sel

@@ -154,17 +154,9 @@ func (e *env) node(t *testing.T, name string) *corev1.Node {
 // Nodes are gone, so the next run starts from no node.
 func (e *env) emptyPool(t *testing.T, pool string) {
 	t.Helper()
-	sel := metav1.ListOptions{LabelSelector: harness.NodePoolLabel + "=" + pool}
-	if err := e.dyn.Resource(harness.NodeClaims).DeleteCollection(t.Context(), metav1.DeleteOptions{}, sel); err != nil {
+	if err := e.cp.EmptyNodePool(t.Context(), pool, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, time.Minute, "NodeClaims and Nodes of "+pool+" gone", func() (bool, string) {
-		nodes, err := e.cp.Client.CoreV1().Nodes().List(t.Context(), sel)
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(e.claims(t, pool)) == 0 && len(nodes.Items) == 0, ""
-	})
 }
 
 // median of durations (the upper middle one of an even count).

@@ -3,8 +3,8 @@
 package karpenter
 
 import (
-	"net"
-	"sync"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,8 +15,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-// repairAddr is the TCP endpoint the repair pool's agents probe: closing
-// it makes their checks fail.
+// repairAddr is the HTTP endpoint the repair pool's agents probe.
 const repairAddr = "10.213.0.32:9000"
 
 // Karpenter's counters of node repair: its health controller's reconciles
@@ -37,10 +36,10 @@ const (
 // termination removes the node.
 func (e *env) testRepair(t *testing.T) {
 	const pool = "repair"
-	probe := &toggle{addr: repairAddr}
-	probe.open(t)
+	probe := &health{}
+	harness.ServeHTTP(t, repairAddr, probe)
 	e.pool(t, pool, harness.NodePoolOptions{StartupTaints: []corev1.Taint{ourTaint}},
-		[]string{"--checks=api,probe", "--check.probe.targets=tcp://" + repairAddr, "--check-period=1s", "--retaint-threshold=2"})
+		[]string{"--checks=api,probe", "--check.probe.targets=http://" + repairAddr + "/healthz", "--check-period=1s", "--retaint-threshold=2"})
 	e.pendingPod(t, "repair-0", pool)
 	harness.Eventually(t, 90*time.Second, "pod repair-0 bound", func() (bool, string) {
 		p := e.pod(t, "repair-0")
@@ -50,7 +49,7 @@ func (e *env) testRepair(t *testing.T) {
 	reconciles := e.karpMetric(t, healthReconciles, `controller="node.health"`)
 	replaced := e.w.Metric(t, "node_remediation_actions_total", `action="delete_nodeclaim"`, `result="success"`)
 
-	probe.close()
+	probe.fail()
 	failedAt := time.Now()
 	n := e.cp.WaitNode(t, node, time.Minute, "re-tainted by its agent", func(n *corev1.Node) bool {
 		return hasTaint(n, api.UnhealthyTaintKey) && n.Labels[api.VerifiedLabel] == "false" && condition(n, api.ConditionType) == corev1.ConditionFalse
@@ -101,38 +100,16 @@ func condition(n *corev1.Node, typ string) corev1.ConditionStatus {
 	return ""
 }
 
-// toggle is a TCP endpoint that accepts connections while open.
-type toggle struct {
-	addr string
-	mu   sync.Mutex
-	l    net.Listener
-}
+// health answers the repair pool's agents' probe: 200 while healthy, 503
+// after fail.
+type health struct{ failing atomic.Bool }
 
-func (p *toggle) open(t *testing.T) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.l = l
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-}
+func (h *health) fail() { h.failing.Store(true) }
 
-func (p *toggle) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.l != nil {
-		p.l.Close()
-		p.l = nil
+func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	if h.failing.Load() {
+		http.Error(w, "failing on purpose", http.StatusServiceUnavailable)
+		return
 	}
+	w.WriteHeader(http.StatusOK)
 }

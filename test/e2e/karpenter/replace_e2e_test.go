@@ -36,6 +36,12 @@ func (e *env) testReplace(t *testing.T) {
 		t.Fatalf("when the breaker opened: %d NodeClaims created, %d deleted, %d alive; want %d, %d, 1",
 			len(w.seen), len(w.gone), len(alive), breakerOpensAt, breakerOpensAt-1)
 	}
+	// Launch and registration take a few seconds before the deadline starts.
+	for uid, gone := range w.gone {
+		if lived := gone.Sub(w.seen[uid]); lived > replaceDeadline+20*time.Second {
+			t.Errorf("a NodeClaim was deleted %s after its creation: not within --unverified-deadline=%s", r(lived), replaceDeadline)
+		}
+	}
 	kept := claimProviderNode(alive[0])
 	e.cp.WaitEvent(t, 10*time.Second, "Node", kept, remediate.ReasonPaused, "")
 	// Open, it stays open: ten more scans, and no NodeClaim deleted or made.

@@ -19,6 +19,10 @@ import (
 // node never verifies (Karpenter's own chaos test bounds this the same way).
 const holdNoRunaway = 5 * time.Minute
 
+// neverVerifies are the flags of an agent that never verifies its node:
+// its only check probes an address nothing listens on.
+var neverVerifies = []string{"--checks=probe", "--check.probe.targets=tcp://" + unreachable}
+
 // schedulingRounds counts Karpenter's scheduling simulations: the positive
 // signal that it looked at the pending pods again and chose not to launch.
 var schedulingRounds = "karpenter_scheduler_scheduling_duration_seconds_count"
@@ -59,6 +63,30 @@ func (w *claimWatch) poll(t *testing.T, need int) []unstructured.Unstructured {
 	return alive
 }
 
+// waitTainted waits until a NodeClaim of the pool has launched a Node that
+// registered with our startup taint, polling as poll does.
+func (w *claimWatch) waitTainted(t *testing.T, need int) {
+	t.Helper()
+	harness.Eventually(t, time.Minute, "a NodeClaim launched and its Node registered with our taint", func() (bool, string) {
+		alive := w.poll(t, need)
+		if len(alive) == 0 {
+			return false, "no NodeClaim yet"
+		}
+		n := w.e.node(t, claimProviderNode(alive[0]))
+		return n != nil && !hasTaint(n, "karpenter.sh/unregistered") && hasTaint(n, api.StartupTaintKey), "node not registered"
+	})
+}
+
+// hold polls every second for d, as poll does.
+func (w *claimWatch) hold(t *testing.T, d time.Duration, need int) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < d; {
+		w.poll(t, need)
+		time.Sleep(time.Second) // pacing of the poll
+	}
+	w.poll(t, need)
+}
+
 func names(claims []unstructured.Unstructured) []string {
 	out := make([]string, len(claims))
 	for i, c := range claims {
@@ -88,24 +116,14 @@ func (e *env) testNoRunaway(t *testing.T) {
 	e.pool(t, pool, harness.NodePoolOptions{
 		StartupTaints: []corev1.Taint{ourTaint},
 		Annotations:   map[string]string{"infra.894.io/protect": "true"},
-	}, []string{"--checks=probe", "--check.probe.targets=tcp://" + unreachable})
+	}, neverVerifies)
 	for i := range 3 {
 		e.pendingPod(t, fmt.Sprintf("runaway-%d", i), pool)
 	}
 	w := e.watchClaims(pool)
-	harness.Eventually(t, time.Minute, "a NodeClaim launched and its Node registered with our taint", func() (bool, string) {
-		alive := w.poll(t, 1)
-		if len(alive) == 0 {
-			return false, "no NodeClaim yet"
-		}
-		n := e.node(t, claimProviderNode(alive[0]))
-		return n != nil && !hasTaint(n, "karpenter.sh/unregistered") && hasTaint(n, api.StartupTaintKey), "node not registered"
-	})
-	start, rounds, scans := time.Now(), e.karpenterRounds(t), e.w.Metric(t, "node_remediation_scans_total", `result="ok"`)
-	for time.Since(start) < holdNoRunaway {
-		w.poll(t, 1)
-		time.Sleep(time.Second) // pacing of the poll
-	}
+	w.waitTainted(t, 1)
+	rounds, scans := e.karpenterRounds(t), e.w.Metric(t, "node_remediation_scans_total", `result="ok"`)
+	w.hold(t, holdNoRunaway, 1)
 	w.poll(t, 1)
 	grown := e.karpenterRounds(t) - rounds
 	scanned := e.w.Metric(t, "node_remediation_scans_total", `result="ok"`) - scans
