@@ -425,10 +425,29 @@ func (c *Cluster) startControllers() error {
 		return err
 	}
 	cp.addExtra(kcm)
+	if err := cp.startScheduler(schedConfig); err != nil {
+		return err
+	}
+	// The API server calls kubelets (logs, exec) as this user.
+	_, err = cp.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), kubeletAPIBinding(), metav1.CreateOptions{})
+	return err
+}
+
+// StartScheduler runs kube-scheduler against a control plane without real
+// nodes (as its admin), for tests whose pods must be scheduled onto
+// simulated or KWOK Nodes: Karpenter, for one, acts only on the pods the
+// scheduler has marked unschedulable. It is stopped with the plane.
+func (cp *ControlPlane) StartScheduler() error {
+	return cp.startScheduler(cp.Kubeconfig)
+}
+
+// startScheduler runs kube-scheduler with kubeconfig, no serving port and no
+// leader election.
+func (cp *ControlPlane) startScheduler(kubeconfig string) error {
 	sched, err := StartProcess(cp.Dir, "kube-scheduler", filepath.Join(cp.BinDir, "kube-scheduler"), []string{
-		"--kubeconfig=" + schedConfig,
-		"--authentication-kubeconfig=" + schedConfig,
-		"--authorization-kubeconfig=" + schedConfig,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--v=1",
@@ -437,9 +456,7 @@ func (c *Cluster) startControllers() error {
 		return err
 	}
 	cp.addExtra(sched)
-	// The API server calls kubelets (logs, exec) as this user.
-	_, err = cp.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), kubeletAPIBinding(), metav1.CreateOptions{})
-	return err
+	return nil
 }
 
 func (cp *ControlPlane) addExtra(p *Process) {

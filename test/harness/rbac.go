@@ -140,13 +140,20 @@ func (cp *ControlPlane) NodeToken(ctx context.Context, namespace, serviceAccount
 	if err != nil {
 		return "", fmt.Errorf("create pod %s/%s: %w", namespace, podName, err)
 	}
+	return cp.PodToken(ctx, created)
+}
+
+// PodToken returns a token of pod's ServiceAccount bound to pod, as the
+// kubelet projects into it: when the pod is on a node, the token carries
+// the node's name (authentication.kubernetes.io/node-name).
+func (cp *ControlPlane) PodToken(ctx context.Context, pod *corev1.Pod) (string, error) {
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To[int64](3600),
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: created.Name, UID: created.UID},
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
-	tok, err := cp.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, tr, metav1.CreateOptions{})
+	tok, err := cp.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName, tr, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("token request for %s/%s bound to pod %s: %w", namespace, serviceAccount, podName, err)
+		return "", fmt.Errorf("token request for %s/%s bound to pod %s: %w", pod.Namespace, pod.Spec.ServiceAccountName, pod.Name, err)
 	}
 	return tok.Status.Token, nil
 }
