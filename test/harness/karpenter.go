@@ -100,11 +100,11 @@ func (cp *ControlPlane) StartKarpenter(ctx context.Context, opts KarpenterOption
 	if _, err := dyn.Resource(KWOKNodeClasses).Create(ctx, nodeClass, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("KWOKNodeClass: %w", err)
 	}
-	metricsPort, err := freePort()
+	metricsPort, err := freePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
-	healthPort, err := freePort()
+	healthPort, err := freePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
