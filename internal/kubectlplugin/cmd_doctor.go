@@ -85,9 +85,7 @@ func runDoctor(ctx context.Context, inv *invocation) error {
 	} else if err := PrintDoctor(inv.out, report); err != nil {
 		return err
 	}
-	for _, w := range report.Warnings {
-		fmt.Fprintf(inv.err, "warning: %s\n", w)
-	}
+	printWarnings(inv.err, report.Warnings)
 	switch {
 	case report.Problems > 0:
 		return exitStatus{ExitError, fmt.Sprintf("doctor: %d %s found: see the fixes above", report.Problems, plural(report.Problems, "problem", "problems"))}

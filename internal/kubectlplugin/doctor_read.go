@@ -113,18 +113,25 @@ func readAgent(ds *appsv1.DaemonSet) (autoscaler.Install, []string) {
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
 		return in, []string{in.Agent + " has no containers"}
 	}
-	keys, _, warnings := readTaintKeys(agentContainer(ds.Spec.Template), agentEnvPrefix, in.Agent, "startup-taint", "unhealthy-taint", "retaint-taint")
+	keys, warnings := readAgentTaintKeys(agentContainer(ds.Spec.Template), in.Agent)
 	in.Startup, in.Unhealthy = installTaints(keys)
 	return in, warnings
 }
 
-// readTaintKeys resolves the taints a container of our binaries uses, as
+// readAgentTaintKeys resolves the taints of our agent's container c; who
+// names its workload in warnings.
+func readAgentTaintKeys(c corev1.Container, who string) (cli.TaintKeys, []string) {
+	keys, _, warnings := readContainerTaintKeys(c, agentEnvPrefix, who, "startup-taint", "unhealthy-taint", "retaint-taint")
+	return keys, warnings
+}
+
+// readContainerTaintKeys resolves the taints a container of our binaries uses, as
 // the binary does (cli.TaintFlags): --autoscaler, the startup taint flag,
 // the unhealthy one (under its current name, then its old ones) and
 // --previous-taint-keys, or their environment twins under prefix. set says
 // one of them was given; a value that does not resolve is warned about and
 // the default preset's keys assumed. who names the workload in warnings.
-func readTaintKeys(c corev1.Container, prefix, who, startupFlag string, unhealthyFlags ...string) (keys cli.TaintKeys, set bool, warnings []string) {
+func readContainerTaintKeys(c corev1.Container, prefix, who, startupFlag string, unhealthyFlags ...string) (keys cli.TaintKeys, set bool, warnings []string) {
 	read := func(def string, names ...string) string {
 		v, from, w := setting(c, prefix, def, names...)
 		if w != "" {
@@ -182,7 +189,7 @@ func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []s
 	var w string
 	in.Remediation, _, w = setting(c, webhookEnvPrefix, "off", "remediation")
 	warn(w)
-	taints, set, ws := readTaintKeys(c, webhookEnvPrefix, in.Webhook, "agent-startup-taint", "agent-unhealthy-taint")
+	taints, set, ws := readContainerTaintKeys(c, webhookEnvPrefix, in.Webhook, "agent-startup-taint", "agent-unhealthy-taint")
 	warnings = append(warnings, ws...)
 	preset, _, _ := setting(c, webhookEnvPrefix, api.DefaultPreset, "autoscaler") // warned about above
 	def := api.DefaultUnverifiedDeadline(preset)
