@@ -34,6 +34,20 @@ const (
 // not started this long after CA's decision backs the node group off.
 const CAMaxNodeStartupTime = 15 * time.Minute
 
+// DefaultUnverifiedDeadline is the webhook's --unverified-deadline when it
+// is not given, under preset. Under Cluster Autoscaler a node still
+// carrying the startup taint at CAMaxNodeStartupTime backs its node group
+// off and counts as unready, so the deadline falls well before it, leaving
+// the instance's boot time: remediation then reports or replaces the node
+// first. Karpenter has no such timeout (an uninitialized node is kept
+// until someone acts).
+func DefaultUnverifiedDeadline(preset string) time.Duration {
+	if preset == PresetClusterAutoscaler {
+		return 10 * time.Minute
+	}
+	return 30 * time.Minute
+}
+
 // The presets' names: the chart's autoscaler value and the agent's and the
 // webhook's --autoscaler flag.
 const (

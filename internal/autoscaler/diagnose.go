@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Install is one kube-node-ready installation as its workloads are
@@ -158,7 +160,7 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 	if v := fullTaintFlag(c, key); v != "" {
 		detail += " Its flags name " + v + ", but Cluster Autoscaler takes a taint's key alone there, so that names no taint of ours."
 	}
-	preset := presetFix(in, PresetClusterAutoscaler)
+	preset := presetFix(in, api.PresetClusterAutoscaler)
 	if managed {
 		d.add(Advice, "Cluster Autoscaler "+c.Ref(), in, r, summary,
 			"No Cluster Autoscaler Deployment is visible. If a managed one scales this cluster (GKE, AKS: its flags cannot be set), "+
@@ -174,7 +176,7 @@ func (d *Diagnosis) clusterAutoscaler(in Install, c ClusterAutoscaler, r Role, m
 		fixes = append(fixes, "take "+key+" out of --startup-taint and --ignore-taint in Cluster Autoscaler's flags ("+
 			c.Ref()+") and add "+flag)
 	}
-	if presetTaint(PresetClusterAutoscaler, r).Key != key {
+	if presetTaint(api.PresetClusterAutoscaler, r).Key != key {
 		fixes = append(fixes, preset)
 	}
 	d.add(Problem, "Cluster Autoscaler "+c.Ref(), in, r, summary, detail, fixes...)
@@ -189,11 +191,11 @@ func (d *Diagnosis) sameKey(in Install, c ClusterAutoscaler, class Class, manage
 		return
 	}
 	_, detail := caHarm(c, RoleUnhealthy, Startup)
-	fix := "re-taint with a status key: the agent's --unhealthy-taint=" + presetTaint(PresetClusterAutoscaler, RoleUnhealthy).String() +
+	fix := "re-taint with a status key: the agent's --unhealthy-taint=" + presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy).String() +
 		" (and the webhook's --agent-unhealthy-taint)"
 	if in.Release != "" {
 		fix = fmt.Sprintf("re-taint with a status key: helm upgrade %s %s --namespace %s --reuse-values --set agent.retaintTaint.key=%s",
-			in.Release, ChartRef, in.Namespace, presetTaint(PresetClusterAutoscaler, RoleUnhealthy).Key)
+			in.Release, ChartRef, in.Namespace, presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy).Key)
 	}
 	d.add(Advice, "Cluster Autoscaler "+c.Ref(), in, RoleUnhealthy, "re-taints with the startup key",
 		"The agent re-taints unhealthy nodes with its startup key. "+detail, fix)
@@ -273,8 +275,8 @@ func (d *Diagnosis) nodePool(in Install, p NodePool, withCA bool) {
 	who, t := "Karpenter "+p.Ref(), in.Startup
 	class, rule := p.Classify(t)
 	var fixes []string
-	if !withCA && t.Key != presetTaint(PresetKarpenter, RoleStartup).Key {
-		fixes = append(fixes, presetFix(in, PresetKarpenter))
+	if !withCA && t.Key != presetTaint(api.PresetKarpenter, RoleStartup).Key {
+		fixes = append(fixes, presetFix(in, api.PresetKarpenter))
 	}
 	old := d.previousKey(in, p)
 	switch {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 var (
@@ -16,9 +18,9 @@ var (
 		Startup:   Taint{Key: "node-ready/unverified", Value: "true", Effect: "NoSchedule"},
 		Unhealthy: Taint{Key: "node-ready/unhealthy", Value: "true", Effect: "NoSchedule"}}
 	caPreset = Install{Namespace: "kube-node-ready", Release: "kube-node-ready", Agent: "DaemonSet kube-node-ready/kube-node-ready",
-		Startup: presetTaint(PresetClusterAutoscaler, RoleStartup), Unhealthy: presetTaint(PresetClusterAutoscaler, RoleUnhealthy)}
+		Startup: presetTaint(api.PresetClusterAutoscaler, RoleStartup), Unhealthy: presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy)}
 	karpenterPreset = Install{Namespace: "kube-node-ready", Release: "kube-node-ready", Agent: "DaemonSet kube-node-ready/kube-node-ready",
-		Startup: presetTaint(PresetKarpenter, RoleStartup), Unhealthy: presetTaint(PresetKarpenter, RoleUnhealthy)}
+		Startup: presetTaint(api.PresetKarpenter, RoleStartup), Unhealthy: presetTaint(api.PresetKarpenter, RoleUnhealthy)}
 )
 
 func ca(args ...string) ClusterAutoscaler {

@@ -1,6 +1,10 @@
 package autoscaler
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+)
 
 // Role is what one of our taints marks on a node.
 type Role string
@@ -12,42 +16,27 @@ const (
 	RoleUnhealthy Role = "unhealthy"
 )
 
-// Presets of the chart's autoscaler value: the keys each one sets, which
-// the fixes name. The agent keeps removing every one of them, so a node
-// that carries a previous preset's key is not stranded.
-const (
-	PresetClusterAutoscaler = "cluster-autoscaler"
-	PresetKarpenter         = "karpenter"
-	PresetNone              = "none"
-)
-
-// presetKeys are the startup and unhealthy keys of each preset; none keeps
-// the seed keys node-ready/unverified and node-ready/unhealthy.
-var presetKeys = map[string][2]string{
-	PresetClusterAutoscaler: {CAStartupPrefix + "node-ready", CAStatusPrefix + "node-ready"},
-	PresetKarpenter:         {KarpenterEphemeralPrefix + "node-ready", CAStatusPrefix + "node-ready"},
-	PresetNone:              {"node-ready/unverified", "node-ready/unhealthy"},
-}
-
-// presetTaint is a preset's taint of role, as the chart writes it.
+// presetTaint is the taint of role that the chart's preset (api.Presets)
+// writes, as the chart writes it; the fixes name it. An unknown preset is a
+// programming error: the zero Taint.
 func presetTaint(preset string, role Role) Taint {
-	i := 0
-	if role == RoleUnhealthy {
-		i = 1
+	p, ok := api.LookupPreset(preset)
+	if !ok {
+		return Taint{}
 	}
-	return Taint{Key: presetKeys[preset][i], Value: "true", Effect: "NoSchedule"}
+	s := p.StartupTaint()
+	if role == RoleUnhealthy {
+		s = p.UnhealthyTaint()
+	}
+	t, _ := ParseTaint(s)
+	return t
 }
 
-// ourKeys are every key a kube-node-ready preset has used, sorted.
+// ourKeys are every key a kube-node-ready preset writes, sorted: the agent
+// keeps removing each of them, so a node that carries a previous preset's
+// key is not stranded.
 func ourKeys() []string {
-	var keys []string
-	for _, k := range presetKeys {
-		for _, key := range k {
-			if !slices.Contains(keys, key) {
-				keys = append(keys, key)
-			}
-		}
-	}
+	keys := slices.Concat(api.PreviousStartupTaintKeys(), api.PreviousUnhealthyTaintKeys())
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
 }

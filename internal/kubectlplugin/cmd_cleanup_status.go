@@ -26,10 +26,13 @@ func runCleanupStatus(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	reports := InCleanup(Reports(nodes))
 	if inv.opts.Output == OutputJSON || inv.opts.Output == OutputYAML {
-		return PrintList(inv.out, reports, inv.opts.Output)
+		// Only the list names the taints: the agent's keys are read for it.
+		keys, warnings := readTaintKeys(ctx, inv)
+		printWarnings(inv.err, warnings)
+		return PrintList(inv.out, InCleanup(Reports(nodes, keys)), inv.opts.Output)
 	}
+	reports := InCleanup(Reports(nodes, PresetTaintKeys()))
 	if len(reports) == 0 {
 		fmt.Fprintln(inv.err, noneFound("No node is being deleted with the finalizer "+api.Finalizer, inv.opts.Selector))
 		return nil

@@ -23,8 +23,8 @@ var doctorCommand = &command{
 
   - kube-node-ready's agent DaemonSet and webhook Deployment (pod labels app=` + agentApp + ` and
     app=` + webhookApp + `, in the namespace --namespace names, else in all namespaces):
-    the agent's --startup-taint and --unhealthy-taint, the webhook's --remediation and
-    --unverified-deadline, or their KNR_* twins;
+    the agent's --autoscaler, --startup-taint and --unhealthy-taint (resolved as the agent does),
+    the webhook's --remediation and --unverified-deadline, or their KNR_* twins;
   - every Deployment running Cluster Autoscaler (image or program named cluster-autoscaler, any
     namespace): its --startup-taint/--ignore-taint, --status-taint, --startup-taint-prefix,
     --max-node-provision-time and --max-node-startup-time;
@@ -85,9 +85,7 @@ func runDoctor(ctx context.Context, inv *invocation) error {
 	} else if err := PrintDoctor(inv.out, report); err != nil {
 		return err
 	}
-	for _, w := range report.Warnings {
-		fmt.Fprintf(inv.err, "warning: %s\n", w)
-	}
+	printWarnings(inv.err, report.Warnings)
 	switch {
 	case report.Problems > 0:
 		return exitStatus{ExitError, fmt.Sprintf("doctor: %d %s found: see the fixes above", report.Problems, plural(report.Problems, "problem", "problems"))}
@@ -268,7 +266,7 @@ func installsOf(r *doctorRead) (installs []autoscaler.Install, assumed bool, war
 	if len(installs) > 0 {
 		return installs, false, warnings
 	}
-	s, _ := autoscaler.ParseTaint(api.StartupTaint)
-	u, _ := autoscaler.ParseTaint(api.UnhealthyTaint)
+	s, _ := autoscaler.ParseTaint(api.Default().StartupTaint())
+	u, _ := autoscaler.ParseTaint(api.Default().UnhealthyTaint())
 	return []autoscaler.Install{{Agent: "none found: the chart's default keys assumed", Startup: s, Unhealthy: u}}, true, warnings
 }

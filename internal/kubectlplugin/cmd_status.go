@@ -3,6 +3,7 @@ package kubectlplugin
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
@@ -16,8 +17,12 @@ var statusCommand = &command{
 
   NAME      the node
   VERIFIED  the agent's label ` + api.VerifiedLabel + `: true, false (re-tainted), unknown (not set)
-  TAINT     which of the agent's taints the node carries: unverified (` + api.StartupTaintKey + `),
-            unhealthy (` + api.UnhealthyTaintKey + `), none
+  TAINT     which of the agent's taints the node carries (any value or effect): unverified (a
+            startup key), unhealthy (an unhealthy key), none. The keys are every autoscaler
+            preset's, startup: ` + strings.Join(api.PreviousStartupTaintKeys(), ", ") + `;
+            unhealthy: ` + strings.Join(api.PreviousUnhealthyTaintKeys(), ", ") + `;
+            and the --startup-taint, --unhealthy-taint and --previous-taint-keys of each agent
+            DaemonSet (pod label app=` + agentApp + `, looked for as doctor does)
   FAILING   the failing checks the agent's ` + api.ConditionType + ` condition names, "-" when none
   AGE       since the node was created
   CLEANUP   none; skip (` + api.SkipCleanupAnnotation + `=true set in advance); or, for a node
@@ -37,7 +42,9 @@ func runStatus(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	reports := Reports(nodes)
+	keys, warnings := readTaintKeys(ctx, inv)
+	printWarnings(inv.err, warnings)
+	reports := Reports(nodes, keys)
 	if inv.opts.Output == OutputJSON || inv.opts.Output == OutputYAML {
 		return PrintList(inv.out, reports, inv.opts.Output)
 	}

@@ -16,7 +16,8 @@ var whyCommand = &command{
 	short: "Why a node is (un)verified: the agent's condition, its last round, recent Events",
 	long: `Shows for one node:
 
-  - its verified label, our taints, the bypass annotation and its cleanup;
+  - its verified label, our taints (the keys as status --help says), the bypass annotation and
+    its cleanup;
   - the agent's ` + api.ConditionType + ` condition: status, reason, message, last transition and when it
     was last written;
   - the agent's last reported round, read from that condition: the agent rewrites the condition
@@ -36,7 +37,8 @@ func runWhy(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	why := Why{Report: Report(node), EventsScope: "all namespaces"}
+	keys, warnings := readTaintKeys(ctx, inv)
+	why := Why{Report: Report(node, keys), Keys: keys, EventsScope: "all namespaces"}
 	ns := ""
 	if inv.explicit {
 		ns, why.EventsScope = inv.namespace, "namespace "+inv.namespace
@@ -57,5 +59,6 @@ func runWhy(ctx context.Context, inv *invocation) error {
 	if why.EventsErr != "" {
 		fmt.Fprintf(inv.err, "warning: Events not shown: %s\n", why.EventsErr)
 	}
+	printWarnings(inv.err, warnings)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
@@ -25,10 +26,6 @@ const (
 
 	agentEnvPrefix   = "KNR_AGENT"
 	webhookEnvPrefix = "KNR_WEBHOOK"
-
-	// defaultUnverifiedDeadline is the webhook's --unverified-deadline
-	// when only --remediation is set.
-	defaultUnverifiedDeadline = 30 * time.Minute
 
 	instanceLabel  = "app.kubernetes.io/instance"
 	managedByLabel = "app.kubernetes.io/managed-by"
@@ -83,7 +80,11 @@ func setting(c corev1.Container, prefix string, def string, names ...string) (va
 				continue
 			}
 			if e.ValueFrom != nil {
-				return def, "default", fmt.Sprintf("%s of container %s is set from a ConfigMap or Secret, which doctor does not read: assumed %q", env, c.Name, def)
+				assumed := fmt.Sprintf("%q", def)
+				if def == "" {
+					assumed = "unset"
+				}
+				return def, "default", fmt.Sprintf("%s of container %s is set from a ConfigMap or Secret, which doctor does not read: assumed %s", env, c.Name, assumed)
 			}
 			return e.Value, env, ""
 		}
@@ -112,23 +113,55 @@ func readAgent(ds *appsv1.DaemonSet) (autoscaler.Install, []string) {
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
 		return in, []string{in.Agent + " has no containers"}
 	}
-	c := agentContainer(ds.Spec.Template)
-	var warnings []string
-	taint := func(def string, names ...string) autoscaler.Taint {
-		v, from, w := setting(c, agentEnvPrefix, def, names...)
+	keys, warnings := readAgentTaintKeys(agentContainer(ds.Spec.Template), in.Agent)
+	in.Startup, in.Unhealthy = installTaints(keys)
+	return in, warnings
+}
+
+// readAgentTaintKeys resolves the taints of our agent's container c; who
+// names its workload in warnings.
+func readAgentTaintKeys(c corev1.Container, who string) (cli.TaintKeys, []string) {
+	keys, _, warnings := readContainerTaintKeys(c, agentEnvPrefix, who, "startup-taint", "unhealthy-taint", "retaint-taint")
+	return keys, warnings
+}
+
+// readContainerTaintKeys resolves the taints a container of our binaries uses, as
+// the binary does (cli.TaintFlags): --autoscaler, the startup taint flag,
+// the unhealthy one (under its current name, then its old ones) and
+// --previous-taint-keys, or their environment twins under prefix. set says
+// one of them was given; a value that does not resolve is warned about and
+// the default preset's keys assumed. who names the workload in warnings.
+func readContainerTaintKeys(c corev1.Container, prefix, who, startupFlag string, unhealthyFlags ...string) (keys cli.TaintKeys, set bool, warnings []string) {
+	read := func(def string, names ...string) string {
+		v, from, w := setting(c, prefix, def, names...)
 		if w != "" {
 			warnings = append(warnings, w)
 		}
-		t, err := autoscaler.ParseTaint(v)
-		if err != nil {
-			warnings = append(warnings, fmt.Sprintf("%s: %s: %v: assumed %s", in.Agent, from, err, def))
-			t, _ = autoscaler.ParseTaint(def)
-		}
-		return t
+		set = set || from != "default"
+		return v
 	}
-	in.Startup = taint(api.StartupTaint, "startup-taint")
-	in.Unhealthy = taint(api.UnhealthyTaint, "unhealthy-taint", "retaint-taint")
-	return in, warnings
+	f := cli.TaintFlags{
+		Autoscaler: read(api.DefaultPreset, "autoscaler"),
+		Startup:    read("", startupFlag),
+		Unhealthy:  read("", unhealthyFlags...),
+	}
+	var previous flagenv.StringList
+	_ = previous.Set(read("", "previous-taint-keys")) // Set never fails
+	f.Previous = previous
+	keys, err := f.Resolve()
+	if err != nil {
+		warnings = append(warnings, fmt.Sprintf("%s: %v: assumed the %s preset's keys", who, err, api.DefaultPreset))
+		keys, _ = cli.TaintFlags{Autoscaler: api.DefaultPreset}.Resolve()
+	}
+	return keys, set, warnings
+}
+
+// installTaints are the startup and unhealthy taints of keys, which
+// Resolve has checked.
+func installTaints(keys cli.TaintKeys) (startup, unhealthy autoscaler.Taint) {
+	startup, _ = autoscaler.ParseTaint(keys.Startup)
+	unhealthy, _ = autoscaler.ParseTaint(keys.Unhealthy)
+	return startup, unhealthy
 }
 
 // webhookKeys are the agent taints a webhook's remediation watches
@@ -156,28 +189,20 @@ func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []s
 	var w string
 	in.Remediation, _, w = setting(c, webhookEnvPrefix, "off", "remediation")
 	warn(w)
-	v, from, w := setting(c, webhookEnvPrefix, defaultUnverifiedDeadline.String(), "unverified-deadline")
+	taints, set, ws := readContainerTaintKeys(c, webhookEnvPrefix, in.Webhook, "agent-startup-taint", "agent-unhealthy-taint")
+	warnings = append(warnings, ws...)
+	preset, _, _ := setting(c, webhookEnvPrefix, api.DefaultPreset, "autoscaler") // warned about above
+	def := api.DefaultUnverifiedDeadline(preset)
+	v, from, w := setting(c, webhookEnvPrefix, def.String(), "unverified-deadline")
 	warn(w)
 	deadline, err := time.ParseDuration(v)
 	if err != nil {
 		warn(fmt.Sprintf("%s: %s=%s: %v", in.Webhook, from, v, err))
-		deadline = defaultUnverifiedDeadline
+		deadline = def
 	}
 	in.UnverifiedDeadline = deadline
-	var keys webhookKeys
-	for _, k := range []struct {
-		t    *autoscaler.Taint
-		def  string
-		flag string
-	}{{&keys.startup, api.StartupTaint, "agent-startup-taint"}, {&keys.unhealthy, api.UnhealthyTaint, "agent-unhealthy-taint"}} {
-		v, from, w := setting(c, webhookEnvPrefix, k.def, k.flag)
-		warn(w)
-		keys.set = keys.set || from != "default"
-		if *k.t, err = autoscaler.ParseTaint(v); err != nil {
-			warn(fmt.Sprintf("%s: %s: %v", in.Webhook, from, err))
-			*k.t, _ = autoscaler.ParseTaint(k.def)
-		}
-	}
+	keys := webhookKeys{set: set}
+	keys.startup, keys.unhealthy = installTaints(taints)
 	return keys, warnings
 }
 

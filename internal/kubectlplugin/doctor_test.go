@@ -240,7 +240,7 @@ func TestDoctorReadsEnvironmentTwins(t *testing.T) {
 	c.Env = []corev1.EnvVar{{Name: "KNR_AGENT_RETAINT_TAINT", Value: caStatus},
 		{Name: "KNR_AGENT_STARTUP_TAINT", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "k"}}}}
 	in, warnings = readAgent(&ds)
-	if in.Unhealthy.String() != caStatus || in.Startup.String() != api.StartupTaint || len(warnings) != 1 || !strings.Contains(warnings[0], "KNR_AGENT_STARTUP_TAINT") {
+	if in.Unhealthy.String() != caStatus || in.Startup.String() != api.Default().StartupTaint() || len(warnings) != 1 || !strings.Contains(warnings[0], "KNR_AGENT_STARTUP_TAINT") {
 		t.Errorf("agent: %+v %v; want the old twin read and the ConfigMap-set one warned about", in, warnings)
 	}
 	d := webhookDep()
@@ -275,10 +275,14 @@ func TestDoctorNamesAreTheBinaries(t *testing.T) {
 	for _, tt := range []struct{ name, got, want string }{
 		{"agent env prefix", agentEnvPrefix, app.EnvPrefix},
 		{"webhook env prefix", webhookEnvPrefix, webhook.EnvPrefix},
-		{"agent startup taint", api.StartupTaint, a.StartupTaint},
-		{"agent unhealthy taint", api.UnhealthyTaint, a.UnhealthyTaint},
+		{"agent preset", api.DefaultPreset, a.Autoscaler},
+		{"agent startup taint", "", a.StartupTaint},
+		{"agent unhealthy taint", "", a.UnhealthyTaint},
+		{"webhook preset", api.DefaultPreset, w.Autoscaler},
+		{"webhook agent startup taint", "", w.StartupTaint},
+		{"webhook agent unhealthy taint", "", w.UnhealthyTaint},
 		{"webhook remediation", "off", w.Remediation},
-		{"webhook deadline", defaultUnverifiedDeadline.String(), w.UnverifiedDeadline.String()},
+		{"webhook deadline", api.DefaultUnverifiedDeadline(api.DefaultPreset).String(), w.Deadline().String()},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s: doctor has %q, the binary %q", tt.name, tt.got, tt.want)
@@ -326,6 +330,36 @@ func TestIsOurs(t *testing.T) {
 	} {
 		if got := isOurs(tt.t, tt.app); got != tt.want {
 			t.Errorf("%s: isOurs = %t", tt.name, got)
+		}
+	}
+}
+
+// TestDoctorReadsThePreset: an agent given only --autoscaler writes that
+// preset's keys, and a webhook given none remediates after the default
+// preset's deadline: doctor reads them as the binaries resolve them.
+func TestDoctorReadsThePreset(t *testing.T) {
+	ds := agentDS(caStartup, caStatus)
+	ds.Spec.Template.Spec.Containers[0].Args = []string{"--autoscaler=" + api.PresetKarpenter}
+	in, warnings := readAgent(&ds)
+	if in.Startup.String() != readiness || in.Unhealthy.String() != caStatus || len(warnings) > 0 {
+		t.Errorf("agent with --autoscaler=karpenter: %+v %v; want the karpenter preset's keys", in, warnings)
+	}
+	ds.Spec.Template.Spec.Containers[0].Args = []string{"--autoscaler=cluster-autoscaler", "--startup-taint=" + api.StartupTaint}
+	if in, _ = readAgent(&ds); in.Startup.String() != api.StartupTaint || in.Unhealthy.String() != caStatus {
+		t.Errorf("agent with the CA preset and a startup taint: %+v; want the flag's startup taint and the preset's unhealthy one", in)
+	}
+	ds.Spec.Template.Spec.Containers[0].Args = []string{"--autoscaler=fargate"}
+	if in, warnings = readAgent(&ds); in.Startup.String() != caStartup || len(warnings) != 1 || !strings.Contains(warnings[0], `unknown autoscaler "fargate"`) {
+		t.Errorf("agent with an unknown preset: %+v %v; want the default preset's keys and a warning", in, warnings)
+	}
+	for preset, want := range map[string]string{"": "10m0s", api.PresetKarpenter: "30m0s"} {
+		d := webhookDep("--remediation=report")
+		if preset != "" {
+			d = webhookDep("--remediation=report", "--autoscaler="+preset)
+		}
+		readWebhook(&in, &d)
+		if in.UnverifiedDeadline.String() != want {
+			t.Errorf("webhook with --autoscaler=%q: deadline %s, want %s", preset, in.UnverifiedDeadline, want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -62,7 +63,7 @@ func TestGoldenStatus(t *testing.T) {
 		wide bool
 	}{{"status.txt", false}, {"status-wide.txt", true}} {
 		var buf bytes.Buffer
-		if err := PrintStatus(&buf, Reports(fleet()), tt.wide, now); err != nil {
+		if err := PrintStatus(&buf, Reports(fleet(), PresetTaintKeys()), tt.wide, now); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, tt.name, buf.Bytes())
@@ -71,7 +72,7 @@ func TestGoldenStatus(t *testing.T) {
 
 func TestGoldenCleanupStatus(t *testing.T) {
 	var buf bytes.Buffer
-	if err := PrintCleanup(&buf, InCleanup(Reports(fleet())), now); err != nil {
+	if err := PrintCleanup(&buf, InCleanup(Reports(fleet(), PresetTaintKeys())), now); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "cleanup-status.txt", buf.Bytes())
@@ -80,7 +81,7 @@ func TestGoldenCleanupStatus(t *testing.T) {
 func TestGoldenStatusJSON(t *testing.T) {
 	nodes := fleet()
 	var buf bytes.Buffer
-	if err := PrintList(&buf, Reports([]corev1.Node{nodes[2], nodes[5]}), OutputJSON); err != nil {
+	if err := PrintList(&buf, Reports([]corev1.Node{nodes[2], nodes[5]}, PresetTaintKeys()), OutputJSON); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status.json", buf.Bytes())
@@ -114,8 +115,79 @@ func TestGoldenWhy(t *testing.T) {
 			w.EventsErr = `not allowed to list events.events.k8s.io: events.events.k8s.io is forbidden: User "jane" cannot list resource "events" in API group "events.k8s.io" in the namespace "default"`
 		}},
 	} {
-		why := Why{Report: Report(&tt.node), EventsScope: "all namespaces"}
+		why := Why{Report: Report(&tt.node, PresetTaintKeys()), Keys: PresetTaintKeys(), EventsScope: "all namespaces"}
 		tt.why(&why)
+		var buf bytes.Buffer
+		if err := PrintWhy(&buf, why, now); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, tt.file, buf.Bytes())
+	}
+}
+
+// customKeys are the keys status reads from an agent DaemonSet given its
+// own startup taint and a previous key, besides the presets' (the none
+// preset's unhealthy key).
+func customKeys(t *testing.T) TaintKeys {
+	t.Helper()
+	c, err := cli.TaintFlags{Autoscaler: api.PresetNone, Startup: "example.com/booting=true:NoSchedule", Previous: []string{"example.com/old-boot"}}.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := PresetTaintKeys()
+	keys.Add(c)
+	return keys
+}
+
+// keyed is a node carrying one taint with key, as the agent writes it.
+func keyed(name, verified, key string) corev1.Node {
+	taint := corev1.Taint{Key: key, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	return testNode(name, verified, []corev1.Taint{taint}, condition(agent.FailingCondition([]string{"dns"}, since, modes)))
+}
+
+// keyedFleet is a node tainted under each preset and under the custom
+// keys of customKeys, and one with another's taint.
+func keyedFleet() []corev1.Node {
+	return []corev1.Node{
+		keyed("ca-startup", "", api.CAStartupTaintKey),
+		keyed("ca-status", "false", api.CAStatusTaintKey),
+		keyed("custom-previous", "", "example.com/old-boot"),
+		keyed("custom-startup", "", "example.com/booting"),
+		keyed("karpenter-startup", "", api.KarpenterStartupTaintKey),
+		keyed("not-ours", "true", "example.com/gpu"),
+		keyed("seed-startup", "", api.StartupTaintKey),
+	}
+}
+
+// TestGoldenStatusKeys: every preset's keys and the deployed agent's own
+// name a node's taint; presets-only leaves the custom keys unnamed.
+func TestGoldenStatusKeys(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		keys TaintKeys
+	}{{"status-keys.txt", customKeys(t)}, {"status-keys-presets.txt", PresetTaintKeys()}} {
+		var buf bytes.Buffer
+		if err := PrintStatus(&buf, Reports(keyedFleet(), tt.keys), false, now); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, tt.file, buf.Bytes())
+	}
+}
+
+// TestGoldenWhyKeys: why names the key a node carries, a custom one
+// among them, and lists the keys a node carries none of.
+func TestGoldenWhyKeys(t *testing.T) {
+	keys := customKeys(t)
+	for _, tt := range []struct {
+		file string
+		node corev1.Node
+	}{
+		{"why-ca-startup.txt", keyed("ca-startup", "", api.CAStartupTaintKey)},
+		{"why-karpenter-startup.txt", keyed("karpenter-startup", "", api.KarpenterStartupTaintKey)},
+		{"why-custom-startup.txt", keyed("custom-startup", "", "example.com/booting")},
+		{"why-no-taint.txt", keyed("not-ours", "true", "example.com/gpu")},
+	} {
+		why := Why{Report: Report(&tt.node, keys), Keys: keys, EventsScope: "all namespaces"}
 		var buf bytes.Buffer
 		if err := PrintWhy(&buf, why, now); err != nil {
 			t.Fatal(err)

@@ -143,6 +143,8 @@ func printObject(w io.Writer, v any, format string) error {
 type Why struct {
 	// Report is the node as status reads it.
 	Report NodeReport
+	// Keys are the agent's taint keys Report was read with.
+	Keys TaintKeys
 	// Events are the newest Events about the node, oldest first.
 	Events []EventLine
 	// EventsTotal is how many Events there were before the limit.
@@ -166,13 +168,9 @@ func stamp(t, now time.Time) string {
 func PrintWhy(w io.Writer, why Why, now time.Time) error {
 	r := why.Report
 	tw := newTable(w)
-	taint, keys := "none", "neither "+api.StartupTaintKey+" nor "+api.UnhealthyTaintKey
+	taint, keys := "none", why.Keys.none()
 	if len(r.Taints) > 0 {
-		var names []string
-		for _, t := range r.Taints {
-			names = append(names, taintKey(t))
-		}
-		taint, keys = strings.Join(r.Taints, ","), strings.Join(names, ", ")
+		taint, keys = strings.Join(r.Taints, ","), strings.Join(r.TaintKeys, ", ")
 	}
 	fmt.Fprintf(tw, "Node:\t%s\n", r.Name)
 	fmt.Fprintf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, api.VerifiedLabel)

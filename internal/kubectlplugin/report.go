@@ -35,6 +35,9 @@ type NodeReport struct {
 	Verified string `json:"verified"`
 	// Taints are ours on the node: unverified, unhealthy.
 	Taints []string `json:"taints"`
+	// TaintKeys are the keys of those taints on the node, startup keys
+	// first.
+	TaintKeys []string `json:"taintKeys"`
 	// Failing are the failing checks the agent's condition names.
 	Failing []string `json:"failing"`
 	// Condition is the agent's KubeNodeReady condition, null when absent.
@@ -56,18 +59,19 @@ type Condition struct {
 	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
 }
 
-// Report reads what kube-node-ready left on node.
-func Report(node *corev1.Node) NodeReport {
+// Report reads what kube-node-ready left on node; keys are the agent's
+// taint keys.
+func Report(node *corev1.Node, keys TaintKeys) NodeReport {
 	r := NodeReport{
 		Name:              node.Name,
 		CreationTimestamp: node.CreationTimestamp,
 		Verified:          "unknown",
-		Taints:            OurTaints(node),
 		Failing:           []string{},
 		Bypass:            node.Annotations[api.SkipVerificationAnnotation] == "true",
 		Finalizer:         slices.Contains(node.Finalizers, api.Finalizer),
 		Cleanup:           CleanupOf(node),
 	}
+	r.Taints, r.TaintKeys = keys.on(node)
 	if v := node.Labels[api.VerifiedLabel]; v == "true" || v == "false" {
 		r.Verified = v
 	}
@@ -83,36 +87,12 @@ func Report(node *corev1.Node) NodeReport {
 	return r
 }
 
-// ourTaints are the agent's taint keys and the names status gives them.
-var ourTaints = []struct{ key, name string }{{api.StartupTaintKey, "unverified"}, {api.UnhealthyTaintKey, "unhealthy"}}
-
-// taintKey is the key of the taint status calls name.
-func taintKey(name string) string {
-	for _, t := range ourTaints {
-		if t.name == name {
-			return t.key
-		}
-	}
-	return name
-}
-
-// OurTaints names the agent's taints on node (any value or effect):
-// "unverified" for the startup taint, "unhealthy" for the re-taint.
-func OurTaints(node *corev1.Node) []string {
-	out := []string{}
-	for _, t := range ourTaints {
-		if slices.ContainsFunc(node.Spec.Taints, func(nt corev1.Taint) bool { return nt.Key == t.key }) {
-			out = append(out, t.name)
-		}
-	}
-	return out
-}
-
-// Reports reads every node, sorted by name.
-func Reports(nodes []corev1.Node) []NodeReport {
+// Reports reads every node, sorted by name; keys are the agent's taint
+// keys.
+func Reports(nodes []corev1.Node, keys TaintKeys) []NodeReport {
 	out := make([]NodeReport, 0, len(nodes))
 	for i := range nodes {
-		out = append(out, Report(&nodes[i]))
+		out = append(out, Report(&nodes[i], keys))
 	}
 	slices.SortFunc(out, func(a, b NodeReport) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -116,7 +116,7 @@ func TestStatusLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Report(&tt.node)
+			r := Report(&tt.node, PresetTaintKeys())
 			for _, wide := range []bool{false, true} {
 				var buf bytes.Buffer
 				if err := PrintStatus(&buf, []NodeReport{r}, wide, now); err != nil {
@@ -155,7 +155,7 @@ func TestReportsSortedAndInCleanup(t *testing.T) {
 		testNode("a", "true", nil, nil),
 		testNode("b", "true", nil, nil, deleting, func(n *corev1.Node) { n.Finalizers = []string{"example.com/other"} }),
 	}
-	reports := Reports(nodes)
+	reports := Reports(nodes, PresetTaintKeys())
 	var names []string
 	for _, r := range reports {
 		names = append(names, r.Name)

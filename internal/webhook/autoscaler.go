@@ -9,28 +9,13 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
-// The unverified deadline when --unverified-deadline is not given. Under
-// Cluster Autoscaler a node still carrying the startup taint at CA's
-// --max-node-provision-time and --max-node-startup-time (15 min) backs its
-// node group off and counts as unready, so the deadline must fall well
-// before them, leaving the instance's boot time: remediation then reports
-// or replaces the node first. Karpenter has no such timeout (an
-// uninitialized node is kept until someone acts).
-const (
-	caUnverifiedDeadline      = 10 * time.Minute
-	defaultUnverifiedDeadline = 30 * time.Minute
-)
-
 // Deadline is the unverified deadline in effect: --unverified-deadline when
 // given, else the --autoscaler preset's default.
 func (o *Options) Deadline() time.Duration {
 	if o.UnverifiedDeadline.IsSet {
 		return o.UnverifiedDeadline.D
 	}
-	if o.Autoscaler == api.PresetClusterAutoscaler {
-		return caUnverifiedDeadline
-	}
-	return defaultUnverifiedDeadline
+	return api.DefaultUnverifiedDeadline(o.Autoscaler)
 }
 
 // Warnings are the deprecations, and what in a valid configuration works
@@ -41,7 +26,7 @@ func (o *Options) Warnings() []string {
 		w = append(w, fmt.Sprintf("--unverified-deadline=%s is past Cluster Autoscaler's --max-node-provision-time and --max-node-startup-time (%s by default): "+
 			"CA backs the node group off and counts the node unready before remediation acts; "+
 			"set it below %s (the default under --autoscaler=%s is %s) unless CA's own flags were raised",
-			o.Deadline(), api.CAMaxNodeStartupTime, api.CAMaxNodeStartupTime, api.PresetClusterAutoscaler, caUnverifiedDeadline))
+			o.Deadline(), api.CAMaxNodeStartupTime, api.CAMaxNodeStartupTime, api.PresetClusterAutoscaler, api.DefaultUnverifiedDeadline(api.PresetClusterAutoscaler)))
 	}
 	return w
 }

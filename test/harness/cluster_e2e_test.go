@@ -4,6 +4,7 @@ package harness
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,7 @@ func TestRealCluster(t *testing.T) {
 	}
 	client := &dns.Client{Timeout: time.Second}
 	for _, p := range pods.Items {
-		ips, err := LookupA(client, p.Status.PodIP+":53", ExternalName)
+		ips, err := LookupA(client, net.JoinHostPort(p.Status.PodIP, "53"), ExternalName)
 		if err != nil || len(ips) != 1 || ips[0] != ExternalIP {
 			t.Errorf("CoreDNS pod %s on %s (%s): %v %v", p.Name, p.Spec.NodeName, p.Status.PodIP, ips, err)
 		}

@@ -4,6 +4,7 @@ package harness
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestControlPlane(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &dns.Client{Timeout: time.Second}
-		for _, server := range []string{cp.DNSAddr, DNSServiceIP + ":53"} {
+		for _, server := range []string{cp.DNSAddr, net.JoinHostPort(DNSServiceIP, "53")} {
 			ips, err := LookupA(c, server, "kubernetes.default.svc.cluster.local")
 			if err != nil {
 				t.Fatalf("lookup via %s: %v", server, err)

@@ -29,13 +29,13 @@ import (
 // honours it (untaints a node whose dns check fails), unbypass removes only
 // it and the agent checks again; repeating either changes nothing.
 func TestBypassRoundTrip(t *testing.T) {
-	n := cp.NewNode(t, "kp-bypass", seedNode(map[string]string{"example.com/keep": "1"}))
+	n := cp.NewNode(t, "kp-bypass", startingNode(map[string]string{"example.com/keep": "1"}))
 	cp.StartAgent(t, n, append(agentArgs, "--checks=dns,api", "--check.dns.names=does-not-exist.default.svc.cluster.local")...)
 	cp.WaitNode(t, n.Name, 15*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
 		c := condition(n)
 		return c != nil && c.Reason == api.ReasonChecksFailing
 	})
-	if !hasTaint(cp.GetNode(t, n.Name), api.StartupTaintKey) {
+	if !hasTaint(cp.GetNode(t, n.Name), harness.StartupTaint.Key) {
 		t.Fatal("node untainted although its dns check fails")
 	}
 
@@ -52,7 +52,7 @@ func TestBypassRoundTrip(t *testing.T) {
 	}
 	cp.WaitNode(t, n.Name, 15*time.Second, "untainted by the agent", func(n *corev1.Node) bool {
 		c := condition(n)
-		return !hasTaint(n, api.StartupTaintKey) && c != nil && c.Reason == api.ReasonBypassed
+		return !hasTaint(n, harness.StartupTaint.Key) && c != nil && c.Reason == api.ReasonBypassed
 	})
 	rows := rowsOf(table(t, plugin(t, "status", "-o", "wide").stdout), n.Name)
 	if len(rows) != 1 || rows[0]["BYPASS"] != "true" || rows[0]["TAINT"] != "none" || rows[0]["REASON"] != "Bypassed" {

@@ -80,7 +80,10 @@ func TestDoctor(t *testing.T) {
 	cp.HelmT(t, "install", doctorRelease, chart, "--namespace", doctorNamespace, "--create-namespace",
 		// No webhook configuration (nothing serves it here) and no backfill
 		// (it needs cleanup); remediation on, so the webhook has a deadline.
-		"--set", "webhook.cleanup.enabled=false", "--set", "webhook.backfill=false", "--set", "webhook.remediation.policy=replace")
+		"--set", "webhook.cleanup.enabled=false", "--set", "webhook.backfill=false", "--set", "webhook.remediation.policy=replace",
+		// The seed keys, which Cluster Autoscaler and Karpenter do not know
+		// unless told: the wrong setup doctor is to find.
+		"--set", "autoscaler=none")
 	t.Cleanup(func() {
 		// The pre-delete hook's Job would never run here: nothing runs pods.
 		_, _ = cp.Helm(context.Background(), "uninstall", doctorRelease, "--namespace", doctorNamespace, "--no-hooks")

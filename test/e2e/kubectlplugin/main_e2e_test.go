@@ -37,9 +37,8 @@ var (
 func TestMain(m *testing.M) {
 	harness.MainWithControlPlane(m, harness.Options{Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
 		cp = c
-		// The agents here write the seed keys (status_e2e_test.go): the
-		// chart's own-node policy must be the one for them.
-		if err := cp.ApplyChartRBAC(ctx, harness.AgentNamespace, "autoscaler="+api.PresetNone); err != nil {
+		// The agents here run on the default preset, as the chart's.
+		if err := cp.ApplyChartRBAC(ctx, harness.AgentNamespace); err != nil {
 			return err
 		}
 		pluginDir = filepath.Join(cp.Dir, "plugin-bin")

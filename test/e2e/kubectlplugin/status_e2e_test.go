@@ -23,12 +23,13 @@ import (
 )
 
 // agentArgs make the real agents quick: 1 s rounds, short retries.
-var agentArgs = []string{"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms", "--autoscaler=" + api.PresetNone}
+// The agents take the default preset, whose startup taint new nodes
+// register with (harness.StartupTaint).
+var agentArgs = []string{"--check-period=1s", "--check-timeout=1s", "--initial-backoff=100ms"}
 
-// seedNode creates nodes with the seed startup taint, which the agents
-// above (the none preset) write: the plugin names the seed keys.
-func seedNode(annotations map[string]string) harness.NodeOptions {
-	return harness.NodeOptions{NoStartupTaint: true, ExtraTaints: []corev1.Taint{harness.SeedStartupTaint}, Annotations: annotations}
+// startingNode creates a node with the default preset's startup taint.
+func startingNode(annotations map[string]string) harness.NodeOptions {
+	return harness.NodeOptions{Annotations: annotations}
 }
 
 // healthEndpoint is a probe target the test switches between 200 and 503.
@@ -53,10 +54,10 @@ func healthEndpoint(t *testing.T, healthy *atomic.Bool) string {
 // probe target went down; and one without an agent — as status (table,
 // wide, json, yaml, selector) and why show them.
 func TestStatusAndWhy(t *testing.T) {
-	verified := cp.NewNode(t, "kp-verified", seedNode(nil))
-	failing := cp.NewNode(t, "kp-failing", seedNode(nil))
-	broken := cp.NewNode(t, "kp-broken", seedNode(nil))
-	cp.NewNode(t, "kp-plain", seedNode(nil))
+	verified := cp.NewNode(t, "kp-verified", startingNode(nil))
+	failing := cp.NewNode(t, "kp-failing", startingNode(nil))
+	broken := cp.NewNode(t, "kp-broken", startingNode(nil))
+	cp.NewNode(t, "kp-plain", startingNode(nil))
 	if err := cp.PublishAgentPeers(t.Context(), verified, failing, broken); err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +73,14 @@ func TestStatusAndWhy(t *testing.T) {
 		"--retaint-threshold=2", "--fleet-budget=100%")...)
 
 	isVerified := func(n *corev1.Node) bool {
-		return n.Labels[api.VerifiedLabel] == "true" && !hasTaint(n, api.StartupTaintKey)
+		return n.Labels[api.VerifiedLabel] == "true" && !hasTaint(n, harness.StartupTaint.Key)
 	}
 	cp.WaitNode(t, verified.Name, 20*time.Second, "verified", isVerified)
 	cp.WaitNode(t, broken.Name, 20*time.Second, "verified", isVerified)
 	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, "NodeVerified", "")
 	healthy.Store(false)
 	cp.WaitNode(t, broken.Name, 20*time.Second, "re-tainted", func(n *corev1.Node) bool {
-		return hasTaint(n, api.UnhealthyTaintKey) && n.Labels[api.VerifiedLabel] == "false"
+		return hasTaint(n, harness.UnhealthyTaint.Key) && n.Labels[api.VerifiedLabel] == "false"
 	})
 	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, "NodeRetainted", "")
 	cp.WaitNode(t, failing.Name, 20*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
@@ -153,9 +154,14 @@ func TestStatusAndWhy(t *testing.T) {
 					t.Errorf("%s: verified %q failing %v created %v; server: label %q, created %v; want failing %q",
 						item.Name, item.Verified, item.Failing, item.CreationTimestamp, verified, n.CreationTimestamp, want)
 				}
-				if hasTaint(n, api.StartupTaintKey) != slices.Contains(item.Taints, "unverified") ||
-					hasTaint(n, api.UnhealthyTaintKey) != slices.Contains(item.Taints, "unhealthy") {
+				if hasTaint(n, harness.StartupTaint.Key) != slices.Contains(item.Taints, "unverified") ||
+					hasTaint(n, harness.UnhealthyTaint.Key) != slices.Contains(item.Taints, "unhealthy") {
 					t.Errorf("%s: taints %v, server %v", item.Name, item.Taints, n.Spec.Taints)
+				}
+				for _, key := range []string{harness.StartupTaint.Key, harness.UnhealthyTaint.Key} {
+					if hasTaint(n, key) != slices.Contains(item.TaintKeys, key) {
+						t.Errorf("%s: taint keys %v, server %v", item.Name, item.TaintKeys, n.Spec.Taints)
+					}
 				}
 				c := condition(n)
 				if (c == nil) != (item.Condition == nil) || (c != nil && (item.Condition.Reason != c.Reason || item.Condition.Message != c.Message ||
@@ -182,7 +188,7 @@ func TestStatusAndWhy(t *testing.T) {
 	t.Run("why a re-tainted node", func(t *testing.T) {
 		out := plugin(t, "why", "kp-broken").stdout
 		for _, re := range []string{
-			`(?m)^Verified:\s+false`, `(?m)^Taint:\s+unhealthy\s+\(node-ready/unhealthy\)`,
+			`(?m)^Verified:\s+false`, `(?m)^Taint:\s+unhealthy\s+\(` + regexp.QuoteMeta(harness.UnhealthyTaint.Key) + `\)`,
 			`(?m)^  Status:\s+False$`, `(?m)^  Reason:\s+ChecksFailing$`, `(?m)^  Message:\s+checks failing; failing: probe; since: `,
 			`(?m)^  Last transition:\s+\d{4}-`, `(?m)^  Outcome:\s+failed: probe, failing since `, `(?m)^  Continuous checks:\s+dns,api,probe$`,
 			`the agent rewrites it only when\nthe outcome changes`,
