@@ -84,19 +84,22 @@ type env struct {
 	hook *hookReceiver
 }
 
-// TestKarpenter brings up the environment once and runs every scenario in
-// parallel on it.
+// TestKarpenter brings up the environment once and runs the scenarios on
+// it, in parallel but for Replace, which runs after them.
 func TestKarpenter(t *testing.T) {
 	e := newEnv(t)
 	t.Run("scenarios", func(t *testing.T) {
 		t.Run("NoRunaway", func(t *testing.T) { t.Parallel(); e.testNoRunaway(t) })
-		t.Run("Replace", func(t *testing.T) { t.Parallel(); e.testReplace(t) })
 		t.Run("ScaleUp", func(t *testing.T) { t.Parallel(); e.testScaleUp(t) })
 		t.Run("MisconfiguredKeys", func(t *testing.T) { t.Parallel(); e.testMisconfiguredKeys(t) })
 		t.Run("DeleteNodeClaim", func(t *testing.T) { t.Parallel(); e.testDeleteNodeClaim(t) })
 		t.Run("DeleteHeld", func(t *testing.T) { t.Parallel(); e.testDeleteHeld(t) })
 		t.Run("Repair", func(t *testing.T) { t.Parallel(); e.testRepair(t) })
 	})
+	// The replacer counts, in its circuit breaker, every new node carrying
+	// one of the project's keys (the previous keys of every preset
+	// included), so it starts once the other scenarios' pools are gone.
+	t.Run("Replace", func(t *testing.T) { e.startReplacer(t); e.testReplace(t) })
 }
 
 func newEnv(t *testing.T) *env {
@@ -123,7 +126,6 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.startWebhook(t)
-	e.startReplacer(t)
 	t.Logf("figure: environment (control plane, kube-scheduler, KWOK, Karpenter, webhook) up in %s", time.Since(start).Round(100*time.Millisecond))
 	return e
 }

@@ -52,7 +52,7 @@ func (e *env) testRepair(t *testing.T) {
 	probe.fail()
 	failedAt := time.Now()
 	n := e.cp.WaitNode(t, node, time.Minute, "re-tainted by its agent", func(n *corev1.Node) bool {
-		return hasTaint(n, api.UnhealthyTaintKey) && n.Labels[api.VerifiedLabel] == "false" && condition(n, api.ConditionType) == corev1.ConditionFalse
+		return hasTaint(n, harness.UnhealthyTaint.Key) && n.Labels[api.VerifiedLabel] == "false" && condition(n, api.ConditionType) == corev1.ConditionFalse
 	})
 	retainted := time.Since(failedAt)
 	harness.Eventually(t, time.Minute, "Karpenter's health controller reconciled the re-tainted node", func() (bool, string) {
