@@ -51,26 +51,40 @@ func (cp *ControlPlane) StartAgent(tb testing.TB, node Node, args ...string) *Da
 	return cp.startDaemon(tb, "agent-"+node.Name, node.IP, BuiltBinary(tb, AgentBinary), append(cp.AgentArgs(node, kubeconfig), args...))
 }
 
-// PublishAgentPeers (re)writes the agents' headless Service EndpointSlice
-// with one ready endpoint per node, as the endpointslice controller would.
+// maxEndpointsPerSlice is the endpointslice controller's default
+// (--max-endpoints-per-slice).
+const maxEndpointsPerSlice = 100
+
+// PublishAgentPeers (re)writes the agents' headless Service EndpointSlices
+// with one ready endpoint per node, as the endpointslice controller would:
+// at most maxEndpointsPerSlice endpoints a slice, the first named
+// AgentPeerService, the next AgentPeerService-1, -2, ...
 func (cp *ControlPlane) PublishAgentPeers(ctx context.Context, nodes ...Node) error {
 	slices := cp.Client.DiscoveryV1().EndpointSlices(AgentNamespace)
-	if err := slices.Delete(ctx, AgentPeerService, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	labels := map[string]string{discoveryv1.LabelServiceName: AgentPeerService, discoveryv1.LabelManagedBy: "harness.kube-node-ready"}
+	sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + AgentPeerService + "," + discoveryv1.LabelManagedBy + "=harness.kube-node-ready"}
+	if err := slices.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: AgentPeerService, Namespace: AgentNamespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: AgentPeerService, discoveryv1.LabelManagedBy: "harness.kube-node-ready",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("metrics"), Port: ptr.To[int32](MetricsPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	for i := 0; i == 0 || i*maxEndpointsPerSlice < len(nodes); i++ {
+		name := AgentPeerService
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", AgentPeerService, i)
+		}
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: AgentNamespace, Labels: labels},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("metrics"), Port: ptr.To[int32](MetricsPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		}
+		for _, n := range nodes[i*maxEndpointsPerSlice : min(len(nodes), (i+1)*maxEndpointsPerSlice)] {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+				Addresses: []string{n.IP}, NodeName: ptr.To(n.Name),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			})
+		}
+		if _, err := slices.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create EndpointSlice %s: %w", name, err)
+		}
 	}
-	for _, n := range nodes {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses: []string{n.IP}, NodeName: ptr.To(n.Name),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		})
-	}
-	_, err := slices.Create(ctx, s, metav1.CreateOptions{})
-	return err
+	return nil
 }
