@@ -82,27 +82,9 @@ func New(cp *harness.ControlPlane, opts Options) *Fleet {
 // up at once; they run until Stop. The first error stops the start (agents
 // already running keep running until Stop).
 func (f *Fleet) Start(ctx context.Context, nodes ...harness.Node) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	slots := make(chan struct{}, f.opts.Parallel)
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			if err := f.start(ctx, n); err != nil {
-				cancel(err)
-			}
-		})
-	}
-	wg.Wait()
-	return context.Cause(ctx)
+	return parallelDo(ctx, f.opts.Parallel, len(nodes), func(ctx context.Context, i int) error {
+		return f.start(ctx, nodes[i])
+	})
 }
 
 // start sets up and starts the agent of node, wired as the binary wires it

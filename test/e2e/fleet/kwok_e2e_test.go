@@ -1,0 +1,217 @@
+//go:build e2e
+
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+// smallFleet is the size of the fleet make test runs: large enough that the
+// 10 % budget is more than one node, small enough for two shared cores.
+const smallFleet = 200
+
+// smallFleetArgs are short periods, so the outage plays out in seconds.
+var smallFleetArgs = []string{"--check-period=3s", "--check-timeout=1s", "--initial-backoff=200ms"}
+
+// maxRequestsPerRound is what a healthy agent may ask of the API server per
+// round, on average over the fleet: the api check's read of its node, and
+// the discovery check's read of the kube-dns EndpointSlices.
+const maxRequestsPerRound = 2.1
+
+// TestKWOKFleet runs a fleet of KWOK Nodes (Ready, heart-beating with
+// Leases) with a simulated agent on each, and checks what the scale
+// benchmarks measure at 10 000 nodes, as invariants: every node verified;
+// while healthy, no agent writes, reads etcd or asks for more than
+// maxRequestsPerRound requests a round; while DNS is down everywhere, never
+// more nodes re-tainted than the fleet budget (10 %) at any moment, and the
+// fleet verified again once DNS is back.
+func TestKWOKFleet(t *testing.T) {
+	ctx := t.Context()
+	if _, err := fleet.StartKWOK(cp); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := fleet.CreateKWOKNodes(ctx, cp, "kwok", smallFleet, 16)
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "type=kwok"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.WaitKWOKFleet(ctx, cp, smallFleet, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
+		t.Fatal(err)
+	}
+	f := startFleet(t, nodes, smallFleetArgs...)
+	all := urls(f)
+	waitVerified(t, smallFleet)
+	harness.WaitCountersAt(t, all, iterations, 1, "a steady round", nil)
+
+	t.Run("steady", func(t *testing.T) {
+		offset, err := fleet.AuditOffset(cp.AuditLogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := scrapeAll(t, all)
+		harness.WaitCountersAt(t, all, iterations, 3, "the measured window", nil)
+		after := scrapeAll(t, all)
+		reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rounds, total float64
+		for i := range after {
+			rounds += after[i] - before[i]
+		}
+		for node, kinds := range reqs {
+			for k, c := range kinds {
+				total += float64(c)
+				if k.Verb != "get" && k.Verb != "list" && k.Verb != "watch" {
+					t.Errorf("healthy agent of %s wrote: %d × %s", node, c, k)
+				}
+				if (k.Verb == "get" || k.Verb == "list") && !k.Cached {
+					t.Errorf("agent of %s read etcd: %d × %s", node, c, k)
+				}
+			}
+		}
+		perRound := total / rounds
+		t.Logf("%d agents: %.0f requests in %.0f rounds: %.2f per agent per round", len(all), total, rounds, perRound)
+		if perRound > maxRequestsPerRound {
+			t.Errorf("%.2f requests per agent per round, want at most %.2f", perRound, maxRequestsPerRound)
+		}
+	})
+
+	t.Run("dns outage within the budget", func(t *testing.T) {
+		const budget = smallFleet / 10
+		watcher := watchRetainted(t)
+		if err := cp.StopDNS(); err != nil {
+			t.Fatal(err)
+		}
+		dnsBack := false
+		t.Cleanup(func() {
+			if !dnsBack {
+				_ = cp.StartDNS(context.Background())
+			}
+		})
+		// Positive signals: the budget refused a re-taint somewhere, and the
+		// budget was filled.
+		harness.Eventually(t, 2*time.Minute, "the fleet budget used and refusing", func() (bool, string) {
+			suppressed := 0.0
+			for _, u := range all {
+				v, _ := harness.ScrapeMetric(u, "node_ready_retaint_suppressed_total")
+				suppressed += v
+			}
+			n := watcher.now()
+			return suppressed > 0 && n == budget, fmt.Sprintf("%d nodes re-tainted, %v refusals", n, suppressed)
+		})
+		// Every agent has kept failing for more rounds meanwhile.
+		harness.WaitCountersAt(t, all, iterations, 3, "rounds with the budget used", nil)
+		if err := cp.StartDNS(ctx); err != nil {
+			t.Fatal(err)
+		}
+		dnsBack = true
+		waitVerified(t, smallFleet)
+		most := watcher.stop()
+		t.Logf("at most %d nodes re-tainted at once (budget %d)", most, budget)
+		if most > budget {
+			t.Errorf("%d nodes re-tainted at once, budget %d", most, budget)
+		}
+	})
+}
+
+// waitVerified waits until want nodes carry the verified label.
+func waitVerified(t *testing.T, want int) {
+	t.Helper()
+	harness.Eventually(t, 3*time.Minute, fmt.Sprintf("%d nodes verified", want), func() (bool, string) {
+		list, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: api.VerifiedLabel + "=true", ResourceVersion: "0"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) >= want, fmt.Sprintf("%d verified", len(list.Items))
+	})
+}
+
+// retainted follows, from a watch, how many nodes carry the unhealthy taint
+// at every change, and the most at once.
+type retainted struct {
+	mu      sync.Mutex
+	tainted map[string]bool
+	most    int
+	w       watch.Interface
+	done    chan struct{}
+}
+
+// watchRetainted starts following the nodes' unhealthy taints.
+func watchRetainted(t *testing.T) *retainted {
+	t.Helper()
+	list, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &retainted{tainted: map[string]bool{}, done: make(chan struct{})}
+	for i := range list.Items {
+		r.observe(&list.Items[i], false)
+	}
+	r.w, err = cp.Client.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.done)
+		for ev := range r.w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				r.observe(n, ev.Type == watch.Deleted)
+			}
+		}
+	}()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *retainted) observe(n *corev1.Node, deleted bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tainted[n.Name] = !deleted && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.UnhealthyTaintKey })
+	r.most = max(r.most, r.count())
+}
+
+// count is how many nodes are re-tainted; r.mu is held.
+func (r *retainted) count() int {
+	count := 0
+	for _, v := range r.tainted {
+		if v {
+			count++
+		}
+	}
+	return count
+}
+
+// now is how many nodes are re-tainted.
+func (r *retainted) now() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count()
+}
+
+// stop ends the watch and returns the most nodes re-tainted at once.
+func (r *retainted) stop() int {
+	r.w.Stop()
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.most
+}
