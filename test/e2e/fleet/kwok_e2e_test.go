@@ -5,14 +5,10 @@ package fleet_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
@@ -97,7 +93,11 @@ func TestKWOKFleet(t *testing.T) {
 
 	t.Run("dns outage within the budget", func(t *testing.T) {
 		const budget = smallFleet / 10
-		watcher := watchRetainted(t)
+		watcher, err := fleet.WatchRetainted(ctx, cp.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { watcher.Stop() })
 		if err := cp.StopDNS(); err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestKWOKFleet(t *testing.T) {
 				v, _ := harness.ScrapeMetric(u, "node_ready_retaint_suppressed_total")
 				suppressed += v
 			}
-			n := watcher.now()
+			n := watcher.Now()
 			return suppressed > 0 && n == budget, fmt.Sprintf("%d nodes re-tainted, %v refusals", n, suppressed)
 		})
 		// Every agent has kept failing for more rounds meanwhile.
@@ -125,7 +125,7 @@ func TestKWOKFleet(t *testing.T) {
 		}
 		dnsBack = true
 		waitVerified(t, smallFleet)
-		most := watcher.stop()
+		most := watcher.Stop()
 		t.Logf("at most %d nodes re-tainted at once (budget %d)", most, budget)
 		if most > budget {
 			t.Errorf("%d nodes re-tainted at once, budget %d", most, budget)
@@ -143,75 +143,4 @@ func waitVerified(t *testing.T, want int) {
 		}
 		return len(list.Items) >= want, fmt.Sprintf("%d verified", len(list.Items))
 	})
-}
-
-// retainted follows, from a watch, how many nodes carry the unhealthy taint
-// at every change, and the most at once.
-type retainted struct {
-	mu      sync.Mutex
-	tainted map[string]bool
-	most    int
-	w       watch.Interface
-	done    chan struct{}
-}
-
-// watchRetainted starts following the nodes' unhealthy taints.
-func watchRetainted(t *testing.T) *retainted {
-	t.Helper()
-	list, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &retainted{tainted: map[string]bool{}, done: make(chan struct{})}
-	for i := range list.Items {
-		r.observe(&list.Items[i], false)
-	}
-	r.w, err = cp.Client.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(r.done)
-		for ev := range r.w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok {
-				r.observe(n, ev.Type == watch.Deleted)
-			}
-		}
-	}()
-	t.Cleanup(func() { r.stop() })
-	return r
-}
-
-func (r *retainted) observe(n *corev1.Node, deleted bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.tainted[n.Name] = !deleted && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.UnhealthyTaintKey })
-	r.most = max(r.most, r.count())
-}
-
-// count is how many nodes are re-tainted; r.mu is held.
-func (r *retainted) count() int {
-	count := 0
-	for _, v := range r.tainted {
-		if v {
-			count++
-		}
-	}
-	return count
-}
-
-// now is how many nodes are re-tainted.
-func (r *retainted) now() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.count()
-}
-
-// stop ends the watch and returns the most nodes re-tainted at once.
-func (r *retainted) stop() int {
-	r.w.Stop()
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.most
 }
