@@ -82,9 +82,7 @@ func run(ctx context.Context, opts *app.Options) error {
 			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	// Event writes are not cut by ctx (SIGTERM): those of the last rounds go
-	// on while the agent shuts down.
-	asm, err := app.Assemble(context.WithoutCancel(ctx), opts, client, reg, name, log)
+	asm, err := app.Assemble(ctx, opts, client, reg, name, log)
 	if err != nil {
 		return err
 	}

@@ -24,9 +24,11 @@ type Assembled struct {
 // its Events recorded as controller: its checks and gates, its Event
 // recorder, its loop. The binary and the fleet benchmark (which runs
 // thousands of agents in one process) both build agents here, so that what
-// is measured is what ships. Event writes are bounded by ctx.
+// is measured is what ships. ctx is the agent's life: the checks' watches
+// end with it; Event writes go on after it ends (those of the last rounds),
+// until StopRecorder.
 func Assemble(ctx context.Context, opts *Options, client agent.Clientset, reg prometheus.Registerer, controller string, log *slog.Logger) (*Assembled, error) {
-	cs, err := Build(opts, client, log)
+	cs, err := Build(ctx, opts, client, log)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +44,7 @@ func Assemble(ctx context.Context, opts *Options, client agent.Clientset, reg pr
 	if err != nil {
 		return nil, err
 	}
-	recorder, stopRecorder, err := agent.StartEventRecorder(ctx, client.CS, controller)
+	recorder, stopRecorder, err := agent.StartEventRecorder(context.WithoutCancel(ctx), client.CS, controller)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 	}
 	reg := prometheus.NewRegistry()
 	runCtx, cancel := context.WithCancel(context.Background())
-	asm, err := app.Assemble(context.WithoutCancel(runCtx), opts, client, reg, harness.AgentBinary, log)
+	asm, err := app.Assemble(runCtx, opts, client, reg, harness.AgentBinary, log)
 	if err != nil {
 		cancel()
 		ln.Close()
