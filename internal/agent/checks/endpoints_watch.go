@@ -72,7 +72,9 @@ func (w *SliceWatcher) informer(svc ServiceRef) cache.SharedIndexInformer {
 		return inf
 	}
 	selector := discoveryv1.LabelServiceName + "=" + svc.Name
-	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+	// A client that says it cannot stream the first list (a fake in tests)
+	// gets a plain list.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
 			return w.client.ListEndpointSlices(ctx, svc.Namespace, o)
@@ -81,7 +83,7 @@ func (w *SliceWatcher) informer(svc ServiceRef) cache.SharedIndexInformer {
 			o.LabelSelector = selector
 			return w.client.WatchEndpointSlices(ctx, svc.Namespace, o)
 		},
-	}, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
+	}, w.client), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
 	// Errors only mean the informer already started, which it has not.
 	_ = inf.SetTransform(trimSlice)
 	go inf.RunWithContext(w.ctx)
