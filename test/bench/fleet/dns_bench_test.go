@@ -43,9 +43,9 @@ func dnsOutage(b *testing.B, n int, offset int64) {
 		}
 	}
 	if filled == 0 {
-		b.Logf("budget %d not used within %s: %d nodes re-tainted", budget, 10**period, watcher.Now())
+		logf(b, "budget %d not used within %s: %d nodes re-tainted", budget, 10**period, watcher.Now())
 	} else {
-		b.Logf("budget of %d nodes used %.0f s after DNS stopped", budget, filled.Seconds())
+		logf(b, "budget of %d nodes used %.0f s after DNS stopped", budget, filled.Seconds())
 	}
 	time.Sleep(2 * *period)
 	if err := cp.StartDNS(ctx); err != nil {
@@ -78,9 +78,9 @@ func dnsOutage(b *testing.B, n int, offset int64) {
 	during, duringPeak := rate(stopped, restored)
 	after1, after1Peak := rate(restored, restored.Add(*period))
 	after2, after2Peak := rate(restored.Add(*period), restored.Add(2**period))
-	b.Logf("agents' requests per second (mean, peak of any second): steady %.1f, %.0f; DNS down %.1f, %.0f; first period after %.1f, %.0f; second period after %.1f, %.0f",
+	logf(b, "agents' requests per second (mean, peak of any second): steady %.1f, %.0f; DNS down %.1f, %.0f; first period after %.1f, %.0f; second period after %.1f, %.0f",
 		before, beforePeak, during, duringPeak, after1, after1Peak, after2, after2Peak)
-	b.Logf("re-tainted at most %d nodes at once (budget %d); every re-taint undone %.0f s after DNS returned", most, budget, recovered.Seconds())
+	logf(b, "re-tainted at most %d nodes at once (budget %d); every re-taint undone %.0f s after DNS returned", most, budget, recovered.Seconds())
 	b.ReportMetric(float64(most), "retainted-max")
 	b.ReportMetric(filled.Seconds(), "s-to-budget")
 	b.ReportMetric(duringPeak, "outage-peak-req/s")

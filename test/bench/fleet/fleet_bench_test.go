@@ -119,9 +119,9 @@ func machine() string {
 func BenchmarkFleet(b *testing.B) {
 	ctx := b.Context()
 	n := *nodeCount
-	b.Logf("machine: %s", machine())
+	logf(b, "machine: %s", machine())
 	idle := measure(b, *window)
-	b.Logf("empty plane: %s", idle)
+	logf(b, "empty plane: %s", idle)
 
 	if _, err := fleet.StartKWOK(cp); err != nil {
 		b.Fatal(err)
@@ -134,10 +134,10 @@ func BenchmarkFleet(b *testing.B) {
 	if err := fleet.WaitKWOKFleet(ctx, cp, n, 30*time.Minute); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("%d KWOK nodes Ready with Leases in %.0f s", n, time.Since(start).Seconds())
+	logf(b, "%d KWOK nodes Ready with Leases in %.0f s", n, time.Since(start).Seconds())
 	time.Sleep(*settle)
 	kubelets := measure(b, *window)
-	b.Logf("KWOK fleet, no agents: %s", kubelets)
+	logf(b, "KWOK fleet, no agents: %s", kubelets)
 
 	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
 		b.Fatal(err)
@@ -152,9 +152,9 @@ func BenchmarkFleet(b *testing.B) {
 	if err := f.Start(ctx, nodes...); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("%d simulated agents started in %.0f s", n, time.Since(start).Seconds())
+	logf(b, "%d simulated agents started in %.0f s", n, time.Since(start).Seconds())
 	waitVerified(b, n, 30*time.Minute)
-	b.Logf("all %d nodes verified %.0f s after the first agent started", n, time.Since(start).Seconds())
+	logf(b, "all %d nodes verified %.0f s after the first agent started", n, time.Since(start).Seconds())
 	time.Sleep(*settle)
 
 	offset, err := fleet.AuditOffset(cp.AuditLogPath())
@@ -186,12 +186,12 @@ func BenchmarkFleet(b *testing.B) {
 	perNodeRound := float64(total) / float64(n) / rounds
 	addedCPU := agents.apiCPU - kubelets.apiCPU
 	heartbeatCPU := kubelets.apiCPU - idle.apiCPU
-	b.Logf("with agents: %s", agents)
-	b.Logf("agents' requests in the window (audit log): %d = %.3f per node per round; by kind %v; reads not from the watch cache %d; writes %d",
+	logf(b, "with agents: %s", agents)
+	logf(b, "agents' requests in the window (audit log): %d = %.3f per node per round; by kind %v; reads not from the watch cache %d; writes %d",
 		total, perNodeRound, byKind, etcdReads, writes)
-	b.Logf("API server CPU: idle %.3f, + heartbeats %.3f, + agents %.3f cores: agents add %.1f %% of the heartbeats' cost; memory %.0f → %.0f → %.0f MiB",
+	logf(b, "API server CPU: idle %.3f, + heartbeats %.3f, + agents %.3f cores: agents add %.1f %% of the heartbeats' cost; memory %.0f → %.0f → %.0f MiB",
 		idle.apiCPU, heartbeatCPU, addedCPU, 100*addedCPU/heartbeatCPU, idle.apiRSS, kubelets.apiRSS, agents.apiRSS)
-	b.Logf("the simulator process (this benchmark): %.0f MiB resident, %.3f cores (%d agents)",
+	logf(b, "the simulator process (this benchmark): %.0f MiB resident, %.3f cores (%d agents)",
 		selfRSSMiB(b), (self1-self0).Seconds()/agents.window.Seconds(), f.Len())
 	b.ReportMetric(perNodeRound, "requests/node/round")
 	b.ReportMetric(float64(etcdReads), "etcd-reads")
@@ -270,4 +270,12 @@ func selfRSSMiB(b *testing.B) float64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
+}
+
+// logf logs to the benchmark's result and at once to stderr: a run at
+// 10 000 nodes takes most of an hour, and b.Logf prints only at its end.
+func logf(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	log.Printf(format, args...)
 }
