@@ -115,17 +115,20 @@ func machine() string {
 // cache, and the API server's added CPU and memory; then (-fleet.dns-outage)
 // a cluster-wide DNS outage: the agents' request rate every second, time
 // until the 10 % budget is used, the most nodes re-tainted at once, and the
-// recovery once DNS is back.
+// recovery once DNS is back. Around these: the time from a Node's creation
+// to its untaint on the empty cluster and in the full fleet, and `kubectl
+// node-ready status` over the fleet.
 func BenchmarkFleet(b *testing.B) {
 	ctx := b.Context()
 	n := *nodeCount
 	logf(b, "machine: %s", machine())
-	idle := measure(b, *window)
-	logf(b, "empty plane: %s", idle)
-
 	if _, err := fleet.StartKWOK(cp); err != nil {
 		b.Fatal(err)
 	}
+	emptyJoin := timeJoins(b, "join-empty")
+	idle := measure(b, *window)
+	logf(b, "empty plane: %s", idle)
+
 	start := time.Now()
 	nodes, err := fleet.CreateKWOKNodes(ctx, cp, "kwok", n, *parallel)
 	if err != nil {
@@ -197,6 +200,13 @@ func BenchmarkFleet(b *testing.B) {
 	b.ReportMetric(float64(etcdReads), "etcd-reads")
 	b.ReportMetric(100*addedCPU/heartbeatCPU, "apiserver-cpu-%-of-heartbeats")
 	b.ReportMetric(agents.apiRSS-kubelets.apiRSS, "apiserver-MiB-added")
+
+	fullJoin := timeJoins(b, "join-full")
+	logf(b, "a node joining %d nodes takes %.2f× as long as joining an empty cluster", n, fullJoin.Seconds()/emptyJoin.Seconds())
+	b.ReportMetric(fullJoin.Seconds()/emptyJoin.Seconds(), "join-ratio-to-empty")
+	status, statusRSS := timeStatus(b)
+	b.ReportMetric(status.Seconds(), "status-s")
+	b.ReportMetric(statusRSS, "status-MiB")
 
 	if *outage {
 		dnsOutage(b, n, end)

@@ -34,34 +34,38 @@ func StartKWOK(cp *harness.ControlPlane) (*harness.Process, error) {
 }
 
 // CreateKWOKNodes creates count Nodes named prefix-0, prefix-1, ... for KWOK
-// to manage (StartKWOK), each with the startup taint, as a node joins, and
-// an address of its own in the harness's ClusterNet for its simulated agent.
-// At most parallel creations run at once.
+// to manage (StartKWOK), as CreateKWOKNode does, at most parallel at once.
 func CreateKWOKNodes(ctx context.Context, cp *harness.ControlPlane, prefix string, count, parallel int) ([]harness.Node, error) {
-	key, value, _ := strings.Cut(harness.KWOKNodeAnnotation, "=")
 	nodes := make([]harness.Node, count)
-	for i := range nodes {
-		ip, err := cp.NewAddress()
-		if err != nil {
-			return nil, err
-		}
-		nodes[i] = harness.Node{Name: fmt.Sprintf("%s-%d", prefix, i), IP: ip}
-	}
-	err := parallelDo(ctx, parallel, len(nodes), func(ctx context.Context, i int) error {
-		n := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        nodes[i].Name,
-				Labels:      map[string]string{corev1.LabelHostname: nodes[i].Name, "type": "kwok"},
-				Annotations: map[string]string{key: value},
-			},
-			Spec: corev1.NodeSpec{Taints: []corev1.Taint{harness.StartupTaint}},
-		}
-		if _, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create node %s: %w", n.Name, err)
-		}
-		return nil
+	err := parallelDo(ctx, parallel, count, func(ctx context.Context, i int) error {
+		n, err := CreateKWOKNode(ctx, cp, fmt.Sprintf("%s-%d", prefix, i))
+		nodes[i] = n
+		return err
 	})
 	return nodes, err
+}
+
+// CreateKWOKNode creates a Node for KWOK to manage, with the startup taint,
+// as a node joins, and an address of its own in the harness's ClusterNet for
+// its simulated agent. It carries the label type=kwok.
+func CreateKWOKNode(ctx context.Context, cp *harness.ControlPlane, name string) (harness.Node, error) {
+	ip, err := cp.NewAddress()
+	if err != nil {
+		return harness.Node{}, err
+	}
+	key, value, _ := strings.Cut(harness.KWOKNodeAnnotation, "=")
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      map[string]string{corev1.LabelHostname: name, "type": "kwok"},
+			Annotations: map[string]string{key: value},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{harness.StartupTaint}},
+	}
+	if _, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		return harness.Node{}, fmt.Errorf("create node %s: %w", name, err)
+	}
+	return harness.Node{Name: name, IP: ip}, nil
 }
 
 // WaitKWOKFleet waits until want Nodes are Ready and as many node Leases are

@@ -1,0 +1,109 @@
+//go:build e2e
+
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+// joins is how many nodes join, one after the other, for each figure.
+const joins = 5
+
+// timeJoins creates joins KWOK nodes named prefix-0, ... one at a time, each
+// with a simulated agent started as its DaemonSet pod would be (token,
+// client, then the agent), and returns the median time from the Node's
+// creation to the watch event that shows its startup taint gone. The nodes
+// and agents are removed again.
+func timeJoins(b *testing.B, prefix string) time.Duration {
+	b.Helper()
+	ctx := b.Context()
+	var samples []time.Duration
+	for i := range joins {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		w, err := cp.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		node, err := fleet.CreateKWOKNode(ctx, cp, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := fleet.New(cp, fleet.Options{Args: []string{fmt.Sprintf("--check-period=%s", *period)}})
+		if err := f.Start(ctx, node); err != nil {
+			b.Fatal(err)
+		}
+		d, err := untainted(w, start, 2*time.Minute)
+		w.Stop()
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		samples = append(samples, d)
+		if err := f.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		if err := cp.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(samples)
+	logf(b, "%s: Node created → startup taint gone, %d joins: median %s (min %s, max %s)", prefix, joins,
+		samples[len(samples)/2].Round(time.Millisecond), samples[0].Round(time.Millisecond), samples[len(samples)-1].Round(time.Millisecond))
+	return samples[len(samples)/2]
+}
+
+// untainted waits on w for the node to lose its startup taint and returns
+// the time since start.
+func untainted(w watch.Interface, start time.Time, timeout time.Duration) (time.Duration, error) {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return 0, fmt.Errorf("watch closed")
+			}
+			n, isNode := ev.Object.(*corev1.Node)
+			if isNode && ev.Type != watch.Deleted && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.StartupTaintKey }) {
+				return time.Since(start), nil
+			}
+		case <-deadline:
+			return 0, fmt.Errorf("startup taint not removed within %s", timeout)
+		}
+	}
+}
+
+// timeStatus runs `kubectl node-ready status` against the plane and returns
+// its wall time and peak resident memory.
+func timeStatus(b *testing.B) (time.Duration, float64) {
+	b.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(root, "bin", "kubectl-node_ready"), "status", "--kubeconfig", cp.Kubeconfig)
+	start := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("kubectl node-ready status: %v", err)
+	}
+	maxRSS := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024
+	logf(b, "kubectl node-ready status: %s, peak RSS %.1f MiB, %d bytes of output", d.Round(time.Millisecond), maxRSS, len(out))
+	return d, maxRSS
+}
