@@ -11,7 +11,8 @@ import (
 )
 
 // dnsOutage stops DNS under the verified fleet of n nodes and follows the
-// re-taint storm: every second's agent requests (audit log, from offset),
+// re-taint storm: every second's agent requests (audit log, from offset, the
+// start of the steady window, whose rate is the baseline),
 // the re-tainted nodes on a watch (the most at once), the time until the
 // 10 % budget is used; after two more periods it brings DNS back and
 // measures the time until every node is verified again and the request rate

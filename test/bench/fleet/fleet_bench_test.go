@@ -167,7 +167,7 @@ func BenchmarkFleet(b *testing.B) {
 	self0 := selfCPU(b)
 	agents := measure(b, *window)
 	self1 := selfCPU(b)
-	reqs, end, err := fleet.Requests(cp.AuditLogPath(), offset)
+	reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func BenchmarkFleet(b *testing.B) {
 	b.ReportMetric(statusRSS, "status-MiB")
 
 	if *outage {
-		dnsOutage(b, n, end)
+		dnsOutage(b, n, offset)
 	}
 }
 
