@@ -13,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
@@ -50,7 +48,7 @@ func timeJoins(b *testing.B, prefix string) time.Duration {
 		if err := f.Start(ctx, node); err != nil {
 			b.Fatal(err)
 		}
-		d, err := untainted(w, start, 2*time.Minute)
+		d, err := harness.UntaintedAfter(w, api.StartupTaintKey, start, 2*time.Minute)
 		w.Stop()
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)
@@ -67,26 +65,6 @@ func timeJoins(b *testing.B, prefix string) time.Duration {
 	logf(b, "%s: Node created → startup taint gone, %d joins: median %s (min %s, max %s)", prefix, joins,
 		samples[len(samples)/2].Round(time.Millisecond), samples[0].Round(time.Millisecond), samples[len(samples)-1].Round(time.Millisecond))
 	return samples[len(samples)/2]
-}
-
-// untainted waits on w for the node to lose its startup taint and returns
-// the time since start.
-func untainted(w watch.Interface, start time.Time, timeout time.Duration) (time.Duration, error) {
-	deadline := time.After(timeout)
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return 0, fmt.Errorf("watch closed")
-			}
-			n, isNode := ev.Object.(*corev1.Node)
-			if isNode && ev.Type != watch.Deleted && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.StartupTaintKey }) {
-				return time.Since(start), nil
-			}
-		case <-deadline:
-			return 0, fmt.Errorf("startup taint not removed within %s", timeout)
-		}
-	}
 }
 
 // timeStatus runs `kubectl node-ready status` against the plane and returns
