@@ -82,33 +82,11 @@ func run(ctx context.Context, opts *app.Options) error {
 			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	opts.ResolveIPFamilies(ctx, client, log)
-	cs, err := app.Build(opts, client, log)
+	asm, err := app.Assemble(ctx, opts, client, reg, name, log)
 	if err != nil {
 		return err
 	}
-	cfg, err := opts.Config()
-	if err != nil {
-		return err
-	}
-	// Event writes are not cut by ctx (SIGTERM): those of the last rounds go
-	// on while the agent shuts down.
-	recorder, stopRecorder, err := agent.StartEventRecorder(context.WithoutCancel(ctx), client.CS, name)
-	if err != nil {
-		return err
-	}
-	checkMetrics, err := checks.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	agentMetrics, err := agent.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	a, err := agent.New(cfg, client, cs, checkMetrics, agentMetrics, recorder, log)
-	if err != nil {
-		return err
-	}
+	a, cfg := asm.Agent, asm.Config
 	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", strings.Join(opts.Enabled(), ","),
 		"continuous_checks", strings.Join(cfg.Continuous, ","))
 	serveErr := make(chan error, 1)
@@ -116,7 +94,7 @@ func run(ctx context.Context, opts *app.Options) error {
 		serveErr <- metricsserver.Serve(ctx, metricsLn, metricsserver.Endpoints{Gatherer: reg, Ready: a.Ready, Grace: metricsGrace, Log: log})
 	}()
 	runErr := a.Run(ctx)
-	stopRecorder()
+	asm.StopRecorder()
 	if err := <-serveErr; err != nil {
 		return fmt.Errorf("metrics server: %w", err)
 	}

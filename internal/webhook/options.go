@@ -175,7 +175,10 @@ type Options struct {
 	ProtectAnnotation string
 
 	// KubeAPIQPS and KubeAPIBurst are the client-side rate limits of the
-	// API client (Events use a separate client with the same limits).
+	// API client (Events use a separate client with the same limits). The
+	// defaults let the back-fill of 10 000 nodes created while no replica
+	// ran (one patch each) finish within a minute; at 50 requests/s it
+	// took 200 s (docs/benchmarks.md, "Fleet scale").
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 
@@ -229,8 +232,8 @@ func NewOptions() *Options {
 		VerifiedLabel:         api.VerifiedLabel,
 		AgentSkipAnnotation:   api.SkipVerificationAnnotation,
 		ProtectAnnotation:     api.ProtectAnnotation,
-		KubeAPIQPS:            50,
-		KubeAPIBurst:          100,
+		KubeAPIQPS:            200,
+		KubeAPIBurst:          400,
 
 		CleanupDeadlineMinAttempts: 3,
 		CleanupWait:                time.Minute,

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,19 +51,22 @@ func (cp *ControlPlane) StartAgent(tb testing.TB, node Node, args ...string) *Da
 	return cp.startDaemon(tb, "agent-"+node.Name, node.IP, BuiltBinary(tb, AgentBinary), append(cp.AgentArgs(node, kubeconfig), args...))
 }
 
+// maxEndpointsPerSlice is the endpointslice controller's default
+// (--max-endpoints-per-slice).
+const maxEndpointsPerSlice = 100
+
 // PublishAgentPeers (re)writes the agents' headless Service EndpointSlices
-// with one ready endpoint per node, as the endpointslice controller would:
-// one slice per address family the nodes have (the IPv4 one named after the
-// Service, the IPv6 one with "-ipv6" added).
+// with one ready endpoint per node address, as the endpointslice controller
+// would: slices per address family the nodes have, at most
+// maxEndpointsPerSlice endpoints each; IPv4 ones named AgentPeerService,
+// AgentPeerService-1, ..., IPv6 ones AgentPeerService-ipv6, -ipv6-1, ...
 func (cp *ControlPlane) PublishAgentPeers(ctx context.Context, nodes ...Node) error {
 	slices := cp.Client.DiscoveryV1().EndpointSlices(AgentNamespace)
-	for _, name := range []string{AgentPeerService, AgentPeerService + "-ipv6"} {
-		if err := slices.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
+	sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + AgentPeerService + "," + discoveryv1.LabelManagedBy + "=harness.kube-node-ready"}
+	if err := slices.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
-	byType := map[discoveryv1.AddressType]*discoveryv1.EndpointSlice{}
-	var order []*discoveryv1.EndpointSlice
+	byType := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
 	for _, n := range nodes {
 		ips := n.IPs
 		if len(ips) == 0 {
@@ -70,35 +74,40 @@ func (cp *ControlPlane) PublishAgentPeers(ctx context.Context, nodes ...Node) er
 		}
 		for _, ip := range ips {
 			t := AddressType(ip)
-			s := byType[t]
-			if s == nil {
-				s = agentPeerSlice(t)
-				byType[t] = s
-				order = append(order, s)
-			}
-			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			byType[t] = append(byType[t], discoveryv1.Endpoint{
 				Addresses: []string{ip}, NodeName: ptr.To(n.Name),
 				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 			})
 		}
 	}
-	if len(order) == 0 {
-		order = append(order, agentPeerSlice(discoveryv1.AddressTypeIPv4))
+	if len(byType) == 0 {
+		byType[discoveryv1.AddressTypeIPv4] = nil
 	}
-	for _, s := range order {
-		if _, err := slices.Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			return err
+	for _, t := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+		eps, ok := byType[t]
+		if !ok {
+			continue
+		}
+		for i := 0; i == 0 || i*maxEndpointsPerSlice < len(eps); i++ {
+			s := agentPeerSlice(t, i)
+			s.Endpoints = eps[i*maxEndpointsPerSlice : min(len(eps), (i+1)*maxEndpointsPerSlice)]
+			if _, err := slices.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create EndpointSlice %s: %w", s.Name, err)
+			}
 		}
 	}
 	return nil
 }
 
-// agentPeerSlice is an empty slice of the agents' headless Service for
-// addresses of type t.
-func agentPeerSlice(t discoveryv1.AddressType) *discoveryv1.EndpointSlice {
+// agentPeerSlice is the i-th empty slice of the agents' headless Service
+// for addresses of type t.
+func agentPeerSlice(t discoveryv1.AddressType, i int) *discoveryv1.EndpointSlice {
 	name := AgentPeerService
 	if t == discoveryv1.AddressTypeIPv6 {
 		name += "-ipv6"
+	}
+	if i > 0 {
+		name = fmt.Sprintf("%s-%d", name, i)
 	}
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: AgentNamespace, Labels: map[string]string{

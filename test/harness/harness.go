@@ -342,7 +342,10 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, opts Options) error 
 		if err := os.WriteFile(policy, []byte(metadataForAll), 0o644); err != nil {
 			return err
 		}
-		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath(), "--audit-log-format=json")
+		// Never rotated (0 would mean the log library's 100 MB): readers
+		// keep an offset into the one file, and a fleet of 1 000 nodes
+		// writes 100 MB in minutes.
+		args = append(args, "--audit-policy-file="+policy, "--audit-log-path="+cp.AuditLogPath(), "--audit-log-format=json", "--audit-log-maxsize=1000000")
 	}
 	if opts.WebhookClientCert != nil {
 		admissionConfig, err := writeWebhookClientCert(certDir, *opts.WebhookClientCert)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -82,28 +83,30 @@ func (o *Options) enabled(r checkRow) bool {
 // agent.Clientset implements it.
 type CheckClient interface {
 	checks.NodeGetter
-	checks.SliceClient
+	checks.SliceWatchClient
 	checks.WorkloadClient
 	checks.CSINodeClient
 	checks.ResourceSliceClient
 }
 
 // Build returns the enabled checks and gates, in the order of the table:
-// what the agent runs.
-func Build(o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(o, client, log, true)
+// what the agent runs. Their EndpointSlice reads follow watches, which run
+// until ctx ends.
+func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
+	return build(o, client, log, checks.NewSliceWatcher(ctx, client), true)
 }
 
 // BuildChecks returns the enabled checks without the gates, which need the
-// agent's loop: what the check command runs.
+// agent's loop: what the check command runs, once, so its EndpointSlice
+// reads are lists.
 func BuildChecks(o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(o, client, log, false)
+	return build(o, client, log, &checks.SliceLister{Client: client}, false)
 }
 
 // build makes the enabled rows' checks. The network and discovery checks
-// share one endpoint cache, so the fresh kube-dns read of discovery also
-// serves as the network check's peer list.
-func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]checks.Check, error) {
+// share one endpoint cache on lister, so the fresh kube-dns read of
+// discovery also serves as the network check's peer list.
+func build(o *Options, client CheckClient, log *slog.Logger, lister checks.EndpointLister, gates bool) ([]checks.Check, error) {
 	dnsService, err := checks.ParseServiceRef(o.DNSService)
 	if err != nil {
 		return nil, err
@@ -115,7 +118,7 @@ func build(o *Options, client CheckClient, log *slog.Logger, gates bool) ([]chec
 	podIP, _ := netip.ParseAddr(o.PodIP)
 	d := checks.Deps{
 		Client:       client,
-		Endpoints:    &checks.EndpointCache{Source: &checks.SliceLister{Client: client}},
+		Endpoints:    &checks.EndpointCache{Source: lister},
 		DNSService:   dnsService,
 		IPFamilies:   o.families(),
 		Workloads:    client,

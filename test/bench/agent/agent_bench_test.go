@@ -26,10 +26,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -97,7 +95,7 @@ func BenchmarkAgentStartToUntaint(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		d, err := untaintedAfter(w, start, 30*time.Second)
+		d, err := harness.UntaintedAfter(w, harness.StartupTaint.Key, start, 30*time.Second)
 		w.Stop()
 		if err != nil {
 			b.Fatalf("run %d: %v\n%s", i, err, p.Tail(20))
@@ -124,24 +122,6 @@ func BenchmarkAgentStartToUntaint(b *testing.B) {
 		}
 		b.Logf("%s: start→untaint over %d runs: p50 %.1f ms, p95 %.1f ms, min %.1f ms, max %.1f ms",
 			v.name, len(samples), ms(p50), ms(p95), ms(samples[0]), ms(samples[len(samples)-1]))
-	}
-}
-
-func untaintedAfter(w watch.Interface, start time.Time, timeout time.Duration) (time.Duration, error) {
-	deadline := time.After(timeout)
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return 0, fmt.Errorf("watch closed")
-			}
-			n, isNode := ev.Object.(*corev1.Node)
-			if isNode && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == harness.StartupTaint.Key }) {
-				return time.Since(start), nil
-			}
-		case <-deadline:
-			return 0, fmt.Errorf("taint not removed within %s", timeout)
-		}
 	}
 }
 

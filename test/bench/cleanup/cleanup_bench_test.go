@@ -2,9 +2,10 @@
 
 // Package cleanup benchmarks node cleanup with the real webhook binary at its
 // default settings (16 workers, client QPS 50 / burst 100) against the real
-// kube-apiserver: how long 500 nodes deleted at once take to disappear with
-// one 200 ms plugin, and the watcher's resident memory with 5 000 realistic
-// nodes in its cache. It prints the "## Cleanup" section's tables for
+// kube-apiserver: how long 500 nodes (-cleanup.burst) deleted at once take
+// to disappear with one 200 ms plugin, and the watcher's resident memory with
+// 5 000 realistic nodes (-cleanup.cache-nodes) in its cache, which with
+// -cleanup.backfill it back-fills first. It prints the "## Cleanup" section's tables for
 // docs/benchmarks.md; nothing here asserts on time.
 package cleanup
 
@@ -38,8 +39,6 @@ func TestMain(m *testing.M) { harness.Main(m) }
 const (
 	webhookIP  = "10.213.0.25"
 	pxAddr     = "10.213.0.35:9001"
-	burstNodes = 500
-	cacheNodes = 5000
 	rounds     = 3
 	pluginTime = 200 * time.Millisecond
 )
@@ -52,7 +51,7 @@ func (p *slowPortworx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/cluster/enumerate":
 		// Every node is known to Portworx under its own name.
 		fmt.Fprint(w, `{"nodes":[`)
-		for i := range burstNodes {
+		for i := range *burst {
 			if i > 0 {
 				fmt.Fprint(w, ",")
 			}
@@ -69,7 +68,14 @@ func (p *slowPortworx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // baseline is another webhook build (an older one) whose mass deletion runs
 // side by side with this one's, alternating rounds on one control plane.
-var baseline = flag.String("cleanup.baseline", "", "another kube-node-ready-webhook binary to run side by side in the 500-node deletion, alternating rounds")
+var baseline = flag.String("cleanup.baseline", "", "another kube-node-ready-webhook binary to run side by side in the mass deletion, alternating rounds")
+
+// The fleet sizes; make bench-scale runs this benchmark at 1 000 and 10 000.
+var (
+	burst    = flag.Int("cleanup.burst", 500, "nodes deleted at once in each round")
+	cache    = flag.Int("cleanup.cache-nodes", 5000, "realistic nodes the memory replica caches")
+	backfill = flag.Bool("cleanup.backfill", false, "create the cached nodes without the finalizer, so the memory replica back-fills them, and time that")
+)
 
 func BenchmarkCleanup(b *testing.B) {
 	for range b.N {
@@ -119,8 +125,8 @@ func benchCleanup(b *testing.B) {
 		v := variants[round%len(variants)]
 		hook := cp.StartWebhookBinary(b, v.bin, fmt.Sprintf("webhook-%d", round), webhookIP, args...)
 		hook.WaitReady(b, 30*time.Second)
-		createNodes(b, client, "burst-", burstNodes, false)
-		waitMetric(b, hook, "node_cleanup_nodes_with_finalizer", burstNodes, 60*time.Second)
+		createNodes(b, client, "burst-", *burst, false, true)
+		waitMetric(b, hook, "node_cleanup_nodes_with_finalizer", float64(*burst), 60*time.Second)
 		waitMetric(b, hook, "node_cleanup_leader", 1, 60*time.Second)
 		before := px.deletes.Load()
 		start := time.Now()
@@ -134,16 +140,16 @@ func benchCleanup(b *testing.B) {
 			b.Fatalf("round %d: nodes never all gone: %v", round, err)
 		}
 		d := time.Since(start)
-		if got := px.deletes.Load() - before; got != burstNodes {
-			b.Fatalf("round %d: %d decommissions for %d nodes", round, got, burstNodes)
+		if got := px.deletes.Load() - before; got != int64(*burst) {
+			b.Fatalf("round %d: %d decommissions for %d nodes", round, got, *burst)
 		}
 		writes, err := hook.TryMetric("node_cleanup_status_writes_total")
 		if err != nil {
 			writes = 0 // a build from before the status annotation
 		}
 		v.times = append(v.times, d)
-		v.statusWrites = append(v.statusWrites, writes/burstNodes)
-		b.Logf("round %d (%s): %d nodes gone in %s, %.2f status writes per node", round, v.name, burstNodes, d.Round(time.Millisecond), writes/burstNodes)
+		v.statusWrites = append(v.statusWrites, writes/float64(*burst))
+		b.Logf("round %d (%s): %d nodes gone in %s, %.2f status writes per node", round, v.name, *burst, d.Round(time.Millisecond), writes/float64(*burst))
 		if err := hook.Stop(10 * time.Second); err != nil {
 			b.Fatal(err)
 		}
@@ -151,7 +157,7 @@ func benchCleanup(b *testing.B) {
 	}
 
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| %d nodes deleted at once (DeleteCollection), portworx (%s) + log | round 1 | round 2 | round 3 | median | status writes per node |\n| --- | --- | --- | --- | --- | --- |\n", burstNodes, pluginTime)
+	fmt.Fprintf(&sb, "\n| %d nodes deleted at once (DeleteCollection), portworx (%s) + log | round 1 | round 2 | round 3 | median | status writes per node |\n| --- | --- | --- | --- | --- | --- |\n", *burst, pluginTime)
 	for _, v := range variants {
 		sorted := slices.Clone(v.times)
 		slices.Sort(sorted)
@@ -163,11 +169,13 @@ func benchCleanup(b *testing.B) {
 		fmt.Fprintf(&sb, "\nRatio of medians, this build to %s: **%.3f**.\n", variants[1].name, m(variants[0])/m(variants[1]))
 	}
 
-	// Memory: a fresh replica lists 5 000 realistic nodes.
-	createNodes(b, client, "cache-", cacheNodes, true)
+	// Memory: a fresh replica lists -cleanup.cache-nodes realistic nodes.
+	createNodes(b, client, "cache-", *cache, true, !*backfill)
+	started := time.Now()
 	mem := cp.StartWebhook(b, "webhook-mem", webhookIP, args...)
 	mem.WaitReady(b, 30*time.Second)
-	waitMetric(b, mem, "node_cleanup_nodes_with_finalizer", cacheNodes, 2*time.Minute)
+	waitMetric(b, mem, "node_cleanup_nodes_with_finalizer", float64(*cache), 15*time.Minute)
+	filled := time.Since(started)
 	waitMetric(b, mem, "node_cleanup_leader", 1, 60*time.Second)
 	var rss []int
 	for range 10 {
@@ -179,16 +187,20 @@ func benchCleanup(b *testing.B) {
 
 	slices.Sort(rss)
 	mib := func(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
-	fmt.Fprintf(&sb, "\n| watcher with %d nodes cached | VmRSS median of 10 samples | VmRSS max | VmHWM |\n| --- | --- | --- | --- |\n", cacheNodes)
+	if *backfill {
+		fmt.Fprintf(&sb, "\nBack-fill: %d nodes created without the finalizer while no webhook ran all carry it %.1f s after the replica started.\n", *cache, filled.Seconds())
+	}
+	fmt.Fprintf(&sb, "\n| watcher with %d nodes cached | VmRSS median of 10 samples | VmRSS max | VmHWM |\n| --- | --- | --- | --- |\n", *cache)
 	fmt.Fprintf(&sb, "| webhook process (leader, informer synced) | **%s** | %s | %s |\n", mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), mib(hwm))
 	fmt.Fprintf(&sb, "\nA cached-node's full object is %s as JSON (%d labels, %d annotations, %d images, %d conditions).\n", sizes.json, sizes.labels, sizes.annotations, sizes.images, sizes.conditions)
 	b.Logf("\n%s", sb.String())
 	fmt.Print(sb.String())
 }
 
-// createNodes creates n Nodes with our finalizer, 32 at a time; realistic
-// ones carry the labels, annotations and status a cloud node has.
-func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, realistic bool) {
+// createNodes creates n Nodes, with our finalizer when finalizer is set, 32
+// at a time; realistic ones carry the labels, annotations and status a cloud
+// node has.
+func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, realistic, finalizer bool) {
 	b.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -198,10 +210,12 @@ func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, rea
 		wg.Go(func() {
 			for i := range work {
 				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-					Name:       fmt.Sprintf("%s%d", prefix, i),
-					Labels:     map[string]string{"bench": strings.TrimSuffix(prefix, "-")},
-					Finalizers: []string{harness.Finalizer},
+					Name:   fmt.Sprintf("%s%d", prefix, i),
+					Labels: map[string]string{"bench": strings.TrimSuffix(prefix, "-")},
 				}}
+				if finalizer {
+					node.Finalizers = []string{harness.Finalizer}
+				}
 				if realistic {
 					decorate(node, i)
 				}

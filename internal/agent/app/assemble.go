@@ -1,0 +1,58 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+)
+
+// Assembled is an agent wired from its Options, ready to Run.
+type Assembled struct {
+	// Agent is the loop.
+	Agent *agent.Agent
+	// Config is what Options resolved to.
+	Config agent.Config
+	// StopRecorder shuts the Event recorder down once the loop has returned.
+	StopRecorder func()
+}
+
+// Assemble wires an agent from opts on client, with its metrics on reg and
+// its Events recorded as controller: its checks and gates, its Event
+// recorder, its loop. The binary and the fleet benchmark (which runs
+// thousands of agents in one process) both build agents here, so that what
+// is measured is what ships. ctx is the agent's life: the checks' watches
+// end with it; Event writes go on after it ends (those of the last rounds),
+// until StopRecorder.
+func Assemble(ctx context.Context, opts *Options, client agent.Clientset, reg prometheus.Registerer, controller string, log *slog.Logger) (*Assembled, error) {
+	opts.ResolveIPFamilies(ctx, client, log)
+	cs, err := Build(ctx, opts, client, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := opts.Config()
+	if err != nil {
+		return nil, err
+	}
+	checkMetrics, err := checks.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	agentMetrics, err := agent.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	recorder, stopRecorder, err := agent.StartEventRecorder(context.WithoutCancel(ctx), client.CS, controller)
+	if err != nil {
+		return nil, err
+	}
+	a, err := agent.New(cfg, client, cs, checkMetrics, agentMetrics, recorder, log)
+	if err != nil {
+		stopRecorder()
+		return nil, err
+	}
+	return &Assembled{Agent: a, Config: cfg, StopRecorder: stopRecorder}, nil
+}

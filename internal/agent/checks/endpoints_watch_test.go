@@ -1,0 +1,98 @@
+package checks
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+// fakeSliceClient serves EndpointSlices from a fake clientset.
+type fakeSliceClient struct{ cs kubernetes.Interface }
+
+func (c fakeSliceClient) ListEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	return c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
+}
+
+// IsWatchListSemanticsUnSupported says, as client-go's fake clientset does,
+// that the first list cannot be streamed.
+func (fakeSliceClient) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (c fakeSliceClient) WatchEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+	return c.cs.DiscoveryV1().EndpointSlices(ns).Watch(ctx, o)
+}
+
+func dnsSlice(name, ip string) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: map[string]string{discoveryv1.LabelServiceName: "kube-dns"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To[int32](53)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+}
+
+// TestSliceWatcherListsOnceAndFollowsChanges: the first read lists, later
+// reads cost nothing and see the changes the watch brought.
+func TestSliceWatcherListsOnceAndFollowsChanges(t *testing.T) {
+	cs := fake.NewClientset(dnsSlice("a", "10.0.0.1"))
+	w := NewSliceWatcher(t.Context(), fakeSliceClient{cs})
+	svc := ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
+	eps, err := w.Endpoints(t.Context(), svc)
+	if err != nil || len(eps) != 1 || eps[0].Addr.String() != "10.0.0.1" || eps[0].UDPPort != 0 || eps[0].TCPPort != 53 {
+		t.Fatalf("first read = %+v, %v", eps, err)
+	}
+	if _, err := cs.DiscoveryV1().EndpointSlices("kube-system").Create(t.Context(), dnsSlice("b", "10.0.0.2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(eps) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new slice never arrived: %+v", eps)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if eps, err = w.Endpoints(t.Context(), svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lists := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" {
+			lists++
+		}
+	}
+	if lists != 1 {
+		t.Errorf("%d lists, want 1 (then the watch)", lists)
+	}
+}
+
+// TestSliceWatcherFirstReadBoundedByContext: without a first list (the API
+// server unreachable) a read fails when its context ends.
+func TestSliceWatcherFirstReadBoundedByContext(t *testing.T) {
+	w := NewSliceWatcher(t.Context(), blockedSlices{})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := w.Endpoints(ctx, ServiceRef{Namespace: "kube-system", Name: "kube-dns"}); err == nil {
+		t.Fatal("read without a first list succeeded")
+	}
+}
+
+// blockedSlices never answers a list.
+type blockedSlices struct{}
+
+func (blockedSlices) ListEndpointSlices(ctx context.Context, _ string, _ metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (blockedSlices) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (blockedSlices) WatchEndpointSlices(ctx context.Context, _ string, _ metav1.ListOptions) (watch.Interface, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}

@@ -1,0 +1,128 @@
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// nodeNameExtra is where the API server records the node of the pod a
+// ServiceAccount token is bound to.
+const nodeNameExtra = "authentication.kubernetes.io/node-name"
+
+// auditEvent is what Requests reads of an audit log line.
+type auditEvent struct {
+	Stage                    string    `json:"stage"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	Verb                     string    `json:"verb"`
+	RequestURI               string    `json:"requestURI"`
+	User                     struct {
+		Extra map[string][]string `json:"extra"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+}
+
+// Request is one kind of request an agent made: verb, resource (with its
+// subresource), and whether it could be served from the API server's watch
+// cache ("rv0": a get or list with resourceVersion=0).
+type Request struct {
+	Verb, Resource string
+	// Cached is true for a get or list with resourceVersion=0.
+	Cached bool
+}
+
+func (r Request) String() string {
+	s := r.Verb + " " + r.Resource
+	if r.Cached {
+		s += " (rv=0)"
+	}
+	return s
+}
+
+// Requests reads the audit log at path from offset and counts, for each node
+// whose agent authenticated with a token bound to a pod on it (simulated or
+// a process: they look the same to the server), its completed requests by
+// kind. It returns the offset reached, for the next window.
+func Requests(path string, offset int64) (map[string]map[Request]int, int64, error) {
+	out := map[string]map[Request]int{}
+	end, err := scanAgents(path, offset, func(node string, ev *auditEvent) {
+		req := Request{Verb: ev.Verb, Resource: ev.RequestURI}
+		if ev.ObjectRef != nil {
+			req.Resource = ev.ObjectRef.Resource
+			if ev.ObjectRef.Subresource != "" {
+				req.Resource += "/" + ev.ObjectRef.Subresource
+			}
+		}
+		if uri, err := url.QueryUnescape(ev.RequestURI); err == nil && (ev.Verb == "get" || ev.Verb == "list") {
+			req.Cached = strings.Contains(uri, "resourceVersion=0")
+		}
+		if out[node] == nil {
+			out[node] = map[Request]int{}
+		}
+		out[node][req]++
+	})
+	return out, end, err
+}
+
+// PerSecond reads the audit log at path from offset and counts the agents'
+// completed requests (as Requests attributes them) by the second the API
+// server received them, as Unix seconds.
+func PerSecond(path string, offset int64) (map[int64]int, int64, error) {
+	out := map[int64]int{}
+	end, err := scanAgents(path, offset, func(_ string, ev *auditEvent) {
+		out[ev.RequestReceivedTimestamp.Unix()]++
+	})
+	return out, end, err
+}
+
+// scanAgents calls fn for every completed request in the audit log at path
+// from offset made with a token bound to a pod on a node, with that node. It
+// returns the offset of the first line not read whole.
+func scanAgents(path string, offset int64, fn func(node string, ev *auditEvent)) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return offset, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return offset, err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			// A partial last line is read again next time.
+			return offset, nil
+		}
+		if err != nil {
+			return offset, fmt.Errorf("read %s: %w", path, err)
+		}
+		offset += int64(len(line))
+		var ev auditEvent
+		// Most lines (leases, status) carry no node-bound token: skip them unparsed.
+		if !bytes.Contains(line, []byte(nodeNameExtra)) || json.Unmarshal(line, &ev) != nil || ev.Stage != "ResponseComplete" {
+			continue
+		}
+		if nodes := ev.User.Extra[nodeNameExtra]; len(nodes) == 1 {
+			fn(nodes[0], &ev)
+		}
+	}
+}
+
+// AuditOffset is the audit log's size now: where the next window starts.
+func AuditOffset(path string) (int64, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}

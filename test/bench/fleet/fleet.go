@@ -1,0 +1,182 @@
+// Package fleet runs many agents of the real internal/agent code in one
+// process against the harness's control plane: the fleet simulator of the
+// scale benchmarks. Each agent has its own node, its own API client (its own
+// transport and connections, no shared cache), its own ServiceAccount token
+// bound to a pod on its node (so the chart's own-node policy applies to it
+// as to a DaemonSet pod), its own metrics registry and server on its node's
+// address (which the other agents' network checks reach as a peer). Only the
+// code is shared. It is a benchmark tool, not a product mode.
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubeconfig"
+	"github.com/kube-node-ready/kube-node-ready/internal/logging"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
+	"github.com/kube-node-ready/kube-node-ready/internal/version"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+// UserAgent is what every simulated agent sends, as the binary does, so the
+// API server's metrics and audit log count them as agents.
+var UserAgent = harness.AgentBinary + "/" + version.Version
+
+// Options shape a fleet.
+type Options struct {
+	// Args are agent flags after the harness's own (harness.AgentArgs), which
+	// they may override.
+	Args []string
+	// Parallel bounds how many agents are being set up (token, client) at
+	// once; 0 means 16.
+	Parallel int
+	// Log receives every agent's log lines (JSON, each with its node); nil
+	// discards them.
+	Log io.Writer
+}
+
+// Fleet is a set of simulated agents running in this process.
+type Fleet struct {
+	cp   *harness.ControlPlane
+	opts Options
+
+	mu     sync.Mutex
+	agents map[string]*Agent
+}
+
+// Agent is one simulated agent.
+type Agent struct {
+	// Node is the node it plays.
+	Node harness.Node
+	// Registry holds its metrics, as its /metrics serves them.
+	Registry *prometheus.Registry
+
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// New returns an empty fleet on cp.
+func New(cp *harness.ControlPlane, opts Options) *Fleet {
+	if opts.Parallel <= 0 {
+		opts.Parallel = 16
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	return &Fleet{cp: cp, opts: opts, agents: map[string]*Agent{}}
+}
+
+// Start starts an agent for each node, at most Options.Parallel being set
+// up at once; they run until Stop. The first error stops the start (agents
+// already running keep running until Stop).
+func (f *Fleet) Start(ctx context.Context, nodes ...harness.Node) error {
+	return parallelDo(ctx, f.opts.Parallel, len(nodes), func(ctx context.Context, i int) error {
+		return f.start(ctx, nodes[i])
+	})
+}
+
+// start sets up and starts the agent of node, wired as the binary wires it
+// (app.Assemble) minus what is process-wide (klog's logger, the Go and
+// process collectors).
+func (f *Fleet) start(ctx context.Context, node harness.Node) error {
+	path, err := f.cp.NodeKubeconfig(ctx, harness.AgentNamespace, harness.AgentServiceAccount, node)
+	if err != nil {
+		return err
+	}
+	opts := app.NewOptions()
+	fs := flag.NewFlagSet(node.Name, flag.ContinueOnError)
+	var errOut bytes.Buffer
+	if code := cli.Parse(harness.AgentBinary, fs, opts, append(f.cp.AgentArgs(node, path), f.opts.Args...), io.Discard, &errOut); code != cli.Continue {
+		return fmt.Errorf("agent %s: flags: %s", node.Name, errOut.String())
+	}
+	cfg, err := kubeconfig.Load(opts.Kubeconfig, UserAgent)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", node.Name, err)
+	}
+	client, err := agent.NewClientset(cfg)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", node.Name, err)
+	}
+	log := logging.New(f.opts.Log, opts.LogLevel).With("node", node.Name)
+	ln, err := metricsserver.Listen(opts.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", node.Name, err)
+	}
+	reg := prometheus.NewRegistry()
+	runCtx, cancel := context.WithCancel(context.Background())
+	asm, err := app.Assemble(runCtx, opts, client, reg, harness.AgentBinary, log)
+	if err != nil {
+		cancel()
+		ln.Close()
+		return fmt.Errorf("agent %s: %w", node.Name, err)
+	}
+	a := &Agent{Node: node, Registry: reg, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		serveErr := make(chan error, 1)
+		go func() {
+			serveErr <- metricsserver.Serve(runCtx, ln, metricsserver.Endpoints{Gatherer: reg, Ready: asm.Agent.Ready, Grace: time.Second, Log: log})
+		}()
+		err := asm.Agent.Run(runCtx)
+		asm.StopRecorder()
+		a.done <- errors.Join(err, <-serveErr)
+	}()
+	f.mu.Lock()
+	f.agents[node.Name] = a
+	f.mu.Unlock()
+	return nil
+}
+
+// Agents returns the running agents.
+func (f *Fleet) Agents() []*Agent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*Agent, 0, len(f.agents))
+	for _, a := range f.agents {
+		out = append(out, a)
+	}
+	return out
+}
+
+// Len is the number of running agents.
+func (f *Fleet) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.agents)
+}
+
+// Stop stops every agent, as SIGTERM stops the binary, and waits for them;
+// it returns their errors.
+func (f *Fleet) Stop() error {
+	f.mu.Lock()
+	agents := f.agents
+	f.agents = map[string]*Agent{}
+	f.mu.Unlock()
+	for _, a := range agents {
+		a.cancel()
+	}
+	var errs []error
+	for name, a := range agents {
+		if err := <-a.done; err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MetricsURL is the agent's /metrics, served on its node's address as the
+// binary serves it.
+func (a *Agent) MetricsURL() string {
+	return fmt.Sprintf("http://%s:%d/metrics", a.Node.IP, harness.MetricsPort)
+}

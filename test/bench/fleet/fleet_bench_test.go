@@ -1,0 +1,291 @@
+//go:build e2e
+
+package fleet_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/pager"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+var (
+	nodeCount = flag.Int("fleet.nodes", 10000, "KWOK nodes, each with a simulated agent")
+	window    = flag.Duration("fleet.window", 3*time.Minute, "measuring window of each phase")
+	settle    = flag.Duration("fleet.settle", 70*time.Second, "wait after all nodes are verified before measuring")
+	period    = flag.Duration("fleet.period", time.Minute, "the agents' --check-period")
+	parallel  = flag.Int("fleet.parallel", 32, "nodes and agents set up at once")
+	outage    = flag.Bool("fleet.dns-outage", true, "after the steady state, stop DNS and measure the re-taint storm")
+)
+
+var cp *harness.ControlPlane
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	harness.MainWithControlPlane(m, harness.Options{AuditLog: true, Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
+		cp = c
+		return cp.ApplyChartRBAC(ctx, harness.AgentNamespace)
+	})
+}
+
+// cost is what the API server (and etcd) used over a window.
+type cost struct {
+	window            time.Duration
+	apiCPU, etcdCPU   float64 // cores
+	apiRSS, etcdRSS   float64 // MiB at the end
+	requestsPerSecond float64 // every request the API server served
+}
+
+// measure samples the API server's and etcd's CPU over window.
+func measure(b *testing.B, window time.Duration) cost {
+	b.Helper()
+	api0, etcd0, req0 := usage(b, cp.APIServer()), usage(b, cp.Etcd()), requests(b)
+	start := time.Now()
+	time.Sleep(window)
+	api1, etcd1, req1 := usage(b, cp.APIServer()), usage(b, cp.Etcd()), requests(b)
+	w := time.Since(start)
+	return cost{
+		window: w,
+		apiCPU: (api1.CPU - api0.CPU).Seconds() / w.Seconds(), etcdCPU: (etcd1.CPU - etcd0.CPU).Seconds() / w.Seconds(),
+		apiRSS: float64(api1.RSSKiB) / 1024, etcdRSS: float64(etcd1.RSSKiB) / 1024,
+		requestsPerSecond: (req1 - req0) / w.Seconds(),
+	}
+}
+
+func (c cost) String() string {
+	return fmt.Sprintf("kube-apiserver %.3f cores, %.0f MiB; etcd %.3f cores, %.0f MiB; %.1f requests/s (window %.0f s)",
+		c.apiCPU, c.apiRSS, c.etcdCPU, c.etcdRSS, c.requestsPerSecond, c.window.Seconds())
+}
+
+func usage(b *testing.B, p *harness.Process) harness.Usage {
+	b.Helper()
+	u, err := harness.TreeUsage(p.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return u
+}
+
+// requests is the API server's apiserver_request_total, summed.
+func requests(b *testing.B) float64 {
+	b.Helper()
+	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	samples, err := harness.Samples(strings.NewReader(string(body)), "apiserver_request_total")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, s := range samples {
+		sum += s.Value
+	}
+	return sum
+}
+
+// machine describes the load the run met.
+func machine() string {
+	load, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%d cores, load %s", runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "))
+}
+
+// BenchmarkFleet measures a fleet of -fleet.nodes KWOK nodes against the
+// harness's API server: its cost with no agents (the kubelets' heartbeats:
+// Lease renewals every 10 s, status every 10–20 min), then with a simulated
+// agent on every node at the -fleet.period (every check continuous): API
+// requests per node per round (audit log), reads not served from the watch
+// cache, and the API server's added CPU and memory; then (-fleet.dns-outage)
+// a cluster-wide DNS outage: the agents' request rate every second, time
+// until the 10 % budget is used, the most nodes re-tainted at once, and the
+// recovery once DNS is back. Around these: the time from a Node's creation
+// to its untaint on the empty cluster and in the full fleet, and `kubectl
+// node-ready status` over the fleet.
+func BenchmarkFleet(b *testing.B) {
+	ctx := b.Context()
+	n := *nodeCount
+	logf(b, "machine: %s", machine())
+	if _, err := fleet.StartKWOK(cp); err != nil {
+		b.Fatal(err)
+	}
+	emptyJoin := timeJoins(b, "join-empty")
+	idle := measure(b, *window)
+	logf(b, "empty plane: %s", idle)
+
+	start := time.Now()
+	nodes, err := fleet.CreateKWOKNodes(ctx, cp, "kwok", n, *parallel)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := fleet.WaitKWOKFleet(ctx, cp, n, 30*time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	logf(b, "%d KWOK nodes Ready with Leases in %.0f s", n, time.Since(start).Seconds())
+	time.Sleep(*settle)
+	kubelets := measure(b, *window)
+	logf(b, "KWOK fleet, no agents: %s", kubelets)
+
+	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
+		b.Fatal(err)
+	}
+	f := fleet.New(cp, fleet.Options{Args: []string{fmt.Sprintf("--check-period=%s", *period)}, Parallel: *parallel})
+	b.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			b.Error(err)
+		}
+	})
+	start = time.Now()
+	if err := f.Start(ctx, nodes...); err != nil {
+		b.Fatal(err)
+	}
+	logf(b, "%d simulated agents started in %.0f s", n, time.Since(start).Seconds())
+	waitVerified(b, n, 30*time.Minute)
+	logf(b, "all %d nodes verified %.0f s after the first agent started", n, time.Since(start).Seconds())
+	time.Sleep(*settle)
+
+	offset, err := fleet.AuditOffset(cp.AuditLogPath())
+	if err != nil {
+		b.Fatal(err)
+	}
+	self0 := selfCPU(b)
+	agents := measure(b, *window)
+	self1 := selfCPU(b)
+	reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rounds := agents.window.Seconds() / period.Seconds()
+	byKind := map[string]int{}
+	total, etcdReads, writes := 0, 0, 0
+	for _, kinds := range reqs {
+		for k, c := range kinds {
+			byKind[k.String()] += c
+			total += c
+			if (k.Verb == "get" || k.Verb == "list") && !k.Cached {
+				etcdReads += c
+			}
+			if !slices.Contains([]string{"get", "list", "watch"}, k.Verb) {
+				writes += c
+			}
+		}
+	}
+	perNodeRound := float64(total) / float64(n) / rounds
+	addedCPU := agents.apiCPU - kubelets.apiCPU
+	heartbeatCPU := kubelets.apiCPU - idle.apiCPU
+	logf(b, "with agents: %s", agents)
+	logf(b, "agents' requests in the window (audit log): %d = %.3f per node per round; by kind %v; reads not from the watch cache %d; writes %d",
+		total, perNodeRound, byKind, etcdReads, writes)
+	logf(b, "API server CPU: idle %.3f, + heartbeats %.3f, + agents %.3f cores: agents add %.1f %% of the heartbeats' cost; memory %.0f → %.0f → %.0f MiB",
+		idle.apiCPU, heartbeatCPU, addedCPU, 100*addedCPU/heartbeatCPU, idle.apiRSS, kubelets.apiRSS, agents.apiRSS)
+	logf(b, "the simulator process (this benchmark): %.0f MiB resident, %.3f cores (%d agents)",
+		selfRSSMiB(b), (self1-self0).Seconds()/agents.window.Seconds(), f.Len())
+	b.ReportMetric(perNodeRound, "requests/node/round")
+	b.ReportMetric(float64(etcdReads), "etcd-reads")
+	b.ReportMetric(100*addedCPU/heartbeatCPU, "apiserver-cpu-%-of-heartbeats")
+	b.ReportMetric(agents.apiRSS-kubelets.apiRSS, "apiserver-MiB-added")
+
+	fullJoin := timeJoins(b, "join-full")
+	logf(b, "a node joining %d nodes takes %.2f× as long as joining an empty cluster", n, fullJoin.Seconds()/emptyJoin.Seconds())
+	b.ReportMetric(fullJoin.Seconds()/emptyJoin.Seconds(), "join-ratio-to-empty")
+	status, statusRSS := timeStatus(b)
+	b.ReportMetric(status.Seconds(), "status-s")
+	b.ReportMetric(statusRSS, "status-MiB")
+
+	if *outage {
+		dnsOutage(b, n, offset)
+	}
+}
+
+// waitVerified waits until want nodes carry the verified label.
+func waitVerified(b *testing.B, want int, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v, _, err := countNodes(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if v >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d nodes verified after %s", v, want, timeout)
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+// countNodes counts the verified and the re-tainted nodes (paged, from the
+// watch cache).
+func countNodes(ctx context.Context) (verified, retainted int, err error) {
+	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (k8sruntime.Object, error) {
+		return cp.Client.CoreV1().Nodes().List(ctx, o)
+	})
+	err = p.EachListItem(ctx, metav1.ListOptions{ResourceVersion: "0"}, func(obj k8sruntime.Object) error {
+		node := obj.(*corev1.Node)
+		if node.Labels[api.VerifiedLabel] == "true" {
+			verified++
+		}
+		if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.UnhealthyTaintKey }) {
+			retainted++
+		}
+		return nil
+	})
+	return verified, retainted, err
+}
+
+// selfCPU is the CPU time this process has used (not its children: the
+// control plane).
+func selfCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// selfRSSMiB is this process's resident memory.
+func selfRSSMiB(b *testing.B) float64 {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return float64(kib) / 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// logf logs to the benchmark's result and at once to stderr: a run at
+// 10 000 nodes takes most of an hour, and b.Logf prints only at its end.
+func logf(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	log.Printf(format, args...)
+}

@@ -1,0 +1,147 @@
+//go:build e2e
+
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
+)
+
+// smallFleet is the size of the fleet make test runs: large enough that the
+// 10 % budget is more than one node, small enough for two shared cores.
+const smallFleet = 200
+
+// smallFleetArgs are short periods, so the outage plays out in seconds.
+var smallFleetArgs = []string{"--check-period=3s", "--check-timeout=1s", "--initial-backoff=200ms"}
+
+// maxRequestsPerRound is what a healthy agent may ask of the API server per
+// round, on average over the fleet: the api check's read of its node (the
+// floor), and a little for watches the server ended and the agent opened
+// again. The EndpointSlices of kube-dns and of the peers come from watches.
+const maxRequestsPerRound = 1.1
+
+// TestKWOKFleet runs a fleet of KWOK Nodes (Ready, heart-beating with
+// Leases) with a simulated agent on each, and checks what the scale
+// benchmarks measure at 10 000 nodes, as invariants: every node verified;
+// while healthy, no agent writes, reads etcd or asks for more than
+// maxRequestsPerRound requests a round; while DNS is down everywhere, never
+// more nodes re-tainted than the fleet budget (10 %) at any moment, and the
+// fleet verified again once DNS is back.
+func TestKWOKFleet(t *testing.T) {
+	ctx := t.Context()
+	if _, err := fleet.StartKWOK(cp); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := fleet.CreateKWOKNodes(ctx, cp, "kwok", smallFleet, 16)
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "type=kwok"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.WaitKWOKFleet(ctx, cp, smallFleet, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
+		t.Fatal(err)
+	}
+	f := startFleet(t, nodes, smallFleetArgs...)
+	all := urls(f)
+	waitVerified(t, smallFleet)
+	harness.WaitCountersAt(t, all, iterations, 1, "a steady round", nil)
+
+	t.Run("steady", func(t *testing.T) {
+		offset, err := fleet.AuditOffset(cp.AuditLogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := scrapeAll(t, all)
+		harness.WaitCountersAt(t, all, iterations, 3, "the measured window", nil)
+		after := scrapeAll(t, all)
+		reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rounds, total float64
+		for i := range after {
+			rounds += after[i] - before[i]
+		}
+		for node, kinds := range reqs {
+			for k, c := range kinds {
+				total += float64(c)
+				if k.Verb != "get" && k.Verb != "list" && k.Verb != "watch" {
+					t.Errorf("healthy agent of %s wrote: %d × %s", node, c, k)
+				}
+				if (k.Verb == "get" || k.Verb == "list") && !k.Cached {
+					t.Errorf("agent of %s read etcd: %d × %s", node, c, k)
+				}
+			}
+		}
+		perRound := total / rounds
+		t.Logf("%d agents: %.0f requests in %.0f rounds: %.2f per agent per round", len(all), total, rounds, perRound)
+		if perRound > maxRequestsPerRound {
+			t.Errorf("%.2f requests per agent per round, want at most %.2f", perRound, maxRequestsPerRound)
+		}
+	})
+
+	t.Run("dns outage within the budget", func(t *testing.T) {
+		const budget = smallFleet / 10
+		watcher, err := fleet.WatchRetainted(ctx, cp.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { watcher.Stop() })
+		if err := cp.StopDNS(); err != nil {
+			t.Fatal(err)
+		}
+		dnsBack := false
+		t.Cleanup(func() {
+			if !dnsBack {
+				_ = cp.StartDNS(context.Background())
+			}
+		})
+		// Positive signals: the budget refused a re-taint somewhere, and the
+		// budget was filled.
+		harness.Eventually(t, 2*time.Minute, "the fleet budget used and refusing", func() (bool, string) {
+			suppressed := 0.0
+			for _, u := range all {
+				v, _ := harness.ScrapeMetric(u, "node_ready_retaint_suppressed_total")
+				suppressed += v
+			}
+			n := watcher.Now()
+			return suppressed > 0 && n == budget, fmt.Sprintf("%d nodes re-tainted, %v refusals", n, suppressed)
+		})
+		// Every agent has kept failing for more rounds meanwhile.
+		harness.WaitCountersAt(t, all, iterations, 3, "rounds with the budget used", nil)
+		if err := cp.StartDNS(ctx); err != nil {
+			t.Fatal(err)
+		}
+		dnsBack = true
+		waitVerified(t, smallFleet)
+		most := watcher.Stop()
+		t.Logf("at most %d nodes re-tainted at once (budget %d)", most, budget)
+		if most > budget {
+			t.Errorf("%d nodes re-tainted at once, budget %d", most, budget)
+		}
+	})
+}
+
+// waitVerified waits until want nodes carry the verified label.
+func waitVerified(t *testing.T, want int) {
+	t.Helper()
+	harness.Eventually(t, 3*time.Minute, fmt.Sprintf("%d nodes verified", want), func() (bool, string) {
+		list, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: api.VerifiedLabel + "=true", ResourceVersion: "0"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) >= want, fmt.Sprintf("%d verified", len(list.Items))
+	})
+}
