@@ -194,7 +194,7 @@ func (d *Diagnosis) sameKey(in Install, c ClusterAutoscaler, class Class, manage
 	fix := "re-taint with a status key: the agent's --unhealthy-taint=" + presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy).String() +
 		" (and the webhook's --agent-unhealthy-taint)"
 	if in.Release != "" {
-		fix = fmt.Sprintf("re-taint with a status key: helm upgrade %s %s --namespace %s --reuse-values --set agent.retaintTaint.key=%s",
+		fix = fmt.Sprintf("re-taint with a status key: helm upgrade %s %s --namespace %s --reset-then-reuse-values --set agent.retaintTaint.key=%s",
 			in.Release, ChartRef, in.Namespace, presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy).Key)
 	}
 	d.add(Advice, "Cluster Autoscaler "+c.Ref(), in, RoleUnhealthy, "re-taints with the startup key",

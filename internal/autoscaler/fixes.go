@@ -59,21 +59,30 @@ func startupTaintFix(p NodePool, t Taint, old string) string {
 	default:
 		ops = append(ops, jsonpatch.Add(poolTaintsPath+"startupTaints/-", t))
 	}
-	return "declare " + t.String() + " in spec.template.spec.startupTaints: " + kubectlPatch(p.Ref(), ops...)
+	return "declare " + t.String() + " in spec.template.spec.startupTaints" + driftNote + ": " + kubectlPatch(p.Ref(), ops...)
 }
+
+// driftNote warns that a NodePool fix replaces the pool's nodes: Karpenter
+// hashes spec.template's taints and startupTaints, so a changed NodePool
+// marks its nodes drifted.
+const driftNote = " (Karpenter then replaces the pool's nodes as drifted, within its disruption budgets)"
 
 // removeStartupTaintFix drops the entry of key from a NodePool's
 // startupTaints, for a previous key next to the current one.
 func removeStartupTaintFix(p NodePool, key string) string {
 	at := fmt.Sprintf("%sstartupTaints/%d", poolTaintsPath, index(p.StartupTaints, key))
-	return "drop " + key + " from spec.template.spec.startupTaints: " +
+	return "drop " + key + " from spec.template.spec.startupTaints" + driftNote + ": " +
 		kubectlPatch(p.Ref(), jsonpatch.Test(at+"/key", key), jsonpatch.Remove(at))
 }
 
 // presetFix switches the installation to a preset of the chart.
 func presetFix(in Install, preset string) string {
 	if in.Release != "" {
-		return fmt.Sprintf("use the chart's %s preset: helm upgrade %s %s --namespace %s --reuse-values --set autoscaler=%s",
+		// --reset-then-reuse-values: the chart's new defaults under the
+		// values the user set; the explicit keys are cleared, since any
+		// key set (by the user, or by an older chart's defaults) wins over
+		// the preset.
+		return fmt.Sprintf("use the chart's %s preset: helm upgrade %s %s --namespace %s --reset-then-reuse-values --set autoscaler=%s --set agent.startupTaint.key= --set agent.retaintTaint.key=",
 			preset, in.Release, ChartRef, in.Namespace, preset)
 	}
 	s, u := presetTaint(preset, RoleStartup), presetTaint(preset, RoleUnhealthy)
@@ -88,7 +97,7 @@ func deadlineFix(in Install, limit time.Duration) string {
 		d = limit / 2
 	}
 	if in.Release != "" {
-		return fmt.Sprintf("act before Cluster Autoscaler gives up: helm upgrade %s %s --namespace %s --reuse-values --set webhook.remediation.unverifiedDeadline=%s",
+		return fmt.Sprintf("act before Cluster Autoscaler gives up: helm upgrade %s %s --namespace %s --reset-then-reuse-values --set webhook.remediation.unverifiedDeadline=%s",
 			in.Release, ChartRef, in.Namespace, ShortDuration(d))
 	}
 	return "act before Cluster Autoscaler gives up: set the webhook's --unverified-deadline=" + ShortDuration(d)

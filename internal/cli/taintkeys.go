@@ -52,7 +52,7 @@ func (f TaintFlags) Resolve() (TaintKeys, error) {
 		current = append(current, t.Key)
 	}
 	for _, key := range f.Previous {
-		if err := QualifiedName(key); err != nil {
+		if err := PreviousTaintKey(key); err != nil {
 			return TaintKeys{}, fmt.Errorf("previous taint key %q: %w", key, err)
 		}
 	}
@@ -80,8 +80,37 @@ func (f TaintFlags) Check(p *Problems, startupFlag, unhealthyFlag string) {
 		}
 	}
 	for _, key := range f.Previous {
-		p.Check("previous-taint-keys", QualifiedName(key))
+		p.Check("previous-taint-keys", PreviousTaintKey(key))
 	}
+}
+
+// PreviousTaintKey checks a key given to --previous-taint-keys: a qualified
+// name outside the domains Kubernetes and Karpenter reserve for their own
+// taints (node.kubernetes.io/unreachable, karpenter.sh/unregistered, ...),
+// since the agent removes such a key from its node and remediation counts
+// a node carrying it as unverified. The readiness prefixes the autoscalers
+// understand (readiness.k8s.io/, Cluster Autoscaler's startup-, status- and
+// ignore-taint prefixes) are taints of readiness tools and stay allowed.
+func PreviousTaintKey(key string) error {
+	if err := QualifiedName(key); err != nil {
+		return err
+	}
+	domain, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return nil
+	}
+	for _, allowed := range []string{"readiness.k8s.io", "startup-taint.cluster-autoscaler.kubernetes.io",
+		"status-taint.cluster-autoscaler.kubernetes.io", "ignore-taint.cluster-autoscaler.kubernetes.io"} {
+		if domain == allowed {
+			return nil
+		}
+	}
+	for _, reserved := range []string{"kubernetes.io", "k8s.io", "karpenter.sh"} {
+		if domain == reserved || strings.HasSuffix(domain, "."+reserved) {
+			return fmt.Errorf("%s/ is reserved for the taints of Kubernetes or Karpenter: kube-node-ready never removes them", domain)
+		}
+	}
+	return nil
 }
 
 // orDefault is s, or def when s is empty.

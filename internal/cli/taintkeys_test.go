@@ -67,3 +67,28 @@ func TestDefaultPreset(t *testing.T) {
 		t.Errorf("default preset = %+v, %v", got, err)
 	}
 }
+
+// TestPreviousTaintKey: a previous key may not name a taint of Kubernetes
+// or Karpenter (the agent would strip it, remediation would count the node
+// unverified); readiness tools' prefixes stay allowed.
+func TestPreviousTaintKey(t *testing.T) {
+	for key, ok := range map[string]bool{
+		"node-ready/old":         true,
+		"example.com/unverified": true,
+		"unprefixed":             true,
+		"readiness.k8s.io/cni":   true,
+		"startup-taint.cluster-autoscaler.kubernetes.io/x": true,
+		"status-taint.cluster-autoscaler.kubernetes.io/x":  true,
+		"ignore-taint.cluster-autoscaler.kubernetes.io/x":  true,
+		"node.kubernetes.io/unreachable":                   false,
+		"node.cloudprovider.kubernetes.io/uninitialized":   false,
+		"kubernetes.io/x":           false,
+		"k8s.io/x":                  false,
+		"karpenter.sh/unregistered": false,
+		"Bad Key":                   false,
+	} {
+		if err := PreviousTaintKey(key); (err == nil) != ok {
+			t.Errorf("PreviousTaintKey(%q) = %v, want ok=%v", key, err, ok)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 // dual-stack cluster still verifies, and the agent says so once. An explicit
 // --ip-families is used as given, without a read.
 func (o *Options) ResolveIPFamilies(ctx context.Context, c checks.ServiceCIDRGetter, log *slog.Logger) {
-	if o.IPFamilies != checks.IPFamiliesAuto {
+	if !o.autoFamilies() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.CheckTimeout)
@@ -33,7 +33,7 @@ func (o *Options) ResolveIPFamilies(ctx context.Context, c checks.ServiceCIDRGet
 // families are the checks' IP families: --ip-families as given, or as
 // ResolveIPFamilies settled "auto"; both when "auto" was never resolved.
 func (o *Options) families() checks.IPFamilies {
-	if o.IPFamilies == checks.IPFamiliesAuto {
+	if o.autoFamilies() {
 		if o.ipFamilies == nil {
 			return checks.BothFamilies
 		}
@@ -44,4 +44,11 @@ func (o *Options) families() checks.IPFamilies {
 		return checks.BothFamilies
 	}
 	return fams
+}
+
+// autoFamilies reports whether --ip-families is "auto". Empty is "auto"
+// too: what a chart upgraded with --reuse-values from a release that had no
+// agent.ipFamilies renders, which must not stop every agent.
+func (o *Options) autoFamilies() bool {
+	return o.IPFamilies == checks.IPFamiliesAuto || o.IPFamilies == ""
 }

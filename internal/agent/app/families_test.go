@@ -46,6 +46,9 @@ func TestResolveIPFamilies(t *testing.T) {
 		{name: "auto on dual-stack", src: &serviceCIDR{cidrs: []string{"10.96.0.0/12", "fd00:10:96::/112"}}, want: checks.BothFamilies, wantReads: 1, wantLog: `ip_families=ipv4,ipv6`},
 		{name: "auto without an answer", src: &serviceCIDR{err: errors.New("the server could not find the requested resource")}, want: checks.BothFamilies, wantReads: 1,
 			wantLog: `level=WARN msg="cannot tell the cluster's IP families`},
+		// What the chart renders after `helm upgrade --reuse-values` from a
+		// release without agent.ipFamilies: auto, not a refused flag.
+		{name: "empty is auto", args: []string{"--ip-families="}, src: &serviceCIDR{cidrs: []string{"fd00:10:96::/112"}}, want: checks.IPFamilies{checks.IPv6}, wantReads: 1, wantLog: `ip_families=ipv6`},
 		{name: "explicit", args: []string{"--ip-families=ipv6"}, src: &serviceCIDR{cidrs: []string{"10.96.0.0/12"}}, want: checks.IPFamilies{checks.IPv6}},
 	}
 	for _, tt := range tests {

@@ -169,7 +169,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.RecoverThreshold, "recover-threshold", o.RecoverThreshold, "consecutive passed rounds that untaint a re-tainted node")
 	fs.StringVar(&o.FleetBudget, "fleet-budget", o.FleetBudget, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
 	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name), for the discovery and network checks")
-	fs.StringVar(&o.IPFamilies, "ip-families", o.IPFamilies, `address families the dns and discovery checks ask for (A for ipv4, AAAA for ipv6), a name passing when it resolves in any: "auto" (those of the cluster's Service CIDRs, from the ServiceCIDR "kubernetes", read at start-up; both when it cannot be read), ipv4, ipv6 or ipv4,ipv6`)
+	fs.StringVar(&o.IPFamilies, "ip-families", o.IPFamilies, `address families the dns and discovery checks ask for (A for ipv4, AAAA for ipv6), a name passing when it resolves in any: "auto" or empty (those of the cluster's Service CIDRs, from the ServiceCIDR "kubernetes", read at start-up; both when it cannot be read), ipv4, ipv6 or ipv4,ipv6`)
 	for _, r := range o.checks {
 		r.config.AddFlags(fs)
 	}
@@ -229,7 +229,7 @@ func (o *Options) Validate() error {
 	p.Check("fleet-budget", err)
 	_, err = checks.ParseServiceRef(o.DNSService)
 	p.Check("check.discovery.service", err)
-	if o.IPFamilies != checks.IPFamiliesAuto {
+	if !o.autoFamilies() {
 		_, err = checks.ParseIPFamilies(o.IPFamilies)
 		p.Check("ip-families", err)
 	}

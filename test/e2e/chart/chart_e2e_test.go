@@ -129,6 +129,8 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"agent.maxRetainted=0", "maxRetainted"},
 		{"agent.startupTaint.effect=Sometimes", "effect"},
 		{"autoscaler=gke", "autoscaler"},
+		{"agent.previousTaintKeys={karpenter.sh/unregistered}", "previousTaintKeys"},
+		{"agent.previousTaintKeys={node.kubernetes.io/unreachable}", "previousTaintKeys"},
 		{"webhook.certificates.mode=vault", "mode"},
 		{"webhook.certificates.mode=", "mode"},
 		{"webhook.cleanup.plugins.ceph.enabled=true", "ceph"},

@@ -107,7 +107,7 @@ func TestDoctor(t *testing.T) {
 		"problem: Cluster Autoscaler Deployment kube-system/doctor-cluster-autoscaler, startup taint node-ready/unverified: held past Cluster Autoscaler's deadline",
 		"problem: Karpenter nodepool/doctor-default, startup taint node-ready/unverified: runaway launches",
 		"problem: Karpenter nodepool/doctor-gpu, startup taint node-ready/unverified: declared permanent",
-		"or:  use the chart's cluster-autoscaler preset: helm upgrade doctor charts/kube-node-ready --namespace knr-doctor --reuse-values --set autoscaler=cluster-autoscaler")
+		"or:  use the chart's cluster-autoscaler preset: helm upgrade doctor charts/kube-node-ready --namespace knr-doctor --reset-then-reuse-values --set autoscaler=cluster-autoscaler --set agent.startupTaint.key= --set agent.retaintTaint.key=")
 	if !strings.Contains(wrong.stderr, "doctor: 5 problems found") {
 		t.Errorf("doctor of the wrong setup: %s; want 5 problems", wrong)
 	}
