@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"io"
 	"net"
 	"net/netip"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
 // DNS resolves in-cluster and external names through the node's resolver.
@@ -118,6 +119,8 @@ func resolveAny(ctx context.Context, servers []string, name string, families IPF
 // lookupFamilies asks server for name's records of each family in turn and
 // succeeds on the first family that has an address: in a dual-stack cluster
 // a single-stack Service has records of one family only.
+// A server that did not answer one family is not asked for the next: the
+// time left goes to the next server instead.
 func lookupFamilies(ctx context.Context, server, name string, families IPFamilies) error {
 	var errs []error
 	for _, qtype := range families.qtypes() {
@@ -126,9 +129,22 @@ func lookupFamilies(ctx context.Context, server, name string, families IPFamilie
 			return nil
 		}
 		errs = append(errs, err)
+		if errors.As(err, new(noAnswerError)) {
+			break
+		}
 	}
 	return errors.Join(errs...)
 }
+
+// queryTimeout bounds one query to one server.
+const queryTimeout = 2 * time.Second
+
+// noAnswerError is a query its server did not answer (a timeout, a refused
+// connection), as opposed to an answer, even garbage, without an address.
+type noAnswerError struct{ err error }
+
+func (e noAnswerError) Error() string { return e.err.Error() }
+func (e noAnswerError) Unwrap() error { return e.err }
 
 // lookup sends one query of type qtype (A or AAAA) for name to server, over
 // UDP and, if the answer is truncated, again over TCP, and returns the
@@ -137,13 +153,20 @@ func lookup(ctx context.Context, server, name string, qtype uint16) ([]netip.Add
 	q := new(dns.Msg)
 	q.SetQuestion(dns.Fqdn(name), qtype)
 	q.RecursionDesired = true
-	c := &dns.Client{Net: "udp", Timeout: remaining(ctx, 2*time.Second)}
+	// At most queryTimeout a query, as a stub resolver's per-try timeout:
+	// the client takes ctx's deadline over its own Timeout, so a dead first
+	// nameserver would otherwise use all the check's time.
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	c := &dns.Client{Net: "udp", Timeout: remaining(ctx, queryTimeout)}
 	resp, _, err := c.ExchangeContext(ctx, q, server)
 	if err == nil && resp.Truncated {
 		c.Net = "tcp"
 		resp, _, err = c.ExchangeContext(ctx, q, server)
 	}
-	if err == nil {
+	if ne := net.Error(nil); errors.As(err, &ne) {
+		err = noAnswerError{err}
+	} else if err == nil {
 		var addrs []netip.Addr
 		if addrs, err = AnswerAddrs(q, resp); err == nil {
 			return addrs, nil

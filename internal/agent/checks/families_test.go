@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -153,4 +154,22 @@ func aForAAAA(w dns.ResponseWriter, r *dns.Msg) {
 	m.SetReply(r)
 	m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.ParseIP("10.96.0.1")})
 	w.WriteMsg(m)
+}
+
+// TestDeadServerLeavesTimeForTheNext: a nameserver that does not answer
+// its first family is not asked for the second, so the next nameserver
+// gets the time left (before, a dead first server of a dual-stack node used
+// the whole check timeout on its two families).
+func TestDeadServerLeavesTimeForTheNext(t *testing.T) {
+	dead, err := net.ListenPacket("udp", "127.0.0.1:0") // reads nothing, answers nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	good := fakeResolver(t, answerFamilies("", "fd00::1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+	defer cancel()
+	if err := resolveAny(ctx, []string{dead.LocalAddr().String(), good}, "kubernetes.default", IPFamilies{IPv4, IPv6}); err != nil {
+		t.Fatalf("resolveAny = %v, want the second nameserver's AAAA answer", err)
+	}
 }
