@@ -243,7 +243,7 @@ func countNodes(ctx context.Context) (verified, retainted int, err error) {
 		if node.Labels[api.VerifiedLabel] == "true" {
 			verified++
 		}
-		if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.UnhealthyTaintKey }) {
+		if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == harness.UnhealthyTaint.Key }) {
 			retainted++
 		}
 		return nil

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -48,7 +47,7 @@ func timeJoins(b *testing.B, prefix string) time.Duration {
 		if err := f.Start(ctx, node); err != nil {
 			b.Fatal(err)
 		}
-		d, err := harness.UntaintedAfter(w, api.StartupTaintKey, start, 2*time.Minute)
+		d, err := harness.UntaintedAfter(w, harness.StartupTaint.Key, start, 2*time.Minute)
 		w.Stop()
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)

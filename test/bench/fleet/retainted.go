@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
 // Retainted follows, on a watch of every Node, how many carry the agents'
@@ -54,7 +54,7 @@ func WatchRetainted(ctx context.Context, client kubernetes.Interface) (*Retainte
 func (r *Retainted) observe(n *corev1.Node, deleted bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tainted[n.Name] = !deleted && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == api.UnhealthyTaintKey })
+	r.tainted[n.Name] = !deleted && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == harness.UnhealthyTaint.Key })
 	r.most = max(r.most, r.count())
 }
 

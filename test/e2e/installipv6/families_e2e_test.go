@@ -171,7 +171,7 @@ func verified(t *testing.T, c *harness.Cluster, names ...string) (bool, string) 
 			return false, err.Error()
 		}
 		tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-			return t.Key == api.StartupTaintKey || t.Key == api.UnhealthyTaintKey
+			return t.Key == harness.StartupTaint.Key || t.Key == harness.UnhealthyTaint.Key
 		})
 		if tainted || n.Labels[api.VerifiedLabel] != "true" {
 			notYet = append(notYet, fmt.Sprintf("%s (taints %v, labels %v)", name, n.Spec.Taints, n.Labels))
