@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -28,7 +27,7 @@ const keysMany = 1000
 // registerWithTaints puts our startup taint on every new Node of the keys
 // pool at CREATE, as a kubelet's --register-with-taints does, by a
 // MutatingAdmissionPolicy: the pool does not declare it in startupTaints.
-const registerWithTaints = `apiVersion: admissionregistration.k8s.io/v1
+var registerWithTaints = `apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicy
 metadata:
   name: knr-e2e-register-with-taints
@@ -48,7 +47,7 @@ spec:
   - patchType: JSONPatch
     jsonPatch:
       expression: >-
-        [JSONPatch{op: "add", path: "/spec/taints/-", value: Object.spec.taints{key: "` + api.StartupTaintKey + `", value: "true", effect: "NoSchedule"}}]
+        [JSONPatch{op: "add", path: "/spec/taints/-", value: Object.spec.taints{key: "` + harness.StartupTaint.Key + `", value: "true", effect: "NoSchedule"}}]
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingAdmissionPolicyBinding
@@ -79,7 +78,7 @@ func (e *env) testMisconfiguredKeys(t *testing.T) {
 	w.waitTainted(t, keysMany)
 	w.hold(t, keysWindow, keysMany)
 	made := len(w.seen)
-	e.doctorNames(t, "problem: Karpenter nodepool/keys, startup taint "+api.StartupTaintKey+": runaway launches")
+	e.doctorNames(t, "problem: Karpenter nodepool/keys, startup taint "+harness.StartupTaint.Key+": runaway launches")
 	e.deletePod(t, "keys-0")
 	if made < 3 {
 		t.Fatalf("%d NodeClaims in %s for one pending pod with our taint not declared: the over-provisioning did not show", made, keysWindow)

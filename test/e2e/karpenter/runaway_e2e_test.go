@@ -73,7 +73,13 @@ func (w *claimWatch) waitTainted(t *testing.T, need int) {
 			return false, "no NodeClaim yet"
 		}
 		n := w.e.node(t, claimProviderNode(alive[0]))
-		return n != nil && !hasTaint(n, "karpenter.sh/unregistered") && hasTaint(n, api.StartupTaintKey), "node not registered"
+		if n == nil {
+			return false, "no Node yet"
+		}
+		// Our taint: the seed key the runaway pool declares, or the default
+		// preset's the keys pool's nodes are created with.
+		ours := hasTaint(n, api.StartupTaintKey) || hasTaint(n, harness.StartupTaint.Key)
+		return !hasTaint(n, "karpenter.sh/unregistered") && ours, "node not registered"
 	})
 }
 
