@@ -181,6 +181,32 @@ func TestDoctor(t *testing.T) {
 	if strings.Contains(moved.stderr, "warning:") {
 		t.Errorf("doctor after the key changed warns: %s; the webhook watches the new key too", moved)
 	}
+
+	// Its preset fix, run as printed with the real helm, takes the
+	// installation to the preset's keys although a key was set explicitly
+	// (an explicit key wins over the preset, so the fix clears it).
+	cp.HelmT(t, printedHelm(t, moved.stdout, "use the chart's cluster-autoscaler preset: ", chart)...)
+	doctorSays(t, "after the preset fix", kubectlplugin.ExitOK,
+		"startup taint:    startup-taint.cluster-autoscaler.kubernetes.io/node-ready=true:NoSchedule",
+		"unhealthy taint:  status-taint.cluster-autoscaler.kubernetes.io/node-ready=true:NoSchedule")
+}
+
+// printedHelm is the helm command doctor printed after prefix in out, as
+// helm's arguments, with chart in place of the printed chart path.
+func printedHelm(t *testing.T, out, prefix, chart string) []string {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, prefix+"helm ")
+	if !ok {
+		t.Fatalf("doctor printed no %q fix:\n%s", prefix, out)
+	}
+	line, _, _ := strings.Cut(rest, "\n")
+	args := strings.Fields(line)
+	for i, a := range args {
+		if a == "charts/kube-node-ready" {
+			args[i] = chart
+		}
+	}
+	return args
 }
 
 // doctorSays runs `kubectl node-ready doctor -n <the release's namespace>`
