@@ -8,7 +8,7 @@ import (
 // Taint keys that autoscalers understand. A key the autoscaler in the
 // cluster does not know makes it over-scale (it takes the tainted node for
 // usable capacity that pods do not fit on) or, with Cluster Autoscaler,
-// poisons the node group's template: ../../docs/install.md says which.
+// poisons the node group's template: ../../docs/autoscalers.md says which.
 const (
 	// CAStartupTaintKey is under Cluster Autoscaler's reserved startup
 	// prefix: a node carrying it counts as still starting (upcoming, no
