@@ -69,7 +69,7 @@ const (
 	unhealthy = "node-ready/unhealthy"
 )
 
-func testController(t *testing.T, policy Policy, maxReplacing, fleet string, dryRun bool) *Controller {
+func testController(t testing.TB, policy Policy, maxReplacing, fleet string, dryRun bool) *Controller {
 	t.Helper()
 	mr, err := budget.Parse(maxReplacing)
 	if err != nil {

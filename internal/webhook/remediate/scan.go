@@ -9,12 +9,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// scan checks the API server answers, then plans and acts once.
+// scan checks the API server answers, then plans and acts once, and counts
+// and times the scan by its result. The duration is observed before the
+// counter moves, so whoever sees the counter move sees the duration too.
+// It is timed on the wall clock, not c.now: what it costs, not what the
+// deadlines are judged by.
 func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
+	start := time.Now()
+	result := c.scanOnce(ctx, nodes)
+	c.scanSeconds.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	c.scans.WithLabelValues(result).Inc()
+}
+
+// scanOnce is one scan; it returns its result label.
+func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string {
 	now := c.now()
 	if !c.contact(ctx, now) {
-		c.scans.WithLabelValues("api_unreachable").Inc()
-		return
+		return scanUnreachable
 	}
 	c.resolveLeavers(ctx)
 	total := len(nodes)
@@ -62,7 +73,7 @@ func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
 	}
 	c.overdue.Set(float64(len(p.Overdue) - replaced))
 	c.circuitOpen.Set(boolGauge(c.brk.open))
-	c.scans.WithLabelValues("ok").Inc()
+	return scanOK
 }
 
 // contact asks the API server whether it serves. After an outage (or a gap

@@ -22,6 +22,9 @@ import (
 // okScans counts the webhook's completed remediation scans.
 var okScans = harness.Counter{Name: "node_remediation_scans_total", Match: []string{`result="ok"`}}
 
+// scanSeconds is the sample count of the scan duration histogram.
+const scanSeconds = "node_remediation_scan_duration_seconds_count"
+
 // scanned waits until the webhook has completed n more remediation scans
 // than it had when called: the positive signal every "nothing happened"
 // here is anchored on. While waiting, check (when given) must hold.

@@ -177,7 +177,14 @@ func TestReport(t *testing.T) {
 
 	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "carries "+harness.StartupTaint.Key+" for")
 	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "policy report: nothing is done")
+	timed := e.w.Metric(t, scanSeconds, `result="ok"`)
 	e.scanned(t, 3, "further scans under policy report", e.stillThere(t, time.Now(), "stuck", "fine", "no-agent"))
+	// Each scan is timed before it is counted: the histogram's count keeps
+	// up with the counter and moved with these scans.
+	scans := e.w.Metric(t, okScans.Name, okScans.Match...)
+	if got := e.w.Metric(t, scanSeconds, `result="ok"`); got < scans || got <= timed {
+		t.Errorf("%s{result=\"ok\"} = %v after %v scans (%v before these), want it to count every scan", scanSeconds, got, scans, timed)
+	}
 	if got := e.w.Metric(t, "node_remediation_overdue_nodes"); got != 1 {
 		t.Errorf("node_remediation_overdue_nodes = %v, want 1", got)
 	}
