@@ -5,7 +5,8 @@
 // kube-apiserver: how long 500 nodes (-cleanup.burst) deleted at once take
 // to disappear with one 200 ms plugin, and the watcher's resident memory with
 // 5 000 realistic nodes (-cleanup.cache-nodes) in its cache, which with
-// -cleanup.backfill it back-fills first. It prints the "## Cleanup" section's tables for
+// -cleanup.backfill it back-fills first; BenchmarkRemediationScan times the
+// remediation scans with as many unverified nodes cached. It prints the "## Cleanup" section's tables for
 // docs/benchmarks.md; nothing here asserts on time.
 package cleanup
 
@@ -199,8 +200,8 @@ func benchCleanup(b *testing.B) {
 
 // createNodes creates n Nodes, with our finalizer when finalizer is set, 32
 // at a time; realistic ones carry the labels, annotations and status a cloud
-// node has.
-func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, realistic, finalizer bool) {
+// node has. Each tweak then changes the node before it is created.
+func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, realistic, finalizer bool, tweaks ...func(*corev1.Node)) {
 	b.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -218,6 +219,9 @@ func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, rea
 				}
 				if realistic {
 					decorate(node, i)
+				}
+				for _, tweak := range tweaks {
+					tweak(node)
 				}
 				created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 				if err != nil {
