@@ -33,6 +33,7 @@ var (
 	period    = flag.Duration("fleet.period", time.Minute, "the agents' --check-period")
 	parallel  = flag.Int("fleet.parallel", 32, "nodes and agents set up at once")
 	outage    = flag.Bool("fleet.dns-outage", true, "after the steady state, stop DNS and measure the re-taint storm")
+	profile   = flag.String("fleet.apiserver-profile", "", "write kube-apiserver's CPU profiles of the heartbeats' and the agents' windows to this path prefix (-kubelets.pprof, -agents.pprof)")
 )
 
 var cp *harness.ControlPlane
@@ -67,6 +68,31 @@ func measure(b *testing.B, window time.Duration) cost {
 		apiRSS: float64(api1.RSSKiB) / 1024, etcdRSS: float64(etcd1.RSSKiB) / 1024,
 		requestsPerSecond: (req1 - req0) / w.Seconds(),
 	}
+}
+
+// measureProfiled is measure, with kube-apiserver's CPU profile of the
+// window written to -fleet.apiserver-profile's prefix plus name, when set:
+// what the API server spends its CPU on is what the added-CPU row cannot say.
+func measureProfiled(b *testing.B, window time.Duration, name string) cost {
+	b.Helper()
+	if *profile == "" {
+		return measure(b, window)
+	}
+	done := make(chan error, 1)
+	go func() {
+		path := fmt.Sprintf("%s-%s.pprof", *profile, name)
+		body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(window.Seconds()))).Timeout(window + time.Minute).DoRaw(b.Context())
+		if err == nil {
+			err = os.WriteFile(path, body, 0o644)
+		}
+		done <- err
+	}()
+	c := measure(b, window)
+	if err := <-done; err != nil {
+		b.Errorf("kube-apiserver CPU profile of %s: %v", name, err)
+	}
+	return c
 }
 
 func (c cost) String() string {
@@ -122,7 +148,8 @@ func BenchmarkFleet(b *testing.B) {
 	ctx := b.Context()
 	n := *nodeCount
 	logf(b, "machine: %s", machine())
-	if _, err := fleet.StartKWOK(cp); err != nil {
+	kwok, err := fleet.StartKWOK(cp)
+	if err != nil {
 		b.Fatal(err)
 	}
 	emptyJoin := timeJoins(b, "join-empty")
@@ -139,7 +166,7 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	logf(b, "%d KWOK nodes Ready with Leases in %.0f s", n, time.Since(start).Seconds())
 	time.Sleep(*settle)
-	kubelets := measure(b, *window)
+	kubelets := measureProfiled(b, *window, "kubelets")
 	logf(b, "KWOK fleet, no agents: %s", kubelets)
 
 	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
@@ -165,7 +192,7 @@ func BenchmarkFleet(b *testing.B) {
 		b.Fatal(err)
 	}
 	self0 := selfCPU(b)
-	agents := measure(b, *window)
+	agents := measureProfiled(b, *window, "agents")
 	self1 := selfCPU(b)
 	reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
 	if err != nil {
@@ -204,6 +231,11 @@ func BenchmarkFleet(b *testing.B) {
 	fullJoin := timeJoins(b, "join-full")
 	logf(b, "a node joining %d nodes takes %.2f× as long as joining an empty cluster", n, fullJoin.Seconds()/emptyJoin.Seconds())
 	b.ReportMetric(fullJoin.Seconds()/emptyJoin.Seconds(), "join-ratio-to-empty")
+	restore := elsewhere(b, os.Getpid(), kwok.Pid())
+	apartJoin := timeJoins(b, "join-full-apart")
+	restore()
+	logf(b, "the same with the other nodes' processes (simulated agents, KWOK) at nice 19, as if on machines of their own: %.2f×", apartJoin.Seconds()/emptyJoin.Seconds())
+	b.ReportMetric(apartJoin.Seconds()/emptyJoin.Seconds(), "join-apart-ratio-to-empty")
 	status, statusRSS := timeStatus(b)
 	b.ReportMetric(status.Seconds(), "status-s")
 	b.ReportMetric(statusRSS, "status-MiB")
