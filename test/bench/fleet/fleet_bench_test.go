@@ -27,16 +27,20 @@ import (
 )
 
 var (
-	nodeCount = flag.Int("fleet.nodes", 10000, "KWOK nodes, each with a simulated agent")
-	window    = flag.Duration("fleet.window", 3*time.Minute, "measuring window of each phase")
-	settle    = flag.Duration("fleet.settle", 70*time.Second, "wait after all nodes are verified before measuring")
-	period    = flag.Duration("fleet.period", time.Minute, "the agents' --check-period")
-	parallel  = flag.Int("fleet.parallel", 32, "nodes and agents set up at once")
-	outage    = flag.Bool("fleet.dns-outage", true, "after the steady state, stop DNS and measure the re-taint storm")
-	profile   = flag.String("fleet.apiserver-profile", "", "write kube-apiserver's CPU profiles of the heartbeats' and the agents' windows to this path prefix (-kubelets.pprof, -agents.pprof)")
+	nodeCount    = flag.Int("fleet.nodes", 10000, "KWOK nodes, each with a simulated agent")
+	window       = flag.Duration("fleet.window", 3*time.Minute, "measuring window of each phase")
+	settle       = flag.Duration("fleet.settle", 70*time.Second, "wait after all nodes are verified before measuring")
+	period       = flag.Duration("fleet.period", time.Minute, "the agents' --check-period")
+	parallel     = flag.Int("fleet.parallel", 32, "nodes and agents set up at once")
+	outage       = flag.Bool("fleet.dns-outage", true, "after the steady state, stop DNS and measure the re-taint storm")
+	kubeletsOnly = flag.Bool("fleet.kubelets-only", false, "measure the KWOK fleet without agents and stop: what the kubelets' heartbeats alone cost this control plane")
+	profile      = flag.String("fleet.apiserver-profile", "", "write kube-apiserver's CPU profiles of the heartbeats' and the agents' windows to this path prefix (-kubelets.pprof, -agents.pprof)")
 )
 
 var cp *harness.ControlPlane
+
+// fleetPrefix names the fleet's nodes: kwok-0, kwok-1, ...
+const fleetPrefix = "kwok"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -157,7 +161,7 @@ func BenchmarkFleet(b *testing.B) {
 	logf(b, "empty plane: %s", idle)
 
 	start := time.Now()
-	nodes, err := fleet.CreateKWOKNodes(ctx, cp, "kwok", n, *parallel)
+	nodes, err := fleet.CreateKWOKNodes(ctx, cp, fleetPrefix, n, *parallel)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,8 +170,16 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	logf(b, "%d KWOK nodes Ready with Leases in %.0f s", n, time.Since(start).Seconds())
 	time.Sleep(*settle)
+	staleCtx, stopStale := context.WithCancel(ctx)
+	maxStale := make(chan int, 1)
+	go func() { maxStale <- sampleStaleLeases(staleCtx) }()
 	kubelets := measureProfiled(b, *window, "kubelets")
-	logf(b, "KWOK fleet, no agents: %s", kubelets)
+	stopStale()
+	logf(b, "KWOK fleet, no agents: %s; at most %d of %d node Leases older than %d s at any 10 s sample", kubelets, <-maxStale, n, fleet.LeaseDuration)
+	b.ReportMetric(kubelets.apiCPU, "apiserver-cores-kubelets")
+	if *kubeletsOnly {
+		return
+	}
 
 	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
 		b.Fatal(err)
@@ -242,6 +254,23 @@ func BenchmarkFleet(b *testing.B) {
 
 	if *outage {
 		dnsOutage(b, n, offset)
+	}
+}
+
+// sampleStaleLeases counts the stale node Leases every 10 s until ctx ends
+// and returns the most seen at once.
+func sampleStaleLeases(ctx context.Context) int {
+	most := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return most
+		case <-time.After(10 * time.Second):
+		}
+		stale, _, err := fleet.StaleLeases(ctx, cp, fleetPrefix)
+		if err == nil {
+			most = max(most, stale)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -69,20 +70,33 @@ func timeJoins(b *testing.B, prefix string) time.Duration {
 	return samples[len(samples)/2]
 }
 
-// untaintLogged is the time of the agent's "startup taint removed" log line.
+// untaintLogged is the time of the agent's "startup taint removed" log
+// line, waited for: the watch event can reach this process before the
+// agent's write returned to it.
 func untaintLogged(b *testing.B, agent *harness.Daemon) time.Time {
 	b.Helper()
-	for line := range strings.SplitSeq(agent.LogT(b), "\n") {
-		var rec struct {
-			Time time.Time `json:"time"`
-			Msg  string    `json:"msg"`
+	var at time.Time
+	err := wait.PollUntilContextTimeout(b.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		log, err := agent.Log()
+		if err != nil {
+			return false, err
 		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == untaintMsg {
-			return rec.Time
+		for line := range strings.SplitSeq(log, "\n") {
+			var rec struct {
+				Time time.Time `json:"time"`
+				Msg  string    `json:"msg"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == untaintMsg {
+				at = rec.Time
+				return true, nil
+			}
 		}
+		return false, nil
+	})
+	if err != nil {
+		b.Fatalf("agent log has no %q line: %v\n%s", untaintMsg, err, agent.Tail(20))
 	}
-	b.Fatalf("agent log has no %q line:\n%s", untaintMsg, agent.Tail(20))
-	return time.Time{}
+	return at
 }
 
 // untaintMsg is the agent's log message when its write removed the startup

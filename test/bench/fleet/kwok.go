@@ -139,3 +139,26 @@ func parallelDo(ctx context.Context, parallel, n int, do func(context.Context, i
 	wg.Wait()
 	return context.Cause(ctx)
 }
+
+// StaleLeases counts the Leases of the nodes named prefix-* not renewed
+// within the last LeaseDuration: the nodes a node lifecycle controller would
+// mark NotReady, because their (KWOK) kubelet's heartbeats fall behind on the
+// API server. (The Leases of deleted nodes stay: the harness runs no garbage
+// collector.)
+func StaleLeases(ctx context.Context, cp *harness.ControlPlane, prefix string) (stale, total int, err error) {
+	list, err := cp.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return 0, 0, fmt.Errorf("list leases: %w", err)
+	}
+	cutoff := time.Now().Add(-LeaseDuration * time.Second)
+	for _, l := range list.Items {
+		if !strings.HasPrefix(l.Name, prefix+"-") {
+			continue
+		}
+		total++
+		if l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(cutoff) {
+			stale++
+		}
+	}
+	return stale, total, nil
+}
