@@ -34,6 +34,7 @@ var (
 	parallel     = flag.Int("fleet.parallel", 32, "nodes and agents set up at once")
 	outage       = flag.Bool("fleet.dns-outage", true, "after the steady state, stop DNS and measure the re-taint storm")
 	kubeletsOnly = flag.Bool("fleet.kubelets-only", false, "measure the KWOK fleet without agents and stop: what the kubelets' heartbeats alone cost this control plane")
+	restarts     = flag.Int("fleet.rollout", 50, "after the steady state, restart this many agents' pods (their endpoints not ready, then ready) and measure the EndpointSlice watch fan-out; 0: none")
 	profile      = flag.String("fleet.apiserver-profile", "", "write kube-apiserver's CPU profiles of the heartbeats' and the agents' windows to this path prefix (-kubelets.pprof, -agents.pprof)")
 )
 
@@ -252,6 +253,9 @@ func BenchmarkFleet(b *testing.B) {
 	b.ReportMetric(status.Seconds(), "status-s")
 	b.ReportMetric(statusRSS, "status-MiB")
 
+	if *restarts > 0 {
+		rollout(b, n, min(*restarts, n), 2*time.Second)
+	}
 	if *outage {
 		dnsOutage(b, n, offset)
 	}
