@@ -16,6 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
@@ -39,9 +40,15 @@ type Clientset struct {
 }
 
 // NewClientset builds the agent's client from cfg, on one transport whose
-// connections CloseConnections drops.
+// connections CloseConnections drops. It speaks protobuf, as the kubelet and
+// kube-proxy do: every agent decodes its watch events (the agents' own
+// EndpointSlices change on every agent pod's restart, an event to every
+// agent) and the API server encodes its reads, both cheaper and smaller than
+// in JSON. Every type the agent reads is built in, so none needs JSON.
 func NewClientset(cfg *rest.Config) (Clientset, error) {
 	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	dial := cfg.Dial
 	if dial == nil {
 		// client-go's own dialer, when the configuration names none.
@@ -76,7 +83,8 @@ var (
 // ServerVersion reads /version; unlike the discovery client's, the request
 // ends with ctx.
 func (c Clientset) ServerVersion(ctx context.Context) (*version.Info, error) {
-	body, err := c.CS.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	body, err := c.CS.CoreV1().RESTClient().Get().AbsPath("/version").
+		SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx).Raw()
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +220,10 @@ func (c Clientset) WatchCSINodes(ctx context.Context, opts metav1.ListOptions) (
 // unlike the discovery client's, the request ends with ctx.
 func (c Clientset) ResourceSlicesServed(ctx context.Context) (bool, error) {
 	gv := resourcev1.SchemeGroupVersion
-	body, err := c.CS.Discovery().RESTClient().Get().AbsPath("/apis", gv.String()).Do(ctx).Raw()
+	// Asked for in JSON: the client prefers protobuf (NewClientset), which
+	// the API server also speaks for discovery documents.
+	body, err := c.CS.Discovery().RESTClient().Get().AbsPath("/apis", gv.String()).
+		SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx).Raw()
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
