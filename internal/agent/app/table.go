@@ -91,22 +91,25 @@ type CheckClient interface {
 
 // Build returns the enabled checks and gates, in the order of the table:
 // what the agent runs. Their EndpointSlice reads follow watches, which run
-// until ctx ends.
+// until ctx ends: of the peer Service, only the slices this node ranks
+// first (checks.PeerSlices).
 func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(o, client, log, checks.NewSliceWatcher(ctx, client), true)
+	peers := checks.NewPeerSlices(ctx, client, checks.NewSliceWatcher(ctx, client))
+	return build(o, client, log, peers, peers, true)
 }
 
 // BuildChecks returns the enabled checks without the gates, which need the
 // agent's loop: what the check command runs, once, so its EndpointSlice
 // reads are lists.
 func BuildChecks(o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(o, client, log, &checks.SliceLister{Client: client}, false)
+	return build(o, client, log, &checks.SliceLister{Client: client}, nil, false)
 }
 
 // build makes the enabled rows' checks. The network and discovery checks
 // share one endpoint cache on lister, so the fresh kube-dns read of
-// discovery also serves as the network check's peer list.
-func build(o *Options, client CheckClient, log *slog.Logger, lister checks.EndpointLister, gates bool) ([]checks.Check, error) {
+// discovery also serves as the network check's peer list. peers, when
+// set, is lister too, and follows the network check's peer Service.
+func build(o *Options, client CheckClient, log *slog.Logger, lister checks.EndpointLister, peers *checks.PeerSlices, gates bool) ([]checks.Check, error) {
 	dnsService, err := checks.ParseServiceRef(o.DNSService)
 	if err != nil {
 		return nil, err
@@ -119,6 +122,7 @@ func build(o *Options, client CheckClient, log *slog.Logger, lister checks.Endpo
 	d := checks.Deps{
 		Client:       client,
 		Endpoints:    &checks.EndpointCache{Source: lister},
+		PeerSlices:   peers,
 		DNSService:   dnsService,
 		IPFamilies:   o.families(),
 		Workloads:    client,

@@ -35,6 +35,10 @@ type Deps struct {
 	Client NodeGetter
 	// Endpoints is the EndpointSlice cache the network and discovery checks share.
 	Endpoints *EndpointCache
+	// PeerSlices, when set, is Endpoints' source, and the network check
+	// has it follow only some of its peer Service's slices; unset, the
+	// peer Service is read whole (the one-shot check command lists it).
+	PeerSlices *PeerSlices
 	// DNSService is the cluster DNS Service, used by more than one check.
 	DNSService ServiceRef
 	// IPFamilies are the address families the dns and discovery checks ask

@@ -258,7 +258,11 @@ func (c *NetworkConfig) Validate(bool) []error {
 func (c *NetworkConfig) Build(d Deps) Check {
 	services := []ServiceRef{d.DNSService}
 	if c.PeerService != "" {
-		services = append(services, ServiceRef{Namespace: d.PodNamespace, Name: c.PeerService})
+		peer := ServiceRef{Namespace: d.PodNamespace, Name: c.PeerService}
+		services = append(services, peer)
+		if d.PeerSlices != nil && c.Peers > 0 {
+			d.PeerSlices.Follow(peer, d.NodeName, d.PodIP, c.Peers)
+		}
 	}
 	// The cache is shared with discovery, which refreshes it every round;
 	// how long peers may be cached is this check's setting.

@@ -1,0 +1,278 @@
+package checks
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// PeerChoiceInterval is the shortest time between two choices of the peer
+// Service's slices, each a list of the Service's EndpointSlices: a cluster
+// with fewer agents than --check.network.peers, or one whose controller
+// keeps reshaping its slices, would otherwise list at every round.
+const PeerChoiceInterval = 5 * time.Minute
+
+// peerSliceCapacity is the endpointslice controller's default
+// --max-endpoints-per-slice: a Service followed whole that holds more
+// endpoints than this is in more than one slice, and may be narrowed.
+const peerSliceCapacity = 100
+
+// PeerSlices is an EndpointLister that reads the agents' own headless
+// Service (the network check's peers) from only the EndpointSlices this
+// node ranks first, and every other Service (kube-dns, which the discovery
+// check needs whole and which has few endpoints) from Others.
+//
+// Following the whole peer Service makes every agent pod's restart a watch
+// event to every agent, and keeps every agent's endpoint on every node: at
+// 10 000 nodes, 20 000 events per restarted pod and 10 000 endpoints in
+// each agent. The endpointslice controller puts at most 100 endpoints in a
+// slice; an agent that follows one slice gets the events of about 100 agents
+// and holds about 100 endpoints, and as each ranks the slices by rendezvous
+// hash of its node name and the slice names, the agents spread evenly over
+// the slices.
+//
+// Choosing lists the Service's slices from the API server's watch cache,
+// ranks them, and follows the first ones until they hold at least Need peer
+// candidates (what SelectPeers would pick: ready, with an address and a TCP
+// port, not on this node). When that takes every slice (a small cluster
+// has one), the Service is followed whole, by its label, as before: new
+// slices then arrive by the watch. Otherwise each chosen slice is followed
+// by name (a field selector), so the API server sends this agent only its
+// events.
+//
+// A read serves what the watches hold, with no request. It chooses again
+// when the slices followed by name hold too few candidates (one was
+// deleted, as the controller merges and recreates slices, or its agents
+// went away), or when the whole Service followed holds more endpoints than
+// one slice (the cluster grew), but never more often than
+// PeerChoiceInterval. The network check's re-read when too few peers
+// answered (EndpointCache.Refresh) is such a read: the watches are live, so
+// it sees the slices' current endpoints, and a forced choice would rank the
+// same slices first.
+type PeerSlices struct {
+	// Others serves every Service but the peer Service.
+	Others EndpointLister
+
+	ctx    context.Context
+	client SliceWatchClient
+	now    func() time.Time
+
+	mu sync.Mutex
+	// peers is what the network check follows (Follow); unset passes
+	// every read to Others.
+	peers *peerChoice
+	// followed are the watches of the chosen slices, in rank order; a
+	// single one named "" follows the whole Service.
+	followed []*followedSlices
+	// chosenAt is when the slices were last listed; zero before the first.
+	chosenAt time.Time
+}
+
+// peerChoice says which Service is the peer Service and what makes one of
+// its endpoints a candidate.
+type peerChoice struct {
+	svc   ServiceRef
+	node  string
+	podIP netip.Addr
+	need  int
+}
+
+// followedSlices is one running watch: of one slice by name, or of the whole
+// Service when name is empty.
+type followedSlices struct {
+	name   string
+	w      *SliceWatcher
+	cancel context.CancelFunc
+}
+
+// NewPeerSlices returns a PeerSlices whose watches run until ctx ends and
+// that serves every Service from others until Follow names the peer one.
+func NewPeerSlices(ctx context.Context, client SliceWatchClient, others EndpointLister) *PeerSlices {
+	return &PeerSlices{Others: others, ctx: ctx, client: client, now: time.Now}
+}
+
+// Follow makes svc the peer Service, whose candidates are the endpoints
+// SelectPeers(node, podIP, ..., need) would pick. It is called once, while
+// the checks are built.
+func (p *PeerSlices) Follow(svc ServiceRef, node string, podIP netip.Addr, need int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.peers = &peerChoice{svc: svc, node: node, podIP: podIP, need: max(need, 1)}
+}
+
+// Stop ends the peer Service's watches; the next read chooses again.
+func (p *PeerSlices) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopFollowed(nil)
+	p.followed, p.chosenAt = nil, time.Time{}
+}
+
+// Endpoints implements EndpointLister.
+func (p *PeerSlices) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoint, error) {
+	p.mu.Lock()
+	peers := p.peers
+	p.mu.Unlock()
+	if peers == nil || svc != peers.svc {
+		return p.Others.Endpoints(ctx, svc)
+	}
+	// Only the network check reads the peer Service: holding the lock
+	// while a new watch lists costs no other reader.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.followed != nil {
+		eps, err := p.read(ctx)
+		if err != nil || !p.rechoose(eps) {
+			return eps, err
+		}
+	}
+	p.choose(ctx)
+	return p.read(ctx)
+}
+
+// rechoose reports whether the followed slices' endpoints call for a new
+// choice, and one is allowed now.
+func (p *PeerSlices) rechoose(eps []Endpoint) bool {
+	if p.now().Sub(p.chosenAt) < PeerChoiceInterval {
+		return false
+	}
+	enough := p.candidates(eps) >= p.peers.need
+	if len(p.followed) == 1 && p.followed[0].name == "" {
+		return enough && len(eps) > peerSliceCapacity
+	}
+	return !enough
+}
+
+// candidates counts the peer candidates among eps, up to need.
+func (p *PeerSlices) candidates(eps []Endpoint) int {
+	return len(SelectPeers(p.peers.node, p.peers.podIP, eps, p.peers.need))
+}
+
+// choose lists the peer Service's slices and follows those ChooseSlices
+// names, keeping the watches of slices chosen again. When the list fails,
+// what is followed stays; with nothing followed yet, the whole Service is,
+// as its watch retries on its own, with backoff, and the next choice is
+// PeerChoiceInterval away either way.
+func (p *PeerSlices) choose(ctx context.Context) {
+	svc := p.peers.svc
+	p.chosenAt = p.now()
+	list, err := p.client.ListEndpointSlices(ctx, svc.Namespace, metav1.ListOptions{
+		LabelSelector:   discoveryv1.LabelServiceName + "=" + svc.Name,
+		ResourceVersion: "0",
+	})
+	if err != nil {
+		if p.followed == nil {
+			p.followed = []*followedSlices{p.start("")}
+		}
+		return
+	}
+	names := ChooseSlices(p.peers.node, p.peers.podIP, list.Items, p.peers.need)
+	if len(names) == len(list.Items) {
+		names = []string{""}
+	}
+	kept := map[string]*followedSlices{}
+	for _, f := range p.followed {
+		if slices.Contains(names, f.name) {
+			kept[f.name] = f
+		}
+	}
+	p.stopFollowed(kept)
+	p.followed = make([]*followedSlices, 0, len(names))
+	for _, name := range names {
+		f, ok := kept[name]
+		if !ok {
+			f = p.start(name)
+		}
+		p.followed = append(p.followed, f)
+	}
+}
+
+// stopFollowed ends the watches not in keep.
+func (p *PeerSlices) stopFollowed(keep map[string]*followedSlices) {
+	for _, f := range p.followed {
+		if keep[f.name] != f {
+			f.cancel()
+		}
+	}
+}
+
+// start begins following the slice name of the peer Service, or all of
+// them when name is empty, with a SliceWatcher of its own, so that it ends
+// alone.
+func (p *PeerSlices) start(name string) *followedSlices {
+	ctx, cancel := context.WithCancel(p.ctx)
+	var client SliceWatchClient = p.client
+	if name != "" {
+		client = namedSliceClient{inner: p.client, field: "metadata.name=" + name}
+	}
+	return &followedSlices{name: name, w: NewSliceWatcher(ctx, client), cancel: cancel}
+}
+
+// read returns the endpoints the followed watches hold.
+func (p *PeerSlices) read(ctx context.Context) ([]Endpoint, error) {
+	var out []Endpoint
+	for _, f := range p.followed {
+		eps, err := f.w.Endpoints(ctx, p.peers.svc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, eps...)
+	}
+	return out, nil
+}
+
+// ChooseSlices ranks slices by rendezvous hash of node and their names and
+// returns the names of the first ones that together hold need peer
+// candidates (SelectPeers(node, podIP, ..., need)), or of all when they
+// cannot. Each node picks a stable choice, and across nodes the slices are
+// chosen evenly.
+func ChooseSlices(node string, podIP netip.Addr, all []discoveryv1.EndpointSlice, need int) []string {
+	ranked := slices.Clone(all)
+	sort.Slice(ranked, func(i, j int) bool {
+		si, sj := rendezvous(node, ranked[i].Name), rendezvous(node, ranked[j].Name)
+		if si != sj {
+			return si > sj
+		}
+		return ranked[i].Name < ranked[j].Name
+	})
+	var names []string
+	for i := range ranked {
+		names = append(names, ranked[i].Name)
+		if len(SelectPeers(node, podIP, EndpointsFromSlices(ranked[:i+1]), need)) >= need {
+			break
+		}
+	}
+	return names
+}
+
+// namedSliceClient lists and watches only the EndpointSlice a field
+// selector names, so the API server sends a watch of it only that slice's
+// events.
+type namedSliceClient struct {
+	inner SliceWatchClient
+	field string
+}
+
+func (c namedSliceClient) ListEndpointSlices(ctx context.Context, namespace string, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	o.FieldSelector = c.field
+	return c.inner.ListEndpointSlices(ctx, namespace, o)
+}
+
+func (c namedSliceClient) WatchEndpointSlices(ctx context.Context, namespace string, o metav1.ListOptions) (watch.Interface, error) {
+	o.FieldSelector = c.field
+	return c.inner.WatchEndpointSlices(ctx, namespace, o)
+}
+
+// IsWatchListSemanticsUnSupported passes on whether the inner client can
+// stream a first list (client-go's informers ask).
+func (c namedSliceClient) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(c.inner)
+}

@@ -1,0 +1,347 @@
+package checks
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+type runtimeObject = runtime.Object
+
+var peerSvc = ServiceRef{Namespace: "kube-node-ready", Name: "kube-node-ready"}
+
+// peerSlice is a slice of the agents' Service with one endpoint per node
+// name, at 10.<i>.<j>.<k>, ready unless its node is in notReady.
+func peerSlice(name string, nodes []string, notReady ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: peerSvc.Namespace, Labels: map[string]string{discoveryv1.LabelServiceName: peerSvc.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: ptr.To[int32](8080)}},
+	}
+	for _, n := range nodes {
+		var i int
+		_, _ = fmt.Sscanf(n, "n%d", &i)
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)},
+			NodeName:   ptr.To(n),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(!slices.Contains(notReady, n))},
+		})
+	}
+	return s
+}
+
+// nodeNames are n<from> ... n<to-1>.
+func nodeNames(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("n%d", i))
+	}
+	return out
+}
+
+// TestChooseSlicesSpreadsNodesEvenly: each node follows one slice when it
+// holds enough peers, always the same, and the nodes spread over the slices.
+func TestChooseSlicesSpreadsNodesEvenly(t *testing.T) {
+	var all []discoveryv1.EndpointSlice
+	for i := range 10 {
+		all = append(all, *peerSlice(fmt.Sprintf("agents-%d", i), nodeNames(i*100, (i+1)*100)))
+	}
+	chosen := map[string]int{}
+	for _, node := range nodeNames(0, 1000) {
+		names := ChooseSlices(node, netip.Addr{}, all, 3)
+		if len(names) != 1 {
+			t.Fatalf("%s follows %v, want one slice", node, names)
+		}
+		reversed := slices.Clone(all)
+		slices.Reverse(reversed)
+		if again := ChooseSlices(node, netip.Addr{}, reversed, 3); !slices.Equal(again, names) {
+			t.Fatalf("%s follows %v, or %v when listed in another order", node, names, again)
+		}
+		chosen[names[0]]++
+	}
+	for name, n := range chosen {
+		if n < 50 || n > 150 {
+			t.Errorf("%s followed by %d of 1000 nodes over 10 slices, want about 100", name, n)
+		}
+	}
+	if len(chosen) != 10 {
+		t.Errorf("%d slices followed, want 10: %v", len(chosen), chosen)
+	}
+}
+
+// TestChooseSlicesTakesNextUntilEnough: a slice with too few candidates
+// (not ready, on this node, at this pod's address) is followed with the
+// next ranked, and all are named when together they cannot hold enough.
+func TestChooseSlicesTakesNextUntilEnough(t *testing.T) {
+	self := "n1"
+	selfIP := netip.MustParseAddr("10.0.0.2")
+	all := []discoveryv1.EndpointSlice{
+		*peerSlice("a", []string{"n1", "n2", "n3", "n4"}, "n3"), // n1 is self, n2 at selfIP, n3 not ready
+		*peerSlice("b", []string{"n5", "n6"}),
+		*peerSlice("c", []string{"n7"}),
+	}
+	for _, tc := range []struct {
+		name string
+		need int
+		want int
+	}{
+		{"one candidate is enough for one peer", 1, -1},
+		{"three peers take slices until three candidates", 3, -1},
+		{"more peers than candidates take every slice", 10, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			names := ChooseSlices(self, selfIP, all, tc.need)
+			var chosen []discoveryv1.EndpointSlice
+			for _, s := range all {
+				if slices.Contains(names, s.Name) {
+					chosen = append(chosen, s)
+				}
+			}
+			got := len(SelectPeers(self, selfIP, EndpointsFromSlices(chosen), tc.need))
+			if tc.want == 3 {
+				if len(names) != 3 {
+					t.Fatalf("chose %v, want all three", names)
+				}
+				return
+			}
+			if got < tc.need {
+				t.Fatalf("chose %v: %d candidates, want %d", names, got, tc.need)
+			}
+			// The last slice taken was needed: without it, too few.
+			without := chosen[:0:0]
+			for _, s := range chosen {
+				if s.Name != names[len(names)-1] {
+					without = append(without, s)
+				}
+			}
+			if len(names) > 1 && len(SelectPeers(self, selfIP, EndpointsFromSlices(without), tc.need)) >= tc.need {
+				t.Fatalf("chose %v: enough without %s", names, names[len(names)-1])
+			}
+		})
+	}
+}
+
+// fieldSliceClient serves EndpointSlices from a fake clientset, applying
+// the metadata.name field selector the fake ignores, and records each
+// list's and watch's selectors.
+type fieldSliceClient struct {
+	fakeSliceClient
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *fieldSliceClient) record(verb string, o metav1.ListOptions) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, verb+" "+o.FieldSelector)
+	return strings.TrimPrefix(o.FieldSelector, "metadata.name=")
+}
+
+// lists counts the lists of every slice (no field selector): the choices.
+func (c *fieldSliceClient) lists() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, call := range c.calls {
+		if call == "list " {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *fieldSliceClient) ListEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	name := c.record("list", o)
+	l, err := c.fakeSliceClient.ListEndpointSlices(ctx, ns, o)
+	if err != nil || name == "" {
+		return l, err
+	}
+	l.Items = slices.DeleteFunc(l.Items, func(s discoveryv1.EndpointSlice) bool { return s.Name != name })
+	return l, nil
+}
+
+func (c *fieldSliceClient) WatchEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+	name := c.record("watch", o)
+	w, err := c.fakeSliceClient.WatchEndpointSlices(ctx, ns, o)
+	if err != nil || name == "" {
+		return w, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		s, ok := e.Object.(*discoveryv1.EndpointSlice)
+		return e, !ok || s.Name == name
+	}), nil
+}
+
+// peerSlicesFixture is a PeerSlices for node n0 (3 peers) over slices, on a
+// clock the test moves, and its client.
+func peerSlicesFixture(t *testing.T, all ...*discoveryv1.EndpointSlice) (*PeerSlices, *fieldSliceClient, *fake.Clientset, *time.Time) {
+	t.Helper()
+	var objs []runtimeObject
+	for _, s := range all {
+		objs = append(objs, s)
+	}
+	cs := fake.NewClientset(objs...)
+	client := &fieldSliceClient{fakeSliceClient: fakeSliceClient{cs}}
+	p := NewPeerSlices(t.Context(), client, NewSliceWatcher(t.Context(), client))
+	now := time.Unix(1_000_000, 0)
+	p.now = func() time.Time { return now }
+	p.Follow(peerSvc, "n0", netip.Addr{}, 3)
+	return p, client, cs, &now
+}
+
+// addrsOf are the endpoints' addresses.
+func addrsOf(eps []Endpoint) []string {
+	var out []string
+	for _, e := range eps {
+		out = append(out, e.Addr.String())
+	}
+	return out
+}
+
+// TestPeerSlicesFollowsOneSliceByName: with three full slices the peer
+// Service's reads hold one slice's endpoints, watched by name, after one
+// list; kube-dns is served whole by Others.
+func TestPeerSlicesFollowsOneSliceByName(t *testing.T) {
+	p, client, cs, _ := peerSlicesFixture(t,
+		peerSlice("a", nodeNames(1, 101)), peerSlice("b", nodeNames(101, 201)), peerSlice("c", nodeNames(201, 251)))
+	for range 3 {
+		eps, err := p.Endpoints(t.Context(), peerSvc)
+		if err != nil || len(eps) != 100 && len(eps) != 50 {
+			t.Fatalf("read = %d endpoints, %v; want one slice's", len(eps), err)
+		}
+	}
+	if client.lists() != 1 {
+		t.Errorf("calls %v: want one list of every slice", client.calls)
+	}
+	watches := 0
+	for _, c := range client.calls {
+		if strings.HasPrefix(c, "watch ") {
+			watches++
+			if !strings.HasPrefix(c, "watch metadata.name=") {
+				t.Errorf("watch without a name: %q", c)
+			}
+		}
+	}
+	if watches != 1 {
+		t.Errorf("calls %v: want one watch", client.calls)
+	}
+	if _, err := cs.DiscoveryV1().EndpointSlices("kube-system").Create(t.Context(), dnsSlice("dns", "10.9.0.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dns, err := p.Endpoints(t.Context(), ServiceRef{Namespace: "kube-system", Name: "kube-dns"})
+	if err != nil || len(dns) != 1 {
+		t.Fatalf("kube-dns read = %v, %v", dns, err)
+	}
+}
+
+// TestPeerSlicesSmallClusterFollowsServiceWhole: one slice is followed by
+// the Service's label, so a second slice arrives by the watch.
+func TestPeerSlicesSmallClusterFollowsServiceWhole(t *testing.T) {
+	p, client, cs, _ := peerSlicesFixture(t, peerSlice("a", nodeNames(1, 11)))
+	if eps, err := p.Endpoints(t.Context(), peerSvc); err != nil || len(eps) != 10 {
+		t.Fatalf("read = %v, %v", addrsOf(eps), err)
+	}
+	if _, err := cs.DiscoveryV1().EndpointSlices(peerSvc.Namespace).Create(t.Context(), peerSlice("b", nodeNames(11, 13)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, p, 12)
+	if slices.ContainsFunc(client.calls, func(c string) bool { return strings.Contains(c, "metadata.name") }) {
+		t.Errorf("calls %v: a slice followed by name", client.calls)
+	}
+}
+
+// waitEndpoints reads the peer Service until it holds want endpoints.
+func waitEndpoints(t *testing.T, p *PeerSlices, want int) []Endpoint {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		eps, err := p.Endpoints(t.Context(), peerSvc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(eps) == want {
+			return eps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peer reads hold %d endpoints, want %d", len(eps), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPeerSlicesChoosesAgainAtMostOncePerInterval: when the followed slice
+// is deleted, reads see it gone but list no more until PeerChoiceInterval
+// has passed since the last choice; then they follow another slice.
+func TestPeerSlicesChoosesAgainAtMostOncePerInterval(t *testing.T) {
+	p, client, cs, now := peerSlicesFixture(t,
+		peerSlice("a", nodeNames(1, 101)), peerSlice("b", nodeNames(101, 201)), peerSlice("c", nodeNames(201, 301)))
+	if _, err := p.Endpoints(t.Context(), peerSvc); err != nil {
+		t.Fatal(err)
+	}
+	first := p.followed[0].name
+	if err := cs.DiscoveryV1().EndpointSlices(peerSvc.Namespace).Delete(t.Context(), first, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The deletion arrived (a positive signal), and no list followed it.
+	waitEndpoints(t, p, 0)
+	*now = now.Add(PeerChoiceInterval - time.Second)
+	waitEndpoints(t, p, 0)
+	if n := client.lists(); n != 1 {
+		t.Fatalf("%d choices within the interval, want 1", n)
+	}
+	*now = now.Add(time.Second)
+	waitEndpoints(t, p, 100)
+	if n := client.lists(); n != 2 {
+		t.Errorf("%d choices, want 2", n)
+	}
+	if got := p.followed[0].name; got == first || len(p.followed) != 1 {
+		t.Errorf("follows %s (first %s), want one other slice", got, first)
+	}
+}
+
+// TestPeerSlicesTooFewAfterChoiceTakesNext: a followed slice whose agents
+// went away is followed with the next ranked at the next allowed choice,
+// and the watch of the slice kept is not opened again.
+func TestPeerSlicesTooFewAfterChoiceTakesNext(t *testing.T) {
+	p, client, cs, now := peerSlicesFixture(t,
+		peerSlice("a", nodeNames(1, 101)), peerSlice("b", nodeNames(101, 201)), peerSlice("c", nodeNames(201, 301)))
+	if _, err := p.Endpoints(t.Context(), peerSvc); err != nil {
+		t.Fatal(err)
+	}
+	first := p.followed[0].name
+	s, err := cs.DiscoveryV1().EndpointSlices(peerSvc.Namespace).Get(t.Context(), first, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Endpoints = s.Endpoints[:2]
+	if _, err := cs.DiscoveryV1().EndpointSlices(peerSvc.Namespace).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, p, 2)
+	*now = now.Add(PeerChoiceInterval)
+	waitEndpoints(t, p, 102)
+	if len(p.followed) != 2 || p.followed[0].name != first {
+		t.Errorf("follows %v, want %s and the next", p.followed, first)
+	}
+	named := 0
+	for _, c := range client.calls {
+		if c == "watch metadata.name="+first {
+			named++
+		}
+	}
+	if named != 1 {
+		t.Errorf("calls %v: the kept slice's watch opened %d times, want 1", client.calls, named)
+	}
+}
