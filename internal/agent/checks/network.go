@@ -211,7 +211,8 @@ type NetworkConfig struct {
 	Peers int
 	// MinPeers is how many of the chosen peers must answer.
 	MinPeers int
-	// PeerRefresh bounds how long the peer list is cached.
+	// PeerRefresh bounds how long the peer list is cached, and how often the
+	// peer Service's slices to follow are chosen (PeerSlices).
 	PeerRefresh time.Duration
 }
 
@@ -231,7 +232,7 @@ func (c *NetworkConfig) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PeerService, "check.network.peer-service", c.PeerService, "the agent's headless Service (in --pod-namespace) whose endpoints are peers; empty uses only cluster DNS pods")
 	fs.IntVar(&c.Peers, "check.network.peers", c.Peers, "pod-to-pod peers on other nodes tried each round; 0 disables pod-to-pod")
 	fs.IntVar(&c.MinPeers, "check.network.min-peers", c.MinPeers, "chosen peers that must answer (capped at the number chosen)")
-	fs.DurationVar(&c.PeerRefresh, "check.network.peer-refresh", c.PeerRefresh, "longest time the peer list is cached")
+	fs.DurationVar(&c.PeerRefresh, "check.network.peer-refresh", c.PeerRefresh, "longest time the peer list is cached, and shortest between two choices of the peer Service's EndpointSlices to follow")
 }
 
 // Validate implements Config.
@@ -261,7 +262,7 @@ func (c *NetworkConfig) Build(d Deps) Check {
 		peer := ServiceRef{Namespace: d.PodNamespace, Name: c.PeerService}
 		services = append(services, peer)
 		if d.PeerSlices != nil && c.Peers > 0 {
-			d.PeerSlices.Follow(peer, d.NodeName, d.PodIP, c.Peers)
+			d.PeerSlices.Follow(peer, d.NodeName, d.PodIP, c.Peers, c.PeerRefresh)
 		}
 	}
 	// The cache is shared with discovery, which refreshes it every round;

@@ -14,12 +14,6 @@ import (
 	"k8s.io/client-go/util/watchlist"
 )
 
-// PeerChoiceInterval is the shortest time between two choices of the peer
-// Service's slices, each a list of the Service's EndpointSlices: a cluster
-// with fewer agents than --check.network.peers, or one whose controller
-// keeps reshaping its slices, would otherwise list at every round.
-const PeerChoiceInterval = 5 * time.Minute
-
 // peerSliceCapacity is the endpointslice controller's default
 // --max-endpoints-per-slice: a Service followed whole that holds more
 // endpoints than this is in more than one slice, and may be narrowed.
@@ -52,8 +46,11 @@ const peerSliceCapacity = 100
 // when the slices followed by name hold too few candidates (one was
 // deleted, as the controller merges and recreates slices, or its agents
 // went away), or when the whole Service followed holds more endpoints than
-// one slice (the cluster grew), but never more often than
-// PeerChoiceInterval. The network check's re-read when too few peers
+// one slice (the cluster grew), but never more often than once per
+// --check.network.peer-refresh (5 minutes by default), which already bounds
+// how long the peer list is cached: a cluster with fewer agents than
+// --check.network.peers, or whose controller keeps reshaping the slices,
+// would otherwise list at every round. The network check's re-read when too few peers
 // answered (EndpointCache.Refresh) is such a read: the watches are live, so
 // it sees the slices' current endpoints, and a forced choice would rank the
 // same slices first.
@@ -83,6 +80,8 @@ type peerChoice struct {
 	node  string
 	podIP netip.Addr
 	need  int
+	// every is the shortest time between two choices.
+	every time.Duration
 }
 
 // followedSlices is one running watch: of one slice by name, or of the whole
@@ -100,12 +99,12 @@ func NewPeerSlices(ctx context.Context, client SliceWatchClient, others Endpoint
 }
 
 // Follow makes svc the peer Service, whose candidates are the endpoints
-// SelectPeers(node, podIP, ..., need) would pick. It is called once, while
-// the checks are built.
-func (p *PeerSlices) Follow(svc ServiceRef, node string, podIP netip.Addr, need int) {
+// SelectPeers(node, podIP, ..., need) would pick, its slices chosen at most
+// once per every. It is called once, while the checks are built.
+func (p *PeerSlices) Follow(svc ServiceRef, node string, podIP netip.Addr, need int, every time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.peers = &peerChoice{svc: svc, node: node, podIP: podIP, need: max(need, 1)}
+	p.peers = &peerChoice{svc: svc, node: node, podIP: podIP, need: max(need, 1), every: every}
 }
 
 // Stop ends the peer Service's watches; the next read chooses again.
@@ -141,7 +140,7 @@ func (p *PeerSlices) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoint,
 // rechoose reports whether the followed slices' endpoints call for a new
 // choice, and one is allowed now.
 func (p *PeerSlices) rechoose(eps []Endpoint) bool {
-	if p.now().Sub(p.chosenAt) < PeerChoiceInterval {
+	if p.now().Sub(p.chosenAt) < p.peers.every {
 		return false
 	}
 	enough := p.candidates(eps) >= p.peers.need
@@ -160,7 +159,7 @@ func (p *PeerSlices) candidates(eps []Endpoint) int {
 // names, keeping the watches of slices chosen again. When the list fails,
 // what is followed stays; with nothing followed yet, the whole Service is,
 // as its watch retries on its own, with backoff, and the next choice is
-// PeerChoiceInterval away either way.
+// one interval away either way.
 func (p *PeerSlices) choose(ctx context.Context) {
 	svc := p.peers.svc
 	p.chosenAt = p.now()

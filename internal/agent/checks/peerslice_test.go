@@ -20,6 +20,9 @@ import (
 
 type runtimeObject = runtime.Object
 
+// choiceInterval is the fixtures' shortest time between two choices.
+const choiceInterval = 5 * time.Minute
+
 var peerSvc = ServiceRef{Namespace: "kube-node-ready", Name: "kube-node-ready"}
 
 // peerSlice is a slice of the agents' Service with one endpoint per node
@@ -197,7 +200,7 @@ func peerSlicesFixture(t *testing.T, all ...*discoveryv1.EndpointSlice) (*PeerSl
 	p := NewPeerSlices(t.Context(), client, NewSliceWatcher(t.Context(), client))
 	now := time.Unix(1_000_000, 0)
 	p.now = func() time.Time { return now }
-	p.Follow(peerSvc, "n0", netip.Addr{}, 3)
+	p.Follow(peerSvc, "n0", netip.Addr{}, 3, choiceInterval)
 	return p, client, cs, &now
 }
 
@@ -282,7 +285,7 @@ func waitEndpoints(t *testing.T, p *PeerSlices, want int) []Endpoint {
 }
 
 // TestPeerSlicesChoosesAgainAtMostOncePerInterval: when the followed slice
-// is deleted, reads see it gone but list no more until PeerChoiceInterval
+// is deleted, reads see it gone but list no more until choiceInterval
 // has passed since the last choice; then they follow another slice.
 func TestPeerSlicesChoosesAgainAtMostOncePerInterval(t *testing.T) {
 	p, client, cs, now := peerSlicesFixture(t,
@@ -296,7 +299,7 @@ func TestPeerSlicesChoosesAgainAtMostOncePerInterval(t *testing.T) {
 	}
 	// The deletion arrived (a positive signal), and no list followed it.
 	waitEndpoints(t, p, 0)
-	*now = now.Add(PeerChoiceInterval - time.Second)
+	*now = now.Add(choiceInterval - time.Second)
 	waitEndpoints(t, p, 0)
 	if n := client.lists(); n != 1 {
 		t.Fatalf("%d choices within the interval, want 1", n)
@@ -330,7 +333,7 @@ func TestPeerSlicesTooFewAfterChoiceTakesNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEndpoints(t, p, 2)
-	*now = now.Add(PeerChoiceInterval)
+	*now = now.Add(choiceInterval)
 	waitEndpoints(t, p, 102)
 	if len(p.followed) != 2 || p.followed[0].name != first {
 		t.Errorf("follows %v, want %s and the next", p.followed, first)
