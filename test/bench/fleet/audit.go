@@ -84,10 +84,34 @@ func PerSecond(path string, offset int64) (map[int64]int, int64, error) {
 	return out, end, err
 }
 
+// Watches reads the audit log at path from offset and lists, for each node
+// (as Requests attributes requests), the watches its agent opened, by their
+// request URI with the query unescaped: what each selects. A watch is
+// recorded when it starts, not only when it ends, as Requests counts it.
+func Watches(path string, offset int64) (map[string][]string, int64, error) {
+	out := map[string][]string{}
+	end, err := scanStage(path, offset, "ResponseStarted", func(node string, ev *auditEvent) {
+		if ev.Verb != "watch" {
+			return
+		}
+		uri, err := url.QueryUnescape(ev.RequestURI)
+		if err != nil {
+			uri = ev.RequestURI
+		}
+		out[node] = append(out[node], uri)
+	})
+	return out, end, err
+}
+
 // scanAgents calls fn for every completed request in the audit log at path
 // from offset made with a token bound to a pod on a node, with that node. It
 // returns the offset of the first line not read whole.
 func scanAgents(path string, offset int64, fn func(node string, ev *auditEvent)) (int64, error) {
+	return scanStage(path, offset, "ResponseComplete", fn)
+}
+
+// scanStage is scanAgents for the audit events of stage.
+func scanStage(path string, offset int64, stage string, fn func(node string, ev *auditEvent)) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return offset, err
@@ -109,7 +133,7 @@ func scanAgents(path string, offset int64, fn func(node string, ev *auditEvent))
 		offset += int64(len(line))
 		var ev auditEvent
 		// Most lines (leases, status) carry no node-bound token: skip them unparsed.
-		if !bytes.Contains(line, []byte(nodeNameExtra)) || json.Unmarshal(line, &ev) != nil || ev.Stage != "ResponseComplete" {
+		if !bytes.Contains(line, []byte(nodeNameExtra)) || json.Unmarshal(line, &ev) != nil || ev.Stage != stage {
 			continue
 		}
 		if nodes := ev.User.Extra[nodeNameExtra]; len(nodes) == 1 {

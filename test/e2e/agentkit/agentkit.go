@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
@@ -106,7 +107,7 @@ func Daemons(agents []*Agent) []*harness.Daemon {
 	return out
 }
 
-// PublishPeers writes the agents' headless Service EndpointSlices (one per
+// PublishPeers writes the agents' headless Service EndpointSlices (per
 // address family, as harness.PublishAgentPeers names them), deleted when
 // the test ends.
 func (k Kit) PublishPeers(t *testing.T, nodes ...harness.Node) {
@@ -115,9 +116,8 @@ func (k Kit) PublishPeers(t *testing.T, nodes ...harness.Node) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, name := range []string{harness.AgentPeerService, harness.AgentPeerService + "-ipv6"} {
-			_ = k.CP.Client.DiscoveryV1().EndpointSlices(harness.AgentNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
+		sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + harness.AgentPeerService}
+		_ = k.CP.Client.DiscoveryV1().EndpointSlices(harness.AgentNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{}, sel)
 	})
 }
 
