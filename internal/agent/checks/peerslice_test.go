@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,5 +347,53 @@ func TestPeerSlicesTooFewAfterChoiceTakesNext(t *testing.T) {
 	}
 	if named != 1 {
 		t.Errorf("calls %v: the kept slice's watch opened %d times, want 1", client.calls, named)
+	}
+}
+
+// TestPeerSlicesStopThenChoosesAgain: Stop ends the watches, and the next
+// read chooses again at once (a fresh start, not a re-choice to limit).
+func TestPeerSlicesStopThenChoosesAgain(t *testing.T) {
+	p, client, _, _ := peerSlicesFixture(t, peerSlice("a", nodeNames(1, 101)), peerSlice("b", nodeNames(101, 201)))
+	if _, err := p.Endpoints(t.Context(), peerSvc); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop()
+	if eps, err := p.Endpoints(t.Context(), peerSvc); err != nil || len(eps) != 100 {
+		t.Fatalf("read after Stop = %d endpoints, %v", len(eps), err)
+	}
+	if n := client.lists(); n != 2 {
+		t.Errorf("%d choices, want 2", n)
+	}
+}
+
+// failFirstList refuses the first list, the choice's; the rest, and
+// every watch, go through.
+type failFirstList struct {
+	*fieldSliceClient
+	failed atomic.Bool
+}
+
+func (c *failFirstList) ListEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	if !c.failed.Swap(true) {
+		c.record("list", o)
+		return nil, fmt.Errorf("refused")
+	}
+	return c.fieldSliceClient.ListEndpointSlices(ctx, ns, o)
+}
+
+// TestPeerSlicesFailedChoiceFollowsServiceWhole: when the slices cannot be
+// listed, the Service is followed whole, and the choice is not tried again
+// within the interval.
+func TestPeerSlicesFailedChoiceFollowsServiceWhole(t *testing.T) {
+	p, client, _, _ := peerSlicesFixture(t, peerSlice("a", nodeNames(1, 101)), peerSlice("b", nodeNames(101, 201)))
+	p.client = &failFirstList{fieldSliceClient: client}
+	for range 3 {
+		if eps, err := p.Endpoints(t.Context(), peerSvc); err != nil || len(eps) != 200 {
+			t.Fatalf("read = %d endpoints, %v; want the whole Service's", len(eps), err)
+		}
+	}
+	// The refused choice and the whole Service's watch's first list.
+	if n := client.lists(); n != 2 {
+		t.Errorf("calls %v: want two lists", client.calls)
 	}
 }

@@ -19,9 +19,10 @@ import (
 // rollout plays restarts of the agents' DaemonSet pods as the endpointslice
 // controller shows them: each restarted agent's endpoint turns not ready in
 // its slice of the agents' headless Service, then ready again, one agent
-// every pace. Every agent watches those slices (its peers), so each change
-// is an event to every agent: the cost of a rollout grows with the fleet
-// squared. It reports, per restarted agent, the watch events and bytes the
+// every pace. Each change is an event to every agent that follows the slice
+// (its peers): about 100 since agents follow one slice each
+// (checks.PeerSlices), every agent before, when the cost of a rollout grew
+// with the fleet squared. It reports, per restarted agent, the watch events and bytes the
 // API server sent for EndpointSlices and the CPU it and this process (the
 // agents receiving them) used.
 func rollout(b *testing.B, n, restarts int, pace time.Duration) {
