@@ -34,19 +34,19 @@ const peerSliceCapacity = 100
 // the slices.
 //
 // Choosing lists the Service's slices from the API server's watch cache,
-// ranks them, and follows the first ones until they hold at least Need peer
-// candidates (what SelectPeers would pick: ready, with an address and a TCP
-// port, not on this node). When that takes every slice (a small cluster
+// ranks those of each address type, and follows the first ones until they
+// hold at least --check.network.peers candidates (what SelectPeers would
+// pick: ready, with an address and a TCP port, not on this node). When that takes every slice (a small cluster
 // has one), the Service is followed whole, by its label, as before: new
 // slices then arrive by the watch. Otherwise each chosen slice is followed
 // by name (a field selector), so the API server sends this agent only its
 // events.
 //
 // A read serves what the watches hold, with no request. It chooses again
-// when the slices followed by name hold too few candidates (one was
-// deleted, as the controller merges and recreates slices, or its agents
-// went away), or when the whole Service followed holds more endpoints than
-// one slice (the cluster grew), but never more often than once per
+// when the slices followed by name hold too few candidates of a type (one
+// was deleted, as the controller merges and recreates slices, or its agents
+// went away), or when the whole Service followed holds more endpoints of a
+// type than one slice (the cluster grew), but never more often than once per
 // --check.network.peer-refresh (5 minutes by default), which already bounds
 // how long the peer list is cached: a cluster with fewer agents than
 // --check.network.peers, or whose controller keeps reshaping the slices,
@@ -69,6 +69,8 @@ type PeerSlices struct {
 	// followed are the watches of the chosen slices, in rank order; a
 	// single one named "" follows the whole Service.
 	followed []*followedSlices
+	// families are the address types of the slices followed by name.
+	families []discoveryv1.AddressType
 	// chosenAt is when the slices were last listed; zero before the first.
 	chosenAt time.Time
 }
@@ -138,16 +140,28 @@ func (p *PeerSlices) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoint,
 }
 
 // rechoose reports whether the followed slices' endpoints call for a new
-// choice, and one is allowed now.
+// choice, and one is allowed now: slices followed by name hold too few
+// candidates of an address type chosen, or the Service followed whole holds
+// more endpoints of a type than one slice, and enough candidates.
 func (p *PeerSlices) rechoose(eps []Endpoint) bool {
 	if p.now().Sub(p.chosenAt) < p.peers.every {
 		return false
 	}
-	enough := p.candidates(eps) >= p.peers.need
+	fams := byFamily(eps)
 	if len(p.followed) == 1 && p.followed[0].name == "" {
-		return enough && len(eps) > peerSliceCapacity
+		for _, f := range fams {
+			if len(f) > peerSliceCapacity && p.candidates(f) >= p.peers.need {
+				return true
+			}
+		}
+		return false
 	}
-	return !enough
+	for _, t := range p.families {
+		if p.candidates(fams[t]) < p.peers.need {
+			return true
+		}
+	}
+	return false
 }
 
 // candidates counts the peer candidates among eps, up to need.
@@ -174,6 +188,12 @@ func (p *PeerSlices) choose(ctx context.Context) {
 		return
 	}
 	names := ChooseSlices(p.peers.node, p.peers.podIP, list.Items, p.peers.need)
+	p.families = nil
+	for _, s := range list.Items {
+		if slices.Contains(names, s.Name) && !slices.Contains(p.families, s.AddressType) {
+			p.families = append(p.families, s.AddressType)
+		}
+	}
 	if len(names) == len(list.Items) {
 		names = []string{""}
 	}
@@ -228,28 +248,51 @@ func (p *PeerSlices) read(ctx context.Context) ([]Endpoint, error) {
 	return out, nil
 }
 
-// ChooseSlices ranks slices by rendezvous hash of node and their names and
-// returns the names of the first ones that together hold need peer
-// candidates (SelectPeers(node, podIP, ..., need)), or of all when they
-// cannot. Each node picks a stable choice, and across nodes the slices are
-// chosen evenly.
+// ChooseSlices ranks the slices of each address type by rendezvous hash of
+// node and their names and returns the names of the first ones that
+// together hold need peer candidates (SelectPeers(node, podIP, ..., need)),
+// or of all of that type when they cannot: IPv4 ones first, then IPv6. Each
+// node picks a stable choice, and across nodes the slices are chosen evenly.
+// A dual-stack Service has slices of both types, and the peers of each are
+// followed, so that the check keeps dialing both families.
 func ChooseSlices(node string, podIP netip.Addr, all []discoveryv1.EndpointSlice, need int) []string {
-	ranked := slices.Clone(all)
-	sort.Slice(ranked, func(i, j int) bool {
-		si, sj := rendezvous(node, ranked[i].Name), rendezvous(node, ranked[j].Name)
-		if si != sj {
-			return si > sj
-		}
-		return ranked[i].Name < ranked[j].Name
-	})
 	var names []string
-	for i := range ranked {
-		names = append(names, ranked[i].Name)
-		if len(SelectPeers(node, podIP, EndpointsFromSlices(ranked[:i+1]), need)) >= need {
-			break
+	for _, t := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+		var ranked []discoveryv1.EndpointSlice
+		for _, s := range all {
+			if s.AddressType == t {
+				ranked = append(ranked, s)
+			}
+		}
+		sort.Slice(ranked, func(i, j int) bool {
+			si, sj := rendezvous(node, ranked[i].Name), rendezvous(node, ranked[j].Name)
+			if si != sj {
+				return si > sj
+			}
+			return ranked[i].Name < ranked[j].Name
+		})
+		for i := range ranked {
+			names = append(names, ranked[i].Name)
+			if len(SelectPeers(node, podIP, EndpointsFromSlices(ranked[:i+1]), need)) >= need {
+				break
+			}
 		}
 	}
 	return names
+}
+
+// byFamily groups endpoints with an address by address type.
+func byFamily(eps []Endpoint) map[discoveryv1.AddressType][]Endpoint {
+	out := map[discoveryv1.AddressType][]Endpoint{}
+	for _, ep := range eps {
+		switch {
+		case ep.Addr.Is4():
+			out[discoveryv1.AddressTypeIPv4] = append(out[discoveryv1.AddressTypeIPv4], ep)
+		case ep.Addr.Is6():
+			out[discoveryv1.AddressTypeIPv6] = append(out[discoveryv1.AddressTypeIPv6], ep)
+		}
+	}
+	return out
 }
 
 // namedSliceClient lists and watches only the EndpointSlice a field

@@ -97,13 +97,13 @@ func TestChooseSlicesTakesNextUntilEnough(t *testing.T) {
 		*peerSlice("c", []string{"n7"}),
 	}
 	for _, tc := range []struct {
-		name string
-		need int
-		want int
+		name  string
+		need  int
+		every bool // every slice chosen
 	}{
-		{"one candidate is enough for one peer", 1, -1},
-		{"three peers take slices until three candidates", 3, -1},
-		{"more peers than candidates take every slice", 10, 3},
+		{"one candidate is enough for one peer", 1, false},
+		{"three peers take slices until three candidates", 3, false},
+		{"more peers than candidates take every slice", 10, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			names := ChooseSlices(self, selfIP, all, tc.need)
@@ -114,8 +114,8 @@ func TestChooseSlicesTakesNextUntilEnough(t *testing.T) {
 				}
 			}
 			got := len(SelectPeers(self, selfIP, EndpointsFromSlices(chosen), tc.need))
-			if tc.want == 3 {
-				if len(names) != 3 {
+			if tc.every {
+				if len(names) != len(all) {
 					t.Fatalf("chose %v, want all three", names)
 				}
 				return
@@ -395,5 +395,36 @@ func TestPeerSlicesFailedChoiceFollowsServiceWhole(t *testing.T) {
 	// The refused choice and the whole Service's watch's first list.
 	if n := client.lists(); n != 2 {
 		t.Errorf("calls %v: want two lists", client.calls)
+	}
+}
+
+// ipv6 is s as its IPv6 twin: the same nodes at fd00::<i>.
+func ipv6(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := s.DeepCopy()
+	out.Name += "-ipv6"
+	out.AddressType = discoveryv1.AddressTypeIPv6
+	for i := range out.Endpoints {
+		v4 := netip.MustParseAddr(out.Endpoints[i].Addresses[0]).As4()
+		out.Endpoints[i].Addresses = []string{netip.AddrFrom16([16]byte{0: 0xfd, 12: v4[0], 13: v4[1], 14: v4[2], 15: v4[3]}).String()}
+	}
+	return out
+}
+
+// TestChooseSlicesFollowsEachFamily: a dual-stack Service's slices are
+// chosen per address type, so both families keep their peers; a small
+// one's two slices are both chosen (followed whole).
+func TestChooseSlicesFollowsEachFamily(t *testing.T) {
+	small := []discoveryv1.EndpointSlice{*peerSlice("a", nodeNames(1, 11)), *ipv6(peerSlice("a", nodeNames(1, 11)))}
+	if got := ChooseSlices("n0", netip.Addr{}, small, 3); len(got) != 2 {
+		t.Errorf("small dual-stack Service: chose %v, want both slices", got)
+	}
+	var large []discoveryv1.EndpointSlice
+	for i := range 3 {
+		s := peerSlice(fmt.Sprintf("s%d", i), nodeNames(i*100+1, (i+1)*100+1))
+		large = append(large, *s, *ipv6(s))
+	}
+	got := ChooseSlices("n0", netip.Addr{}, large, 3)
+	if len(got) != 2 || strings.HasSuffix(got[0], "-ipv6") || !strings.HasSuffix(got[1], "-ipv6") {
+		t.Errorf("large dual-stack Service: chose %v, want one IPv4 slice and one IPv6", got)
 	}
 }
