@@ -36,11 +36,11 @@ const peerSliceCapacity = 100
 // Choosing lists the Service's slices from the API server's watch cache,
 // ranks those of each address type, and follows the first ones until they
 // hold at least --check.network.peers candidates (what SelectPeers would
-// pick: ready, with an address and a TCP port, not on this node). When that takes every slice (a small cluster
-// has one), the Service is followed whole, by its label, as before: new
-// slices then arrive by the watch. Otherwise each chosen slice is followed
-// by name (a field selector), so the API server sends this agent only its
-// events.
+// pick: ready, with an address and a TCP port, not on this node). When that
+// takes every slice (a small cluster has one, per family), the Service is
+// followed whole, by its label, as before: new slices then arrive by the
+// watch. Otherwise each chosen slice is followed by name (a field
+// selector), so the API server sends this agent only its events.
 //
 // A read serves what the watches hold, with no request. It chooses again
 // when the slices followed by name hold too few candidates of a type (one
@@ -50,10 +50,11 @@ const peerSliceCapacity = 100
 // --check.network.peer-refresh (5 minutes by default), which already bounds
 // how long the peer list is cached: a cluster with fewer agents than
 // --check.network.peers, or whose controller keeps reshaping the slices,
-// would otherwise list at every round. The network check's re-read when too few peers
-// answered (EndpointCache.Refresh) is such a read: the watches are live, so
-// it sees the slices' current endpoints, and a forced choice would rank the
-// same slices first.
+// would otherwise list at every round. The network check's re-read when
+// too few peers answered (EndpointCache.Refresh) is such a read: the
+// watches are live, so it sees the slices' current endpoints, and a forced
+// choice would rank the same slices first, at the cost of a list from every
+// agent whose peers fail at once.
 type PeerSlices struct {
 	// Others serves every Service but the peer Service.
 	Others EndpointLister
