@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/watches"
 )
 
 // nodeView is the agent's view of its own node: a field-selected watch
@@ -36,6 +38,7 @@ func newNodeView(client NodeClient, name string) *nodeView {
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = own
+			watches.Lengthen(&o)
 			return client.WatchNodes(ctx, o)
 		},
 	}

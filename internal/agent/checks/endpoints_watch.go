@@ -12,6 +12,8 @@ import (
 	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/watches"
 )
 
 // syncPoll is how often a first read checks whether its watch has listed.
@@ -81,6 +83,7 @@ func (w *SliceWatcher) informer(svc ServiceRef) cache.SharedIndexInformer {
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
+			watches.Lengthen(&o)
 			return w.client.WatchEndpointSlices(ctx, svc.Namespace, o)
 		},
 	}, w.client), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})

@@ -96,3 +96,81 @@ func (blockedSlices) WatchEndpointSlices(ctx context.Context, _ string, _ metav1
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
+
+// endingSlices serves a fakeSliceClient's watches, records the options of
+// each, and lets the test end the open one, as the API server does at the
+// watch's timeout.
+type endingSlices struct {
+	fakeSliceClient
+	opts chan metav1.ListOptions
+	open chan watch.Interface
+}
+
+func (c endingSlices) WatchEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+	w, err := c.fakeSliceClient.WatchEndpointSlices(ctx, ns, o)
+	if err == nil {
+		c.opts <- o
+		c.open <- w
+	}
+	return w, err
+}
+
+// TestSliceWatcherResumesAfterTimeout: the watch asks for the long timeout,
+// and when the server ends it the watcher watches again, without a second
+// list, and keeps following changes.
+func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
+	cs := fake.NewClientset(dnsSlice("a", "10.0.0.1"))
+	c := endingSlices{fakeSliceClient{cs}, make(chan metav1.ListOptions, 4), make(chan watch.Interface, 4)}
+	w := NewSliceWatcher(t.Context(), c)
+	svc := ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
+	if _, err := w.Endpoints(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	nextWatch := func() watch.Interface {
+		t.Helper()
+		select {
+		case o := <-c.opts:
+			if s := o.TimeoutSeconds; s == nil || *s < 1800 || *s > 3600 {
+				t.Errorf("watch timeout = %v, want 30–60 min", s)
+			}
+			return <-c.open
+		case <-time.After(5 * time.Second):
+			t.Fatal("no watch")
+			return nil
+		}
+	}
+	create := func(name, ip string) {
+		t.Helper()
+		if _, err := cs.DiscoveryV1().EndpointSlices("kube-system").Create(t.Context(), dnsSlice(name, ip), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for eps, _ := w.Endpoints(t.Context(), svc); len(eps) != n; eps, _ = w.Endpoints(t.Context(), svc) {
+			if time.Now().After(deadline) {
+				t.Fatalf("want %d endpoints, have %+v", n, eps)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	first := nextWatch()
+	// An event first: the reflector takes a watch ended within a second
+	// with none for a broken one and lists again.
+	create("b", "10.0.0.2")
+	waitFor(2)
+	first.Stop() // the server's timeout
+	nextWatch()
+	create("c", "10.0.0.3")
+	waitFor(3)
+	lists := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" {
+			lists++
+		}
+	}
+	if lists != 1 {
+		t.Errorf("%d lists, want 1: a renewed watch resumes, it does not list", lists)
+	}
+}

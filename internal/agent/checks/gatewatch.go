@@ -11,6 +11,8 @@ import (
 	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/watches"
 )
 
 // objectSource is what a gate fed by one watch reads: its cache.
@@ -58,6 +60,7 @@ func (w *fieldWatch) start(ctx context.Context) {
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = w.selector
+			watches.Lengthen(&o)
 			return w.watch(ctx, o)
 		},
 	}, w.example, 0, cache.Indexers{})
