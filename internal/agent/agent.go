@@ -105,7 +105,7 @@ type loop struct {
 func New(cfg Config, client Client, cs []checks.Check, checkMetrics *checks.Metrics, metrics *Metrics, recorder Recorder, log *slog.Logger) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, client: client, log: log, metrics: metrics, recorder: recorder,
-		view: newNodeView(client, cfg.NodeName),
+		view: newNodeView(client, cfg.NodeName, log),
 		wake: make(chan struct{}, 1),
 		lock: &retaintLock{
 			client: client, namespace: cfg.LeaseNamespace, name: "kube-node-ready-retaint",
@@ -167,8 +167,7 @@ func (a *Agent) watchNode() error {
 	if err != nil {
 		return err
 	}
-	return a.view.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		cache.DefaultWatchErrorHandler(ctx, r, err)
+	return a.view.episodes.Attach(a.view.informer, func(ctx context.Context, _ *cache.Reflector, err error) {
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			go a.view.refresh(ctx)
 		}

@@ -93,7 +93,7 @@ type CheckClient interface {
 // what the agent runs. Their EndpointSlice reads follow watches, which run
 // until ctx ends.
 func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(o, client, log, checks.NewSliceWatcher(ctx, client), true)
+	return build(o, client, log, checks.NewSliceWatcher(ctx, client, log), true)
 }
 
 // BuildChecks returns the enabled checks without the gates, which need the

@@ -3,6 +3,7 @@ package checks
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -36,14 +37,17 @@ type SliceWatchClient interface {
 type SliceWatcher struct {
 	ctx    context.Context
 	client SliceWatchClient
+	// log receives each watch's refusals, once per episode.
+	log *slog.Logger
 
 	mu       sync.Mutex
 	services map[ServiceRef]cache.SharedIndexInformer
 }
 
-// NewSliceWatcher returns a SliceWatcher whose watches run until ctx ends.
-func NewSliceWatcher(ctx context.Context, client SliceWatchClient) *SliceWatcher {
-	return &SliceWatcher{ctx: ctx, client: client, services: map[ServiceRef]cache.SharedIndexInformer{}}
+// NewSliceWatcher returns a SliceWatcher whose watches run until ctx ends
+// and log their refusals on log.
+func NewSliceWatcher(ctx context.Context, client SliceWatchClient, log *slog.Logger) *SliceWatcher {
+	return &SliceWatcher{ctx: ctx, client: client, log: log, services: map[ServiceRef]cache.SharedIndexInformer{}}
 }
 
 // Endpoints implements EndpointLister: the endpoints the watch of svc holds.
@@ -74,20 +78,21 @@ func (w *SliceWatcher) informer(svc ServiceRef) cache.SharedIndexInformer {
 		return inf
 	}
 	selector := discoveryv1.LabelServiceName + "=" + svc.Name
+	eps := watches.New(w.log, &discoveryv1.EndpointSlice{}, "service", svc.String())
 	// A client that says it cannot stream the first list (a fake in tests)
 	// gets a plain list.
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(eps.ListWatch(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
 			return w.client.ListEndpointSlices(ctx, svc.Namespace, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
-			watches.Lengthen(&o)
 			return w.client.WatchEndpointSlices(ctx, svc.Namespace, o)
 		},
-	}, w.client), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
+	), w.client), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
 	// Errors only mean the informer already started, which it has not.
+	_ = eps.Attach(inf, nil)
 	_ = inf.SetTransform(trimSlice)
 	go inf.RunWithContext(w.ctx)
 	w.services[svc] = inf

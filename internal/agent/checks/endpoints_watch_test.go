@@ -41,7 +41,7 @@ func dnsSlice(name, ip string) *discoveryv1.EndpointSlice {
 // reads cost nothing and see the changes the watch brought.
 func TestSliceWatcherListsOnceAndFollowsChanges(t *testing.T) {
 	cs := fake.NewClientset(dnsSlice("a", "10.0.0.1"))
-	w := NewSliceWatcher(t.Context(), fakeSliceClient{cs})
+	w := NewSliceWatcher(t.Context(), fakeSliceClient{cs}, nil)
 	svc := ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
 	eps, err := w.Endpoints(t.Context(), svc)
 	if err != nil || len(eps) != 1 || eps[0].Addr.String() != "10.0.0.1" || eps[0].UDPPort != 0 || eps[0].TCPPort != 53 {
@@ -74,7 +74,7 @@ func TestSliceWatcherListsOnceAndFollowsChanges(t *testing.T) {
 // TestSliceWatcherFirstReadBoundedByContext: without a first list (the API
 // server unreachable) a read fails when its context ends.
 func TestSliceWatcherFirstReadBoundedByContext(t *testing.T) {
-	w := NewSliceWatcher(t.Context(), blockedSlices{})
+	w := NewSliceWatcher(t.Context(), blockedSlices{}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := w.Endpoints(ctx, ServiceRef{Namespace: "kube-system", Name: "kube-dns"}); err == nil {
@@ -121,7 +121,7 @@ func (c endingSlices) WatchEndpointSlices(ctx context.Context, ns string, o meta
 func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
 	cs := fake.NewClientset(dnsSlice("a", "10.0.0.1"))
 	c := endingSlices{fakeSliceClient{cs}, make(chan metav1.ListOptions, 4), make(chan watch.Interface, 4)}
-	w := NewSliceWatcher(t.Context(), c)
+	w := NewSliceWatcher(t.Context(), c, nil)
 	svc := ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
 	if _, err := w.Endpoints(t.Context(), svc); err != nil {
 		t.Fatal(err)

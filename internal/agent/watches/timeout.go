@@ -1,5 +1,6 @@
 // Package watches holds what every watch of the agent shares: how long one
-// watch request lives, and (see episodes.go) how its failures are logged.
+// watch request lives (Lengthen), and how its failures are logged
+// (Episodes).
 package watches
 
 import (
