@@ -33,7 +33,7 @@ type SliceWatchClient interface {
 // per round is 10 000 requests a minute, where a watch costs the API server
 // an event per change (rare: a DNS or agent pod coming or going) and no
 // request at all in the steady state. Only what the checks read of a slice is
-// kept. The watches run until ctx ends.
+// kept. The watches run until ctx ends or Stop.
 type SliceWatcher struct {
 	ctx    context.Context
 	client SliceWatchClient
@@ -41,13 +41,36 @@ type SliceWatcher struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	services map[ServiceRef]cache.SharedIndexInformer
+	services map[ServiceRef]*sliceWatch
+}
+
+// sliceWatch is one Service's running watch.
+type sliceWatch struct {
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+	// done is closed once the informer has returned.
+	done chan struct{}
 }
 
 // NewSliceWatcher returns a SliceWatcher whose watches run until ctx ends
 // and log their refusals on log.
 func NewSliceWatcher(ctx context.Context, client SliceWatchClient, log *slog.Logger) *SliceWatcher {
-	return &SliceWatcher{ctx: ctx, client: client, log: log, services: map[ServiceRef]cache.SharedIndexInformer{}}
+	return &SliceWatcher{ctx: ctx, client: client, log: log, services: map[ServiceRef]*sliceWatch{}}
+}
+
+// Stop ends every watch and drops its cache, for as long as no check reads:
+// a bootstrap-only agent stops them once its node is verified, as each
+// costs the API server a watch (and memory) per node. The next read of a
+// Service starts its watch again, with a fresh list.
+func (w *SliceWatcher) Stop() {
+	w.mu.Lock()
+	running := w.services
+	w.services = map[ServiceRef]*sliceWatch{}
+	w.mu.Unlock()
+	for _, s := range running {
+		s.cancel()
+		<-s.done
+	}
 }
 
 // Endpoints implements EndpointLister: the endpoints the watch of svc holds.
@@ -70,12 +93,13 @@ func (w *SliceWatcher) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoin
 	return EndpointsFromSlices(slices), nil
 }
 
-// informer returns svc's informer, started on first use.
+// informer returns svc's informer, started on first use (or the first
+// after Stop).
 func (w *SliceWatcher) informer(svc ServiceRef) cache.SharedIndexInformer {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if inf, ok := w.services[svc]; ok {
-		return inf
+	if s, ok := w.services[svc]; ok {
+		return s.inf
 	}
 	selector := discoveryv1.LabelServiceName + "=" + svc.Name
 	eps := watches.New(w.log, &discoveryv1.EndpointSlice{}, "service", svc.String())
@@ -94,8 +118,13 @@ func (w *SliceWatcher) informer(svc ServiceRef) cache.SharedIndexInformer {
 	// Errors only mean the informer already started, which it has not.
 	_ = eps.Attach(inf, nil)
 	_ = inf.SetTransform(trimSlice)
-	go inf.RunWithContext(w.ctx)
-	w.services[svc] = inf
+	ctx, cancel := context.WithCancel(w.ctx)
+	s := &sliceWatch{inf: inf, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		inf.RunWithContext(ctx)
+	}()
+	w.services[svc] = s
 	return inf
 }
 

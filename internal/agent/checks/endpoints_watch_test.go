@@ -174,3 +174,44 @@ func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
 		t.Errorf("%d lists, want 1: a renewed watch resumes, it does not list", lists)
 	}
 }
+
+// TestSliceWatcherStopEndsWatchesUntilNextRead: Stop ends the open watch
+// (the server sees it end); the next read starts a new one, with a list,
+// that sees what changed meanwhile.
+func TestSliceWatcherStopEndsWatchesUntilNextRead(t *testing.T) {
+	cs := fake.NewClientset(dnsSlice("a", "10.0.0.1"))
+	c := endingSlices{fakeSliceClient{cs}, make(chan metav1.ListOptions, 4), make(chan watch.Interface, 4)}
+	w := NewSliceWatcher(t.Context(), c, nil)
+	svc := ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
+	if _, err := w.Endpoints(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	<-c.opts
+	first := <-c.open
+	w.Stop()
+	select {
+	case _, open := <-first.ResultChan():
+		if open {
+			t.Fatal("an event on the stopped watch")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop left the watch open")
+	}
+	if _, err := cs.DiscoveryV1().EndpointSlices("kube-system").Create(t.Context(), dnsSlice("b", "10.0.0.2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := w.Endpoints(t.Context(), svc)
+	if err != nil || len(eps) != 2 {
+		t.Fatalf("read after Stop = %+v, %v; want both slices", eps, err)
+	}
+	lists := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" {
+			lists++
+		}
+	}
+	if lists != 2 {
+		t.Errorf("%d lists, want 2: the read after Stop lists again", lists)
+	}
+	w.Stop()
+}

@@ -3,6 +3,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -86,6 +89,72 @@ func TestRefusedWatchLoggedOncePerEpisode(t *testing.T) {
 			t.Errorf("%s: %d refused and %d recovered lines, want one each", svc, w, ok)
 		}
 	}
+}
+
+// TestBootstrapOnlyAgentClosesItsWatchesWhenIdle: a bootstrap-only agent
+// closes its EndpointSlice watches once its node is verified (the API
+// server holds no watch of it but its node's), and opens them again when
+// the node must be verified again.
+func TestBootstrapOnlyAgentClosesItsWatchesWhenIdle(t *testing.T) {
+	node := cp.NewNode(t, "idle-watches", harness.NodeOptions{})
+	// CoreDNS watches EndpointSlices too: the agent's are counted above it.
+	base := openSliceWatches(t)
+	offset, err := fleet.AuditOffset(cp.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, node, "--continuous-checks=")
+	cp.WaitNode(t, node.Name, 20*time.Second, "verified", verified)
+	// Its rounds read kube-dns's and its peers' slices through two
+	// watches; the audit log records a watch when it ends.
+	ended := func() int {
+		reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reqs[node.Name][fleet.Request{Verb: "watch", Resource: "endpointslices"}]
+	}
+	closed := func(want int) func() (bool, string) {
+		return func() (bool, string) {
+			got, open := ended(), openSliceWatches(t)
+			return got >= want && open == base, fmt.Sprintf("%d of the agent's EndpointSlice watches ended; %v open (%v before the agent)", got, open, base)
+		}
+	}
+	harness.Eventually(t, 20*time.Second, "the agent idle, its two EndpointSlice watches closed", closed(2))
+	if !logContains(a.Process, "bootstrap-only, so no more rounds") {
+		t.Error("watches closed before the agent went idle")
+	}
+	before := ended()
+
+	// The node must be verified again (re-tainted earlier, and its startup
+	// taint back): the checks read the Services again, through new watches
+	// (at least one: its rounds may read the peers from the network check's
+	// own cache), closed again once the node is verified.
+	n := cp.GetNode(t, node.Name)
+	n.Labels[api.VerifiedLabel] = "false"
+	n.Spec.Taints = append(n.Spec.Taints, harness.StartupTaint)
+	if _, err := cp.Client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cp.WaitNode(t, node.Name, 20*time.Second, "verified again", func(n *corev1.Node) bool {
+		return verified(n) && n.Labels[api.VerifiedLabel] == "true"
+	})
+	harness.Eventually(t, 20*time.Second, "the new watches closed again", closed(before+1))
+}
+
+// openSliceWatches is how many EndpointSlice watches the API server holds
+// open now.
+func openSliceWatches(t *testing.T) float64 {
+	t.Helper()
+	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := harness.SumMetric(bytes.NewReader(body), "apiserver_longrunning_requests", `resource="endpointslices"`, `verb="WATCH"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // withoutEndpointSliceRule removes the EndpointSlice rule from the agent's
