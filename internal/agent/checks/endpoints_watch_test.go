@@ -60,12 +60,7 @@ func TestSliceWatcherListsOnceAndFollowsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lists := 0
-	for _, a := range cs.Actions() {
-		if a.GetVerb() == "list" {
-			lists++
-		}
-	}
+	lists := countLists(cs)
 	if lists != 1 {
 		t.Errorf("%d lists, want 1 (then the watch)", lists)
 	}
@@ -115,10 +110,10 @@ func (c endingSlices) WatchEndpointSlices(ctx context.Context, ns string, o meta
 	return w, err
 }
 
-// TestSliceWatcherResumesAfterTimeout: the watch asks for the long timeout,
-// and when the server ends it the watcher watches again, without a second
-// list, and keeps following changes.
-func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
+// watchingDNS returns a SliceWatcher on endingSlices that has read
+// kube-dns's one slice, so its watch is open.
+func watchingDNS(t *testing.T) (*fake.Clientset, endingSlices, *SliceWatcher, ServiceRef) {
+	t.Helper()
 	cs := fake.NewClientset(dnsSlice("a", "10.0.0.1"))
 	c := endingSlices{fakeSliceClient{cs}, make(chan metav1.ListOptions, 4), make(chan watch.Interface, 4)}
 	w := NewSliceWatcher(t.Context(), c, nil)
@@ -126,6 +121,14 @@ func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
 	if _, err := w.Endpoints(t.Context(), svc); err != nil {
 		t.Fatal(err)
 	}
+	return cs, c, w, svc
+}
+
+// TestSliceWatcherResumesAfterTimeout: the watch asks for the long timeout,
+// and when the server ends it the watcher watches again, without a second
+// list, and keeps following changes.
+func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
+	cs, c, w, svc := watchingDNS(t)
 	nextWatch := func() watch.Interface {
 		t.Helper()
 		select {
@@ -164,12 +167,7 @@ func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
 	nextWatch()
 	create("c", "10.0.0.3")
 	waitFor(3)
-	lists := 0
-	for _, a := range cs.Actions() {
-		if a.GetVerb() == "list" {
-			lists++
-		}
-	}
+	lists := countLists(cs)
 	if lists != 1 {
 		t.Errorf("%d lists, want 1: a renewed watch resumes, it does not list", lists)
 	}
@@ -179,13 +177,7 @@ func TestSliceWatcherResumesAfterTimeout(t *testing.T) {
 // (the server sees it end); the next read starts a new one, with a list,
 // that sees what changed meanwhile.
 func TestSliceWatcherStopEndsWatchesUntilNextRead(t *testing.T) {
-	cs := fake.NewClientset(dnsSlice("a", "10.0.0.1"))
-	c := endingSlices{fakeSliceClient{cs}, make(chan metav1.ListOptions, 4), make(chan watch.Interface, 4)}
-	w := NewSliceWatcher(t.Context(), c, nil)
-	svc := ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
-	if _, err := w.Endpoints(t.Context(), svc); err != nil {
-		t.Fatal(err)
-	}
+	cs, c, w, svc := watchingDNS(t)
 	<-c.opts
 	first := <-c.open
 	w.Stop()
@@ -204,14 +196,20 @@ func TestSliceWatcherStopEndsWatchesUntilNextRead(t *testing.T) {
 	if err != nil || len(eps) != 2 {
 		t.Fatalf("read after Stop = %+v, %v; want both slices", eps, err)
 	}
-	lists := 0
-	for _, a := range cs.Actions() {
-		if a.GetVerb() == "list" {
-			lists++
-		}
-	}
+	lists := countLists(cs)
 	if lists != 2 {
 		t.Errorf("%d lists, want 2: the read after Stop lists again", lists)
 	}
 	w.Stop()
+}
+
+// countLists is how many lists the fake clientset served.
+func countLists(cs *fake.Clientset) int {
+	n := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" {
+			n++
+		}
+	}
+	return n
 }
