@@ -91,9 +91,12 @@ type CheckClient interface {
 
 // Build returns the enabled checks and gates, in the order of the table:
 // what the agent runs. Their EndpointSlice reads follow watches, which run
-// until ctx ends.
-func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(o, client, log, checks.NewSliceWatcher(ctx, client), true)
+// until ctx ends or the returned SliceWatcher's Stop, and start again at
+// the next read.
+func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, *checks.SliceWatcher, error) {
+	w := checks.NewSliceWatcher(ctx, client, log)
+	cs, err := build(o, client, log, w, true)
+	return cs, w, err
 }
 
 // BuildChecks returns the enabled checks without the gates, which need the
