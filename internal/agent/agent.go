@@ -57,7 +57,10 @@ type Agent struct {
 	modes CheckModes
 	// gates are the enabled gates, driven by the loop beyond their rounds.
 	gates []checks.Gate
-	lock  *retaintLock
+	// idleStop are the checks' watches a bootstrap-only agent stops when it
+	// goes idle; nil when there are none.
+	idleStop Stopper
+	lock     *retaintLock
 	// wake is signalled when the node changes in a way that should not wait for the next round.
 	wake chan struct{}
 	// idle is set while a bootstrap-only agent has nothing to do but watch
@@ -100,12 +103,18 @@ type loop struct {
 	waitingFor    string
 }
 
+// Stopper is what the checks read through that a bootstrap-only agent
+// stops once it goes idle (checks.PeerSlices: the EndpointSlice watches);
+// it must start again on the checks' next read.
+type Stopper interface{ Stop() }
+
 // New wires an agent from its configuration and the enabled checks, gates
-// among them; the gates are attached to the agent's loop.
-func New(cfg Config, client Client, cs []checks.Check, checkMetrics *checks.Metrics, metrics *Metrics, recorder Recorder, log *slog.Logger) (*Agent, error) {
+// among them; the gates are attached to the agent's loop. idleStop (may be
+// nil) is stopped whenever a bootstrap-only agent goes idle.
+func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMetrics *checks.Metrics, metrics *Metrics, recorder Recorder, log *slog.Logger) (*Agent, error) {
 	a := &Agent{
-		cfg: cfg, client: client, log: log, metrics: metrics, recorder: recorder,
-		view: newNodeView(client, cfg.NodeName),
+		cfg: cfg, client: client, log: log, metrics: metrics, recorder: recorder, idleStop: idleStop,
+		view: newNodeView(client, cfg.NodeName, log),
 		wake: make(chan struct{}, 1),
 		lock: &retaintLock{
 			client: client, namespace: cfg.LeaseNamespace, name: "kube-node-ready-retaint",
@@ -167,8 +176,7 @@ func (a *Agent) watchNode() error {
 	if err != nil {
 		return err
 	}
-	return a.view.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		cache.DefaultWatchErrorHandler(ctx, r, err)
+	return a.view.episodes.Attach(a.view.informer, func(ctx context.Context, _ *cache.Reflector, err error) {
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			go a.view.refresh(ctx)
 		}
@@ -352,11 +360,18 @@ func (a *Agent) bootstrapped(node *corev1.Node) bool {
 }
 
 // rest is a bootstrap-only agent's step once the node is verified: no
-// rounds and no API requests, only its node's watch. A startup taint that
+// rounds and no API requests, only its node's watch (the checks' watches
+// are stopped). A startup taint that
 // something re-added (the node never failed here) is removed again.
 func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 	if !a.idle.Swap(true) {
 		a.log.Info("node verified; bootstrap-only, so no more rounds on this node")
+		// No check reads until the node needs verifying again: the
+		// EndpointSlice watches would cost the API server a watch (and
+		// memory) per node for nothing. The gates' are stopped already.
+		if a.idleStop != nil {
+			a.idleStop.Stop()
+		}
 	}
 	a.health.set(true, true)
 	a.setCondition(ctx, BootstrappedCondition(a.modes))

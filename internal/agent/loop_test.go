@@ -252,13 +252,15 @@ func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 }
 
 // TestBootstrapOnlyAgentRests: with no continuous check, a verified node
-// gets no more rounds: the agent says so in the condition, is ready, and
-// writes nothing; a startup taint something adds back wakes it, and it
-// removes that taint again.
+// gets no more rounds: the agent says so in the condition, is ready, stops
+// the checks' watches, and writes nothing; a startup taint something adds
+// back wakes it, and it removes that taint again.
 func TestBootstrapOnlyAgentRests(t *testing.T) {
 	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
 	check := &countingCheck{}
 	a, _ := startTestAgent(t, f, check, func(c *Config) { c.Continuous = nil })
+	stops := &countingStopper{}
+	a.idleStop = stops
 	if got := a.step(t.Context()); got != idleWait {
 		t.Errorf("wait of a bootstrap-only agent on a verified node = %s, want %s", got, idleWait)
 	}
@@ -280,7 +282,15 @@ func TestBootstrapOnlyAgentRests(t *testing.T) {
 	if n := f.node("n1"); HasTaint(n.Spec.Taints, startup) || check.runs.Load() != 0 {
 		t.Errorf("taints %v after %d rounds: want the startup taint removed without a round", n.Spec.Taints, check.runs.Load())
 	}
+	if stops.n != 1 {
+		t.Errorf("the checks' watches stopped %d times, want once, when the agent went idle", stops.n)
+	}
 }
+
+// countingStopper counts its Stop calls.
+type countingStopper struct{ n int }
+
+func (s *countingStopper) Stop() { s.n++ }
 
 // TestNodeGoneFromTheWatch: a node deleted under the agent is waited for;
 // no round runs and the agent does not become ready.

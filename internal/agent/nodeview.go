@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/watches"
 )
 
 // nodeView is the agent's view of its own node: a field-selected watch
@@ -21,25 +24,28 @@ type nodeView struct {
 	name     string
 	client   NodeClient
 	informer cache.SharedIndexInformer
+	// episodes logs the watch's refusals once per episode.
+	episodes *watches.Episodes
 
 	mu sync.Mutex
 	// written is the node as the agent's last write (or read) returned it.
 	written *corev1.Node
 }
 
-func newNodeView(client NodeClient, name string) *nodeView {
+func newNodeView(client NodeClient, name string, log *slog.Logger) *nodeView {
 	own := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	eps := watches.New(log, &corev1.Node{})
+	lw := eps.ListWatch(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = own
 			return client.ListNodes(ctx, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = own
 			return client.WatchNodes(ctx, o)
 		},
-	}
-	return &nodeView{name: name, client: client, informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})}
+	)
+	return &nodeView{name: name, client: client, episodes: eps, informer: cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})}
 }
 
 // node returns the freshest known state of the node: the watch's copy, or

@@ -253,7 +253,7 @@ func newTestAgent(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(cfg, f, cs, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := New(cfg, f, cs, nil, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ type Assembled struct {
 // until StopRecorder.
 func Assemble(ctx context.Context, opts *Options, client agent.Clientset, reg prometheus.Registerer, controller string, log *slog.Logger) (*Assembled, error) {
 	opts.ResolveIPFamilies(ctx, client, log)
-	cs, err := Build(ctx, opts, client, log)
+	cs, watches, err := Build(ctx, opts, client, log)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func Assemble(ctx context.Context, opts *Options, client agent.Clientset, reg pr
 	if err != nil {
 		return nil, err
 	}
-	a, err := agent.New(cfg, client, cs, checkMetrics, agentMetrics, recorder, log)
+	a, err := agent.New(cfg, client, cs, watches, checkMetrics, agentMetrics, recorder, log)
 	if err != nil {
 		stopRecorder()
 		return nil, err

@@ -91,11 +91,12 @@ type CheckClient interface {
 
 // Build returns the enabled checks and gates, in the order of the table:
 // what the agent runs. Their EndpointSlice reads follow watches, which run
-// until ctx ends: of the peer Service, only the slices this node ranks
-// first (checks.PeerSlices).
-func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	peers := checks.NewPeerSlices(ctx, client, checks.NewSliceWatcher(ctx, client))
-	return build(o, client, log, peers, peers, true)
+// until ctx ends or the returned PeerSlices' Stop, and start again at the
+// next read: of the peer Service, only the slices this node ranks first.
+func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, *checks.PeerSlices, error) {
+	peers := checks.NewPeerSlices(ctx, client, log, checks.NewSliceWatcher(ctx, client, log))
+	cs, err := build(o, client, log, peers, peers, true)
+	return cs, peers, err
 }
 
 // BuildChecks returns the enabled checks without the gates, which need the

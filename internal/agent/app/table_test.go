@@ -62,7 +62,7 @@ func TestGatesAreRowsOfTheCheckTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := parsed(t, tt.args...)
-			all, err := Build(t.Context(), o, client, log)
+			all, _, err := Build(t.Context(), o, client, log)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -46,6 +46,7 @@ func (c *CSIDriversConfig) Validate(bool) []error {
 // CSINode (its name is the node's) that feeds it.
 func (c *CSIDriversConfig) Build(d Deps) Check {
 	w := &fieldWatch{
+		log:      d.Log,
 		selector: fields.OneTermEqualSelector("metadata.name", d.NodeName).String(),
 		example:  &storagev1.CSINode{},
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

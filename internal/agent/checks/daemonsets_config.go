@@ -71,7 +71,7 @@ func (c *DaemonSetsConfig) Build(d Deps) Check {
 		e, _ := ParseDaemonSetExclusion(s) // Validate has refused bad ones
 		g.Exclude = append(g.Exclude, e)
 	}
-	g.watch = newDaemonSetWatch(d.Workloads, d.NodeName, g.changed)
+	g.watch = newDaemonSetWatch(d.Workloads, d.NodeName, g.changed, d.Log)
 	g.Source = g.watch
 	return g
 }

@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"log/slog"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,10 +30,12 @@ type daemonSetWatch struct {
 }
 
 // newDaemonSetWatch returns the watches of what the gate on nodeName reads;
-// changed is called on every change, from the informers' goroutines.
-func newDaemonSetWatch(client WorkloadClient, nodeName string, changed func()) *daemonSetWatch {
+// changed is called on every change, from the informers' goroutines; their
+// refusals are logged on log.
+func newDaemonSetWatch(client WorkloadClient, nodeName string, changed func(), log *slog.Logger) *daemonSetWatch {
 	return &daemonSetWatch{
 		pods: &fieldWatch{
+			log:      log,
 			selector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
 			example:  &corev1.Pod{},
 			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -45,6 +48,7 @@ func newDaemonSetWatch(client WorkloadClient, nodeName string, changed func()) *
 			trim:    trimForGate,
 		},
 		ds: &fieldWatch{
+			log:     log,
 			example: &appsv1.DaemonSet{},
 			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return client.ListDaemonSets(ctx, o)

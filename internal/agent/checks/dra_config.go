@@ -44,6 +44,7 @@ func (c *DRAConfig) Validate(bool) []error {
 // whose spec.nodeName is this node.
 func (c *DRAConfig) Build(d Deps) Check {
 	w := &fieldWatch{
+		log:      d.Log,
 		selector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, d.NodeName).String(),
 		example:  &resourcev1.ResourceSlice{},
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

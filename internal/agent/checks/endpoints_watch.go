@@ -3,6 +3,7 @@ package checks
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/watches"
 )
 
 // syncPoll is how often a first read checks whether its watch has listed.
@@ -30,18 +33,44 @@ type SliceWatchClient interface {
 // per round is 10 000 requests a minute, where a watch costs the API server
 // an event per change (rare: a DNS or agent pod coming or going) and no
 // request at all in the steady state. Only what the checks read of a slice is
-// kept. The watches run until ctx ends.
+// kept. The watches run until ctx ends or Stop.
 type SliceWatcher struct {
 	ctx    context.Context
 	client SliceWatchClient
+	// log receives each watch's refusals, once per episode.
+	log *slog.Logger
 
 	mu       sync.Mutex
-	services map[ServiceRef]cache.SharedIndexInformer
+	services map[ServiceRef]*sliceWatch
 }
 
-// NewSliceWatcher returns a SliceWatcher whose watches run until ctx ends.
-func NewSliceWatcher(ctx context.Context, client SliceWatchClient) *SliceWatcher {
-	return &SliceWatcher{ctx: ctx, client: client, services: map[ServiceRef]cache.SharedIndexInformer{}}
+// sliceWatch is one Service's running watch.
+type sliceWatch struct {
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+	// done is closed once the informer has returned.
+	done chan struct{}
+}
+
+// NewSliceWatcher returns a SliceWatcher whose watches run until ctx ends
+// and log their refusals on log.
+func NewSliceWatcher(ctx context.Context, client SliceWatchClient, log *slog.Logger) *SliceWatcher {
+	return &SliceWatcher{ctx: ctx, client: client, log: log, services: map[ServiceRef]*sliceWatch{}}
+}
+
+// Stop ends every watch and drops its cache, for as long as no check reads:
+// a bootstrap-only agent stops them once its node is verified, as each
+// costs the API server a watch (and memory) per node. The next read of a
+// Service starts its watch again, with a fresh list.
+func (w *SliceWatcher) Stop() {
+	w.mu.Lock()
+	running := w.services
+	w.services = map[ServiceRef]*sliceWatch{}
+	w.mu.Unlock()
+	for _, s := range running {
+		s.cancel()
+		<-s.done
+	}
 }
 
 // Endpoints implements EndpointLister: the endpoints the watch of svc holds.
@@ -64,30 +93,38 @@ func (w *SliceWatcher) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoin
 	return EndpointsFromSlices(slices), nil
 }
 
-// informer returns svc's informer, started on first use.
+// informer returns svc's informer, started on first use (or the first
+// after Stop).
 func (w *SliceWatcher) informer(svc ServiceRef) cache.SharedIndexInformer {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if inf, ok := w.services[svc]; ok {
-		return inf
+	if s, ok := w.services[svc]; ok {
+		return s.inf
 	}
 	selector := discoveryv1.LabelServiceName + "=" + svc.Name
+	eps := watches.New(w.log, &discoveryv1.EndpointSlice{}, "service", svc.String())
 	// A client that says it cannot stream the first list (a fake in tests)
 	// gets a plain list.
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(eps.ListWatch(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
 			return w.client.ListEndpointSlices(ctx, svc.Namespace, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
 			return w.client.WatchEndpointSlices(ctx, svc.Namespace, o)
 		},
-	}, w.client), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
+	), w.client), &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
 	// Errors only mean the informer already started, which it has not.
+	_ = eps.Attach(inf, nil)
 	_ = inf.SetTransform(trimSlice)
-	go inf.RunWithContext(w.ctx)
-	w.services[svc] = inf
+	ctx, cancel := context.WithCancel(w.ctx)
+	s := &sliceWatch{inf: inf, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		inf.RunWithContext(ctx)
+	}()
+	w.services[svc] = s
 	return inf
 }
 

@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	waitpkg "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/watches"
 )
 
 // objectSource is what a gate fed by one watch reads: its cache.
@@ -37,6 +40,8 @@ type fieldWatch struct {
 	changed func()
 	// trim, when set, keeps only what the gate reads of each object.
 	trim cache.TransformFunc
+	// log receives the watch's refusals, once per episode.
+	log *slog.Logger
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -51,17 +56,19 @@ func (w *fieldWatch) start(ctx context.Context) {
 	if w.cancel != nil {
 		return
 	}
-	w.inf = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	eps := watches.New(w.log, w.example, "field_selector", w.selector)
+	w.inf = cache.NewSharedIndexInformer(eps.ListWatch(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = w.selector
 			return w.list(ctx, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = w.selector
 			return w.watch(ctx, o)
 		},
-	}, w.example, 0, cache.Indexers{})
+	), w.example, 0, cache.Indexers{})
 	// Errors here only mean the informer already started, which it has not.
+	_ = eps.Attach(w.inf, nil)
 	if w.trim != nil {
 		_ = w.inf.SetTransform(w.trim)
 	}

@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sort"
@@ -57,11 +58,13 @@ const peerSliceCapacity = 100
 // agent whose peers fail at once.
 type PeerSlices struct {
 	// Others serves every Service but the peer Service.
-	Others EndpointLister
+	Others *SliceWatcher
 
 	ctx    context.Context
 	client SliceWatchClient
-	now    func() time.Time
+	// log receives the peer watches' refusals, once per episode.
+	log *slog.Logger
+	now func() time.Time
 
 	mu sync.Mutex
 	// peers is what the network check follows (Follow); unset passes
@@ -90,15 +93,15 @@ type peerChoice struct {
 // followedSlices is one running watch: of one slice by name, or of the whole
 // Service when name is empty.
 type followedSlices struct {
-	name   string
-	w      *SliceWatcher
-	cancel context.CancelFunc
+	name string
+	w    *SliceWatcher
 }
 
-// NewPeerSlices returns a PeerSlices whose watches run until ctx ends and
-// that serves every Service from others until Follow names the peer one.
-func NewPeerSlices(ctx context.Context, client SliceWatchClient, others EndpointLister) *PeerSlices {
-	return &PeerSlices{Others: others, ctx: ctx, client: client, now: time.Now}
+// NewPeerSlices returns a PeerSlices whose watches run until ctx ends (or
+// Stop) and log their refusals on log, and that serves every Service from
+// others until Follow names the peer one.
+func NewPeerSlices(ctx context.Context, client SliceWatchClient, log *slog.Logger, others *SliceWatcher) *PeerSlices {
+	return &PeerSlices{Others: others, ctx: ctx, client: client, log: log, now: time.Now}
 }
 
 // Follow makes svc the peer Service, whose candidates are the endpoints
@@ -110,12 +113,15 @@ func (p *PeerSlices) Follow(svc ServiceRef, node string, podIP netip.Addr, need 
 	p.peers = &peerChoice{svc: svc, node: node, podIP: podIP, need: max(need, 1), every: every}
 }
 
-// Stop ends the peer Service's watches; the next read chooses again.
+// Stop ends every watch, the peer Service's and Others', for as long as no
+// check reads (a bootstrap-only agent gone idle): the next read of the peer
+// Service chooses again, at once, as a first read does.
 func (p *PeerSlices) Stop() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.stopFollowed(nil)
 	p.followed, p.chosenAt = nil, time.Time{}
+	p.mu.Unlock()
+	p.Others.Stop()
 }
 
 // Endpoints implements EndpointLister.
@@ -219,7 +225,7 @@ func (p *PeerSlices) choose(ctx context.Context) {
 func (p *PeerSlices) stopFollowed(keep map[string]*followedSlices) {
 	for _, f := range p.followed {
 		if keep[f.name] != f {
-			f.cancel()
+			f.w.Stop()
 		}
 	}
 }
@@ -228,12 +234,11 @@ func (p *PeerSlices) stopFollowed(keep map[string]*followedSlices) {
 // them when name is empty, with a SliceWatcher of its own, so that it ends
 // alone.
 func (p *PeerSlices) start(name string) *followedSlices {
-	ctx, cancel := context.WithCancel(p.ctx)
 	var client SliceWatchClient = p.client
 	if name != "" {
 		client = namedSliceClient{inner: p.client, field: "metadata.name=" + name}
 	}
-	return &followedSlices{name: name, w: NewSliceWatcher(ctx, client), cancel: cancel}
+	return &followedSlices{name: name, w: NewSliceWatcher(p.ctx, client, p.log)}
 }
 
 // read returns the endpoints the followed watches hold.

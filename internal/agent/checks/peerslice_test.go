@@ -198,7 +198,7 @@ func peerSlicesFixture(t *testing.T, all ...*discoveryv1.EndpointSlice) (*PeerSl
 	}
 	cs := fake.NewClientset(objs...)
 	client := &fieldSliceClient{fakeSliceClient: fakeSliceClient{cs}}
-	p := NewPeerSlices(t.Context(), client, NewSliceWatcher(t.Context(), client))
+	p := NewPeerSlices(t.Context(), client, nil, NewSliceWatcher(t.Context(), client, nil))
 	now := time.Unix(1_000_000, 0)
 	p.now = func() time.Time { return now }
 	p.Follow(peerSvc, "n0", netip.Addr{}, 3, choiceInterval)

@@ -29,6 +29,9 @@ type auditEvent struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 }
 
 // Request is one kind of request an agent made: verb, resource (with its
@@ -38,12 +41,18 @@ type Request struct {
 	Verb, Resource string
 	// Cached is true for a get or list with resourceVersion=0.
 	Cached bool
+	// Refused is the response's HTTP status when it is an error (403 when
+	// RBAC denied the request); 0 for a success.
+	Refused int
 }
 
 func (r Request) String() string {
 	s := r.Verb + " " + r.Resource
 	if r.Cached {
 		s += " (rv=0)"
+	}
+	if r.Refused != 0 {
+		s += fmt.Sprintf(" (%d)", r.Refused)
 	}
 	return s
 }
@@ -64,6 +73,9 @@ func Requests(path string, offset int64) (map[string]map[Request]int, int64, err
 		}
 		if uri, err := url.QueryUnescape(ev.RequestURI); err == nil && (ev.Verb == "get" || ev.Verb == "list") {
 			req.Cached = strings.Contains(uri, "resourceVersion=0")
+		}
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 400 {
+			req.Refused = ev.ResponseStatus.Code
 		}
 		if out[node] == nil {
 			out[node] = map[Request]int{}
