@@ -153,6 +153,25 @@ func (c *fieldSliceClient) record(verb string, o metav1.ListOptions) string {
 	return strings.TrimPrefix(o.FieldSelector, "metadata.name=")
 }
 
+// snapshot is a copy of the calls so far: the informers' goroutines record
+// while the test reads.
+func (c *fieldSliceClient) snapshot() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
+}
+
+// followedNames are the names of the slices p follows, read under its lock.
+func followedNames(p *PeerSlices) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var names []string
+	for _, f := range p.followed {
+		names = append(names, f.name)
+	}
+	return names
+}
+
 // lists counts the lists of every slice (no field selector): the choices.
 func (c *fieldSliceClient) lists() int {
 	c.mu.Lock()
@@ -227,10 +246,10 @@ func TestPeerSlicesFollowsOneSliceByName(t *testing.T) {
 		}
 	}
 	if client.lists() != 1 {
-		t.Errorf("calls %v: want one list of every slice", client.calls)
+		t.Errorf("calls %v: want one list of every slice", client.snapshot())
 	}
 	watches := 0
-	for _, c := range client.calls {
+	for _, c := range client.snapshot() {
 		if strings.HasPrefix(c, "watch ") {
 			watches++
 			if !strings.HasPrefix(c, "watch metadata.name=") {
@@ -239,7 +258,7 @@ func TestPeerSlicesFollowsOneSliceByName(t *testing.T) {
 		}
 	}
 	if watches != 1 {
-		t.Errorf("calls %v: want one watch", client.calls)
+		t.Errorf("calls %v: want one watch", client.snapshot())
 	}
 	if _, err := cs.DiscoveryV1().EndpointSlices("kube-system").Create(t.Context(), dnsSlice("dns", "10.9.0.1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -261,8 +280,8 @@ func TestPeerSlicesSmallClusterFollowsServiceWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEndpoints(t, p, 12)
-	if slices.ContainsFunc(client.calls, func(c string) bool { return strings.Contains(c, "metadata.name") }) {
-		t.Errorf("calls %v: a slice followed by name", client.calls)
+	if slices.ContainsFunc(client.snapshot(), func(c string) bool { return strings.Contains(c, "metadata.name") }) {
+		t.Errorf("calls %v: a slice followed by name", client.snapshot())
 	}
 }
 
@@ -294,7 +313,7 @@ func TestPeerSlicesChoosesAgainAtMostOncePerInterval(t *testing.T) {
 	if _, err := p.Endpoints(t.Context(), peerSvc); err != nil {
 		t.Fatal(err)
 	}
-	first := p.followed[0].name
+	first := followedNames(p)[0]
 	if err := cs.DiscoveryV1().EndpointSlices(peerSvc.Namespace).Delete(t.Context(), first, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +329,7 @@ func TestPeerSlicesChoosesAgainAtMostOncePerInterval(t *testing.T) {
 	if n := client.lists(); n != 2 {
 		t.Errorf("%d choices, want 2", n)
 	}
-	if got := p.followed[0].name; got == first || len(p.followed) != 1 {
+	if got := followedNames(p)[0]; got == first || len(followedNames(p)) != 1 {
 		t.Errorf("follows %s (first %s), want one other slice", got, first)
 	}
 }
@@ -324,7 +343,7 @@ func TestPeerSlicesTooFewAfterChoiceTakesNext(t *testing.T) {
 	if _, err := p.Endpoints(t.Context(), peerSvc); err != nil {
 		t.Fatal(err)
 	}
-	first := p.followed[0].name
+	first := followedNames(p)[0]
 	s, err := cs.DiscoveryV1().EndpointSlices(peerSvc.Namespace).Get(t.Context(), first, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -336,17 +355,17 @@ func TestPeerSlicesTooFewAfterChoiceTakesNext(t *testing.T) {
 	waitEndpoints(t, p, 2)
 	*now = now.Add(choiceInterval)
 	waitEndpoints(t, p, 102)
-	if len(p.followed) != 2 || p.followed[0].name != first {
-		t.Errorf("follows %v, want %s and the next", p.followed, first)
+	if len(followedNames(p)) != 2 || followedNames(p)[0] != first {
+		t.Errorf("follows %v, want %s and the next", followedNames(p), first)
 	}
 	named := 0
-	for _, c := range client.calls {
+	for _, c := range client.snapshot() {
 		if c == "watch metadata.name="+first {
 			named++
 		}
 	}
 	if named != 1 {
-		t.Errorf("calls %v: the kept slice's watch opened %d times, want 1", client.calls, named)
+		t.Errorf("calls %v: the kept slice's watch opened %d times, want 1", client.snapshot(), named)
 	}
 }
 
@@ -394,7 +413,7 @@ func TestPeerSlicesFailedChoiceFollowsServiceWhole(t *testing.T) {
 	}
 	// The refused choice and the whole Service's watch's first list.
 	if n := client.lists(); n != 2 {
-		t.Errorf("calls %v: want two lists", client.calls)
+		t.Errorf("calls %v: want two lists", client.snapshot())
 	}
 }
 
