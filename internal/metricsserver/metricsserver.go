@@ -52,7 +52,7 @@ func Listen(addr string) (net.Listener, error) {
 // Serve answers on ln until ctx ends, then shuts down within e.Grace. It
 // returns nil after a clean shutdown.
 func Serve(ctx context.Context, ln net.Listener, e Endpoints) error {
-	srv := &http.Server{Handler: e.handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -71,7 +71,9 @@ func Serve(ctx context.Context, ln net.Listener, e Endpoints) error {
 	return nil
 }
 
-func (e Endpoints) handler() http.Handler {
+// Handler answers /metrics, /healthz and /readyz as Serve does, for a
+// server of the caller's own.
+func (e Endpoints) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(e.Gatherer, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(e.Log.Handler(), slog.LevelError)}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -5,7 +5,8 @@
 // bound to a pod on its node (so the chart's own-node policy applies to it
 // as to a DaemonSet pod), its own metrics registry and server on its node's
 // address (which the other agents' network checks reach as a peer). Only the
-// code is shared. It is a benchmark tool, not a product mode.
+// code is shared, and with Options.SharedListener the listening socket. It
+// is a benchmark tool, not a product mode.
 package fleet
 
 import (
@@ -15,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -45,6 +47,17 @@ type Options struct {
 	// Log receives every agent's log lines (JSON, each with its node); nil
 	// discards them.
 	Log io.Writer
+	// SharedListener serves every agent's /metrics, /healthz and /readyz
+	// from one listener on harness.MetricsPort of every local address, each
+	// request answered by the agent whose node address it was sent to,
+	// instead of a listener per agent on its node's address: an open file
+	// for the fleet instead of one per agent (10 000 agents with their API
+	// connections do not fit in 20 000). The API server sees no difference,
+	// and a peer's dial still reaches a listening port; but no other process
+	// in the network namespace may bind MetricsPort while the fleet runs,
+	// and an address whose agent stopped still accepts connections (its
+	// requests are answered 404).
+	SharedListener bool
 }
 
 // Fleet is a set of simulated agents running in this process.
@@ -54,6 +67,9 @@ type Fleet struct {
 
 	mu     sync.Mutex
 	agents map[string]*Agent
+	// shared is the SharedListener's server; nil until the first agent
+	// starts.
+	shared *sharedServer
 }
 
 // Agent is one simulated agent.
@@ -110,8 +126,13 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
 	}
 	log := logging.New(f.opts.Log, opts.LogLevel).With("node", node.Name)
-	ln, err := metricsserver.Listen(opts.MetricsAddr)
-	if err != nil {
+	var ln net.Listener
+	var shared *sharedServer
+	if f.opts.SharedListener {
+		if shared, err = f.sharedServer(); err != nil {
+			return err
+		}
+	} else if ln, err = metricsserver.Listen(opts.MetricsAddr); err != nil {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
 	}
 	reg := prometheus.NewRegistry()
@@ -119,15 +140,25 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 	asm, err := app.Assemble(runCtx, opts, client, reg, harness.AgentBinary, log)
 	if err != nil {
 		cancel()
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		return fmt.Errorf("agent %s: %w", node.Name, err)
 	}
+	endpoints := metricsserver.Endpoints{Gatherer: reg, Ready: asm.Agent.Ready, Grace: time.Second, Log: log}
 	a := &Agent{Node: node, Registry: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		serveErr := make(chan error, 1)
-		go func() {
-			serveErr <- metricsserver.Serve(runCtx, ln, metricsserver.Endpoints{Gatherer: reg, Ready: asm.Agent.Ready, Grace: time.Second, Log: log})
-		}()
+		if shared != nil {
+			shared.add(node, endpoints.Handler())
+			go func() {
+				<-runCtx.Done()
+				shared.remove(node)
+				serveErr <- nil
+			}()
+		} else {
+			go func() { serveErr <- metricsserver.Serve(runCtx, ln, endpoints) }()
+		}
 		err := asm.Agent.Run(runCtx)
 		asm.StopRecorder()
 		a.done <- errors.Join(err, <-serveErr)
@@ -136,6 +167,21 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 	f.agents[node.Name] = a
 	f.mu.Unlock()
 	return nil
+}
+
+// sharedServer returns the SharedListener's server, started by the first
+// agent.
+func (f *Fleet) sharedServer() (*sharedServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shared == nil {
+		s, err := listenShared(fmt.Sprintf(":%d", harness.MetricsPort))
+		if err != nil {
+			return nil, err
+		}
+		f.shared = s
+	}
+	return f.shared, nil
 }
 
 // Agents returns the running agents.
@@ -171,6 +217,13 @@ func (f *Fleet) Stop() error {
 		if err := <-a.done; err != nil {
 			errs = append(errs, fmt.Errorf("agent %s: %w", name, err))
 		}
+	}
+	f.mu.Lock()
+	shared := f.shared
+	f.shared = nil
+	f.mu.Unlock()
+	if shared != nil {
+		errs = append(errs, shared.close())
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,8 +117,14 @@ func startAgentAtNice0(b *testing.B, node harness.Node) *harness.Daemon {
 	}
 	// Back to the others' value before the thread returns to the pool.
 	defer func() { _ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, currentNice) }()
-	return cp.StartAgent(b, node, fmt.Sprintf("--check-period=%s", *period))
+	// Its metrics port is not MetricsPort, which the fleet's shared listener
+	// holds on every address (-fleet.shared-listener); nothing scrapes it.
+	return cp.StartAgent(b, node, fmt.Sprintf("--check-period=%s", *period),
+		"--metrics-bind-address="+net.JoinHostPort(node.IP, strconv.Itoa(joinMetricsPort)))
 }
+
+// joinMetricsPort is the joining agents' metrics port.
+const joinMetricsPort = harness.MetricsPort + 1
 
 // currentNice is the nice value elsewhere set this process's threads to.
 var currentNice int

@@ -37,11 +37,11 @@ func newNodes(t *testing.T, prefix string, count int) []harness.Node {
 	return nodes
 }
 
-// startFleet runs a simulated agent for each node with args, stopped when
-// the test ends.
-func startFleet(t *testing.T, nodes []harness.Node, args ...string) *fleet.Fleet {
+// startFleet runs a simulated agent for each node as opts says, stopped
+// when the test ends.
+func startFleet(t *testing.T, nodes []harness.Node, opts fleet.Options) *fleet.Fleet {
 	t.Helper()
-	f := fleet.New(cp, fleet.Options{Args: args})
+	f := fleet.New(cp, opts)
 	t.Cleanup(func() {
 		if err := f.Stop(); err != nil {
 			t.Error(err)

@@ -39,7 +39,7 @@ func TestSimulatedAgentRequestsMatchProcess(t *testing.T) {
 	for _, node := range procNodes {
 		all = append(all, cp.StartAgent(t, node, matchArgs...).URL("/metrics"))
 	}
-	all = append(all, urls(startFleet(t, simNodes, matchArgs...))...)
+	all = append(all, urls(startFleet(t, simNodes, fleet.Options{Args: matchArgs}))...)
 	harness.Eventually(t, 60*time.Second, "all ten nodes verified", func() (bool, string) {
 		list, err := cp.Client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: api.VerifiedLabel + "=true"})
 		if err != nil {
