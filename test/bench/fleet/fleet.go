@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
@@ -107,7 +110,14 @@ func (f *Fleet) Start(ctx context.Context, nodes ...harness.Node) error {
 // (app.Assemble) minus what is process-wide (klog's logger, the Go and
 // process collectors).
 func (f *Fleet) start(ctx context.Context, node harness.Node) error {
-	path, err := f.cp.NodeKubeconfig(ctx, harness.AgentNamespace, harness.AgentServiceAccount, node)
+	var path string
+	// Setting up 10 000 agents takes minutes of a busy API server: a request
+	// it timed out or throttled is asked again rather than ending the run.
+	err := retry.OnError(setupBackoff, overloaded, func() error {
+		var err error
+		path, err = f.cp.NodeKubeconfig(ctx, harness.AgentNamespace, harness.AgentServiceAccount, node)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -182,6 +192,15 @@ func (f *Fleet) sharedServer() (*sharedServer, error) {
 		f.shared = s
 	}
 	return f.shared, nil
+}
+
+// setupBackoff spaces the attempts to set up an agent: about a minute in
+// all.
+var setupBackoff = wait.Backoff{Steps: 6, Duration: time.Second, Factor: 2, Jitter: 0.1}
+
+// overloaded tells the errors of a server too busy to answer in time.
+func overloaded(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err)
 }
 
 // Agents returns the running agents.
