@@ -61,7 +61,10 @@ func dnsOutage(b *testing.B, n int, offset int64) {
 			break
 		}
 	}
-	most := watcher.Stop()
+	most, relists, err := watcher.Stop()
+	if err != nil {
+		b.Errorf("following the re-tainted nodes stopped early: %v", err)
+	}
 	time.Sleep(2 * *period)
 	perSecond, _, err := fleet.PerSecond(cp.AuditLogPath(), offset)
 	if err != nil {
@@ -81,7 +84,8 @@ func dnsOutage(b *testing.B, n int, offset int64) {
 	after2, after2Peak := rate(restored.Add(*period), restored.Add(2**period))
 	logf(b, "agents' requests per second (mean, peak of any second): steady %.1f, %.0f; DNS down %.1f, %.0f; first period after %.1f, %.0f; second period after %.1f, %.0f",
 		before, beforePeak, during, duringPeak, after1, after1Peak, after2, after2Peak)
-	logf(b, "re-tainted at most %d nodes at once (budget %d); every re-taint undone %.0f s after DNS returned", most, budget, recovered.Seconds())
+	logf(b, "re-tainted at most %d nodes at once (budget %d; the Node watch listed again %d times after the API server closed it); every re-taint undone %.0f s after DNS returned",
+		most, budget, relists, recovered.Seconds())
 	b.ReportMetric(float64(most), "retainted-max")
 	b.ReportMetric(filled.Seconds(), "s-to-budget")
 	b.ReportMetric(duringPeak, "outage-peak-req/s")

@@ -36,7 +36,6 @@ var (
 	kubeletsOnly = flag.Bool("fleet.kubelets-only", false, "measure the KWOK fleet without agents and stop: what the kubelets' heartbeats alone cost this control plane")
 	restarts     = flag.Int("fleet.rollout", 50, "after the steady state, restart this many agents' pods (their endpoints not ready, then ready) and measure the EndpointSlice watch fan-out; 0: none")
 	profile      = flag.String("fleet.apiserver-profile", "", "write kube-apiserver's CPU profiles of the heartbeats' and the agents' windows to this path prefix (-kubelets.pprof, -agents.pprof)")
-	apart        = flag.Bool("fleet.apart", false, "once the KWOK fleet alone is measured, run KWOK and the simulated agents at nice 19 until the steady state is measured, as if on machines of their own: on 2 cores 10 000 heart-beating nodes alone saturate the machine, and a starved API server times requests out")
 	shared       = flag.Bool("fleet.shared-listener", true, "serve every simulated agent's metrics port from one listener (fleet.Options.SharedListener): one open file per agent instead of two")
 )
 
@@ -211,10 +210,6 @@ func BenchmarkFleet(b *testing.B) {
 	if err := cp.PublishAgentPeers(ctx, nodes...); err != nil {
 		b.Fatal(err)
 	}
-	restoreNice := func() {}
-	if *apart {
-		restoreNice = elsewhere(b, os.Getpid(), kwok.Pid())
-	}
 	f := fleet.New(cp, fleet.Options{Args: []string{fmt.Sprintf("--check-period=%s", *period)}, Parallel: *parallel, SharedListener: *shared})
 	b.Cleanup(func() {
 		if err := f.Stop(); err != nil {
@@ -270,7 +265,6 @@ func BenchmarkFleet(b *testing.B) {
 	b.ReportMetric(float64(etcdReads), "etcd-reads")
 	b.ReportMetric(100*addedCPU/heartbeatCPU, "apiserver-cpu-%-of-heartbeats")
 	b.ReportMetric(agents.apiRSS-kubelets.apiRSS, "apiserver-MiB-added")
-	restoreNice()
 
 	fullJoin := timeJoins(b, "join-full")
 	logf(b, "a node joining %d nodes takes %.2f× as long as joining an empty cluster", n, fullJoin.Seconds()/emptyJoin.Seconds())
