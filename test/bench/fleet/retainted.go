@@ -86,6 +86,9 @@ func (r *Retainted) follow(w watch.Interface) {
 		}
 		var err error
 		if w, err = r.listAndWatch(); err != nil {
+			if r.ctx.Err() != nil {
+				return
+			}
 			r.mu.Lock()
 			r.err = err
 			r.mu.Unlock()
