@@ -73,15 +73,19 @@ func list(s []string) string {
 	return strings.Join(s, ",")
 }
 
+// unlist reads a list that list wrote. A list whose only name is "none",
+// however it is spaced or trailed by commas, is the empty list, as list
+// writes it: otherwise it would read back as the check "none" and encode as
+// the empty list.
 func unlist(s string) []string {
-	if s == "none" || s == "" {
-		return nil
-	}
 	var out []string
 	for _, name := range strings.Split(s, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			out = append(out, name)
 		}
+	}
+	if len(out) == 1 && out[0] == "none" {
+		return nil
 	}
 	return out
 }
