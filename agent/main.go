@@ -91,7 +91,7 @@ func run(ctx context.Context, opts *app.Options) error {
 		"continuous_checks", strings.Join(cfg.Continuous, ","))
 	serveErr := make(chan error, 1)
 	go func() {
-		serveErr <- metricsserver.Serve(ctx, metricsLn, metricsserver.Endpoints{Gatherer: reg, Ready: a.Ready, Grace: metricsGrace, Log: log})
+		serveErr <- metricsserver.Serve(ctx, metricsLn, metricsserver.Endpoints{Gatherer: reg, Ready: a.Ready, Grace: metricsGrace, ShutdownDelay: opts.ShutdownDelay, Log: log})
 	}()
 	runErr := a.Run(ctx)
 	asm.StopRecorder()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,8 +28,16 @@ type Endpoints struct {
 	// such as the webhook's admission when its cleanup configuration is
 	// invalid); /readyz answers 200 with it after "ok". Nil or "" adds nothing.
 	Degraded func() string
-	// Grace is how long requests in flight may finish once ctx ends.
+	// Grace is how long requests in flight may finish once the server
+	// shuts down.
 	Grace time.Duration
+	// ShutdownDelay is how long Serve keeps answering after ctx ends, with
+	// /readyz failing, before it shuts down. Other pods that dial this port
+	// (the agents' pod-to-pod check) learn that the pod is going from its
+	// EndpointSlice, which is updated after the pod's deletion, not before
+	// the kubelet stops it: a port that closes at once is a failure they
+	// see in the meantime. Zero shuts down at once.
+	ShutdownDelay time.Duration
 	// Log receives the errors of gathering metrics; it is required.
 	Log *slog.Logger
 }
@@ -49,9 +58,25 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve answers on ln until ctx ends, then shuts down within e.Grace. It
-// returns nil after a clean shutdown.
+// errShuttingDown is /readyz's answer during e.ShutdownDelay.
+var errShuttingDown = errors.New("shutting down")
+
+// Serve answers on ln until ctx ends, then for e.ShutdownDelay more with
+// /readyz failing, then shuts down within e.Grace. It returns nil after a
+// clean shutdown.
 func Serve(ctx context.Context, ln net.Listener, e Endpoints) error {
+	var stopping atomic.Bool
+	if ready := e.Ready; e.ShutdownDelay > 0 {
+		e.Ready = func() error {
+			if stopping.Load() {
+				return errShuttingDown
+			}
+			if ready != nil {
+				return ready()
+			}
+			return nil
+		}
+	}
 	srv := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -59,6 +84,16 @@ func Serve(ctx context.Context, ln net.Listener, e Endpoints) error {
 	case err := <-done:
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
+	}
+	if e.ShutdownDelay > 0 {
+		stopping.Store(true)
+		e.Log.Info("stopping: still answering while this pod's endpoint is removed", "address", ln.Addr().String(),
+			"shutdown_delay_seconds", e.ShutdownDelay.Seconds())
+		select {
+		case err := <-done:
+			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+		case <-time.After(e.ShutdownDelay):
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), e.Grace)
 	defer cancel()

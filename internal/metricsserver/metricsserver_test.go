@@ -119,6 +119,60 @@ func TestServeStopsOnContextEnd(t *testing.T) {
 	}
 }
 
+// TestServeAnswersDuringShutdownDelay: after ctx ends, the port keeps
+// accepting for ShutdownDelay, with /readyz failing, and then closes. The
+// agents' pod-to-pod check dials this port on a stopping pod until its
+// EndpointSlice says it is going; without the delay those dials are refused.
+func TestServeAnswersDuringShutdownDelay(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	const delay = 2 * time.Second
+	go func() {
+		done <- Serve(ctx, ln, Endpoints{Gatherer: prometheus.NewRegistry(), Grace: time.Second, ShutdownDelay: delay, Log: discard})
+	}()
+	get := func(path string) (int, string, error) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), nil
+	}
+	if code, body, err := get("/readyz"); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /readyz before ctx ended = %d %q, %v; want 200", code, body, err)
+	}
+	stopped := time.Now()
+	cancel()
+	time.Sleep(100 * time.Millisecond)
+	if code, body, err := get("/readyz"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Errorf("GET /readyz during the delay = %d %q, %v; want 503 shutting down", code, body, err)
+	}
+	if code, _, err := get("/healthz"); err != nil || code != http.StatusOK {
+		t.Errorf("GET /healthz during the delay = %d, %v; want 200", code, err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+	case <-time.After(delay + 5*time.Second):
+		t.Fatal("Serve still running long after its delay")
+	}
+	if took := time.Since(stopped); took < delay {
+		t.Errorf("Serve returned %s after ctx ended, before its delay of %s", took, delay)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Serve returned", addr)
+	}
+}
+
 func TestServeReportsAFailedListener(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0")
 	if err != nil {

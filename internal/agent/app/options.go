@@ -44,6 +44,8 @@ type Options struct {
 	Kubeconfig string
 	// MetricsAddr serves /metrics, /healthz and /readyz.
 	MetricsAddr string
+	// ShutdownDelay is how long MetricsAddr keeps answering after SIGTERM.
+	ShutdownDelay time.Duration
 	// Autoscaler names the preset of taint keys (api.Presets) the
 	// autoscaler in the cluster understands: it gives StartupTaint and
 	// UnhealthyTaint when they are empty.
@@ -122,6 +124,7 @@ func NewOptions() *Options {
 	return &Options{
 		PodNamespace:               "kube-node-ready",
 		MetricsAddr:                ":8080",
+		ShutdownDelay:              3 * time.Second,
 		Autoscaler:                 api.DefaultPreset,
 		VerifiedLabel:              api.VerifiedLabel,
 		SkipVerificationAnnotation: api.SkipVerificationAnnotation,
@@ -151,6 +154,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PodNamespace, "pod-namespace", o.PodNamespace, "namespace of the agent and its headless Service")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig path; empty uses the in-cluster configuration")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "how long --metrics-bind-address (the other agents' pod-to-pod target) keeps answering after SIGTERM, with /readyz failing, so that their view of this pod's endpoint is updated before it stops; keep it 5s below the pod's termination grace period; 0 stops at once")
 	fs.StringVar(&o.Autoscaler, "autoscaler", o.Autoscaler, "preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --startup-taint and --unhealthy-taint when they are empty")
 	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified; empty takes the --autoscaler preset's")
 	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; empty takes the --autoscaler preset's; the startup taint is only ever removed unless this names it")
@@ -204,6 +208,9 @@ func (o *Options) Validate() error {
 	p.Check("verified-label", cli.QualifiedName(o.VerifiedLabel))
 	p.Check("skip-verification-annotation", cli.QualifiedName(o.SkipVerificationAnnotation))
 	o.validateChecks(&p)
+	if o.ShutdownDelay < 0 {
+		p.Add("shutdown-delay", "must not be negative, got %s", o.ShutdownDelay)
+	}
 	if o.CheckTimeout <= 0 {
 		p.Add("check-timeout", "must be positive, got %s", o.CheckTimeout)
 	}

@@ -36,13 +36,16 @@ type monitor struct {
 	finalized map[string]bool
 	// releases counts the releases checked, so the test can say the check ran.
 	releases int
+	// conditions are the changes of our condition's status seen per node,
+	// with reason and message, to say why a condition changed.
+	conditions map[string][]string
 }
 
 // startMonitor starts watching nodes until ctx ends; it returns once the
 // watch has listed every node.
 func startMonitor(ctx context.Context, t *testing.T, client kubernetes.Interface, rcv *receiver) *monitor {
 	t.Helper()
-	m := &monitor{rcv: rcv, deleted: map[string]time.Time{}, finalized: map[string]bool{}}
+	m := &monitor{rcv: rcv, deleted: map[string]time.Time{}, finalized: map[string]bool{}, conditions: map[string][]string{}}
 	f := informers.NewSharedInformerFactory(client, 0)
 	inf := f.Core().V1().Nodes().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -96,6 +99,30 @@ func (m *monitor) updated(o, n *corev1.Node) {
 	if was, ok := o.Labels[verifiedLabel]; ok && n.Labels[verifiedLabel] != was {
 		m.violate("node %s: label %s flipped from %q to %q", n.Name, verifiedLabel, was, n.Labels[verifiedLabel])
 	}
+	if c, ok := ourCondition(n); ok {
+		if was, _ := ourCondition(o); was.Status != c.Status {
+			m.mu.Lock()
+			m.conditions[n.Name] = append(m.conditions[n.Name], fmt.Sprintf("%s %s (%s: %s)",
+				time.Now().Format("15:04:05.000"), c.Status, c.Reason, c.Message))
+			m.mu.Unlock()
+		}
+	}
+}
+
+// conditionChanges returns the changes of node's condition status seen so far.
+func (m *monitor) conditionChanges(node string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.conditions[node], "; ")
+}
+
+func ourCondition(n *corev1.Node) (corev1.NodeCondition, bool) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == conditionType {
+			return c, true
+		}
+	}
+	return corev1.NodeCondition{}, false
 }
 
 // released checks that a node was released (its finalizer removed) only

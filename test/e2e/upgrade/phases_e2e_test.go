@@ -36,7 +36,8 @@ func (e *env) upgrade(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		} else if !cond.LastTransitionTime.Equal(&was) {
-			t.Errorf("node %s: condition %s changed at %s by the new agents (the previous release set it at %s)", name, conditionType, cond.LastTransitionTime, was)
+			t.Errorf("node %s: condition %s changed at %s by the new agents (the previous release set it at %s); changes seen: %s",
+				name, conditionType, cond.LastTransitionTime, was, e.mon.conditionChanges(name))
 		}
 	}
 	// The previous release's replacing mark on a node being deleted holds

@@ -91,6 +91,12 @@ func TestMain(m *testing.M) {
 		Options:       harness.Options{Logf: log.Printf},
 		ProjectImages: true,
 		Images:        []string{prev.AgentImage, prev.WebhookImage},
+		// Three nodes, so that every agent has a peer on another node while
+		// the roll replaces one: the previous release's agent stops
+		// answering its peers at SIGTERM (no --shutdown-delay), and with
+		// a single peer a new agent that dials it before its EndpointSlice
+		// says it is going fails a round and sets its condition False.
+		Nodes: 3,
 		// The node groups as the previous release had them set up.
 		NodeTaints: []corev1.Taint{harness.SeedStartupTaint},
 	}, func(_ context.Context, c *harness.Cluster) error {
