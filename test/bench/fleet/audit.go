@@ -64,25 +64,51 @@ func (r Request) String() string {
 func Requests(path string, offset int64) (map[string]map[Request]int, int64, error) {
 	out := map[string]map[Request]int{}
 	end, err := scanAgents(path, offset, func(node string, ev *auditEvent) {
-		req := Request{Verb: ev.Verb, Resource: ev.RequestURI}
-		if ev.ObjectRef != nil {
-			req.Resource = ev.ObjectRef.Resource
-			if ev.ObjectRef.Subresource != "" {
-				req.Resource += "/" + ev.ObjectRef.Subresource
-			}
-		}
-		if uri, err := url.QueryUnescape(ev.RequestURI); err == nil && (ev.Verb == "get" || ev.Verb == "list") {
-			req.Cached = strings.Contains(uri, "resourceVersion=0")
-		}
-		if ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 400 {
-			req.Refused = ev.ResponseStatus.Code
-		}
 		if out[node] == nil {
 			out[node] = map[Request]int{}
 		}
-		out[node][req]++
+		out[node][requestOf(ev)]++
 	})
 	return out, end, err
+}
+
+// RequestsIn reads the audit log at path from offset and counts the agents'
+// completed requests (as Requests attributes them) by kind, in each of the
+// periods between consecutive bounds (by when the API server received them):
+// len(bounds)-1 maps.
+func RequestsIn(path string, offset int64, bounds ...time.Time) ([]map[Request]int, error) {
+	out := make([]map[Request]int, max(len(bounds)-1, 0))
+	for i := range out {
+		out[i] = map[Request]int{}
+	}
+	_, err := scanAgents(path, offset, func(_ string, ev *auditEvent) {
+		t := ev.RequestReceivedTimestamp
+		for i := range out {
+			if !t.Before(bounds[i]) && t.Before(bounds[i+1]) {
+				out[i][requestOf(ev)]++
+				return
+			}
+		}
+	})
+	return out, err
+}
+
+// requestOf is the kind of request ev is.
+func requestOf(ev *auditEvent) Request {
+	req := Request{Verb: ev.Verb, Resource: ev.RequestURI}
+	if ev.ObjectRef != nil {
+		req.Resource = ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			req.Resource += "/" + ev.ObjectRef.Subresource
+		}
+	}
+	if uri, err := url.QueryUnescape(ev.RequestURI); err == nil && (ev.Verb == "get" || ev.Verb == "list") {
+		req.Cached = strings.Contains(uri, "resourceVersion=0")
+	}
+	if ev.ResponseStatus != nil && ev.ResponseStatus.Code >= 400 {
+		req.Refused = ev.ResponseStatus.Code
+	}
+	return req
 }
 
 // PerSecond reads the audit log at path from offset and counts the agents'

@@ -282,7 +282,7 @@ func BenchmarkFleet(b *testing.B) {
 		rollout(b, n, min(*restarts, n), 2*time.Second)
 	}
 	if *outage {
-		dnsOutage(b, n, offset)
+		dnsOutage(b, f, n, offset)
 	}
 }
 
