@@ -276,8 +276,8 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 		return 0
 	}
 	if !round.Passed() {
-		if fault := a.controlPlaneFault(ctx, round); fault != nil {
-			a.skip(round, fault)
+		if fault, silent := a.controlPlaneFault(ctx, round); fault != nil {
+			a.skip(round, fault, silent)
 			return a.next(round)
 		}
 	}

@@ -21,22 +21,31 @@ import (
 // only a node being verified for the first time.
 
 // controlPlaneFault returns why a failed round says nothing about the node,
-// or nil: a check that failed because the API server refused or could not
-// serve (5xx, 429), or an API server that is not ready. The agent could not
-// have acted on such a round anyway, and an outage of the control plane is
-// not the node's failure.
-func (a *Agent) controlPlaneFault(ctx context.Context, round checks.Round) error {
+// or nil, and whether the API server gave no answer at all (see skip): a
+// check that failed because the API server refused or could not serve (5xx,
+// 429), an API server that is not ready, or one that answers /readyz but
+// not the api check's read of the node in time. /readyz is exempt from the
+// API server's flow control, the agents' reads are not: an overloaded server
+// queues them until the check's timeout (its 429 comes after the agent gave
+// up). The agent could not have acted on such a round anyway, and an outage
+// or overload of the control plane is not the node's failure.
+func (a *Agent) controlPlaneFault(ctx context.Context, round checks.Round) (fault error, silent bool) {
 	for _, r := range round.Results {
 		if r.Err != nil && serverFault(r.Err) {
-			return fmt.Errorf("the API server could not serve check %s: %w", r.Name, r.Err)
+			return fmt.Errorf("the API server could not serve check %s: %w", r.Name, r.Err), false
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.CheckTimeout)
 	defer cancel()
 	if err := a.client.Readyz(ctx); err != nil {
-		return fmt.Errorf("the API server is not ready: %w", err)
+		return fmt.Errorf("the API server is not ready: %w", err), unanswered(err)
 	}
-	return nil
+	for _, r := range round.Results {
+		if r.Name == "api" && unanswered(r.Err) {
+			return fmt.Errorf("the API server answers /readyz but not the api check's read (overloaded, or queueing this agent's requests): %w", r.Err), false
+		}
+	}
+	return nil, false
 }
 
 // serverFault reports whether err is the API server failing to serve, as
@@ -57,12 +66,13 @@ func unanswered(err error) bool {
 
 // skip handles a failed round that does not count: the streaks start again
 // from zero, so after the outage the node needs the full threshold of
-// rounds the agent could act on. When the API server gave no answer, the
-// connections to it are dropped: one that lost packets in a partition may
-// stay silent long after the partition heals, and the next round should
-// dial anew instead of waiting on it.
-func (a *Agent) skip(round checks.Round, fault error) {
-	if closer, ok := a.client.(ConnectionCloser); ok && unanswered(fault) {
+// rounds the agent could act on. When the API server gave no answer even to
+// /readyz (silent), the connections to it are dropped: one that lost
+// packets in a partition may stay silent long after the partition heals,
+// and the next round should dial anew instead of waiting on it. A server
+// that answers /readyz keeps them: new handshakes would only add to its load.
+func (a *Agent) skip(round checks.Round, fault error, silent bool) {
+	if closer, ok := a.client.(ConnectionCloser); ok && silent {
 		closer.CloseConnections()
 	}
 	a.loop.failures, a.loop.passes = 0, 0

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -61,6 +63,100 @@ func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 			t.Errorf("agent %s logged the fault %d times; once per outage is enough", a.Node.Name, n)
 		}
 	}
+}
+
+// TestAPIServerThrottlingRetaintsNothing: the real kube-apiserver's flow
+// control (API Priority and Fairness) gives the agents' reads of their nodes
+// no seat, so it queues them past the api check's timeout, while /readyz,
+// exempt, answers: an overloaded API server, as a fleet's agents see it
+// during an outage at 10 000 nodes. Those rounds are control-plane faults,
+// not the nodes' failures: no node is re-tainted (the budget allows all).
+func TestAPIServerThrottlingRetaintsNothing(t *testing.T) {
+	agents := startFleet(t, "throttle", 2, "--fleet-budget=100%")
+	for _, a := range agents {
+		cp.WaitNode(t, a.Node.Name, 20*time.Second, "verified", verified)
+	}
+	starveAgentNodeReads(t)
+	// Ten rounds of every agent, each with its read held: three would
+	// re-taint if they counted.
+	harness.WaitCounters(t, daemons(agents), iterations, 10, "rounds with the reads starved", nil)
+	for _, a := range agents {
+		if n := cp.GetNode(t, a.Node.Name); !verified(n) {
+			t.Errorf("node %s with its agent's reads starved: taints %v, label %q", a.Node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
+		}
+		if got := a.Metric(t, "node_ready_taint_operations_total", `operation="add"`, `result="success"`); got != 0 {
+			t.Errorf("agent %s re-tainted its node %v times while the API server starved its reads", a.Node.Name, got)
+		}
+		if got := a.Metric(t, "node_ready_rounds_skipped_total"); got < 3 {
+			t.Errorf("agent %s skipped %v rounds as control-plane faults, want at least 3", a.Node.Name, got)
+		}
+		if !logContains(a.Process, "answers /readyz but not the api check") {
+			t.Errorf("agent %s did not log why its rounds did not count", a.Node.Name)
+		}
+	}
+}
+
+// starveAgentNodeReads gives every ServiceAccount's get of a Node a priority
+// level without seats, whose requests wait in its queue until they time
+// out, until the test ends.
+func starveAgentNodeReads(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	const name = "knr-test-starved"
+	fc := cp.Client.FlowcontrolV1()
+	pl := &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
+			Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
+				NominalConcurrencyShares: ptr.To[int32](0),
+				LendablePercent:          ptr.To[int32](0),
+				BorrowingLimitPercent:    ptr.To[int32](0),
+				LimitResponse: flowcontrolv1.LimitResponse{
+					Type:    flowcontrolv1.LimitResponseTypeQueue,
+					Queuing: &flowcontrolv1.QueuingConfiguration{Queues: 1, HandSize: 1, QueueLengthLimit: 100},
+				},
+			},
+		},
+	}
+	if _, err := fc.PriorityLevelConfigurations().Create(ctx, pl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fs := &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: name},
+			MatchingPrecedence:         100,
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "system:serviceaccounts"}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
+					Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes"}, ClusterScope: true,
+				}},
+			}},
+		},
+	}
+	if _, err := fc.FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = fc.FlowSchemas().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = fc.PriorityLevelConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	// The API server takes the new configuration in a moment: wait until
+	// it says it matched the schema.
+	harness.Eventually(t, 30*time.Second, "FlowSchema "+name+" in use", func() (bool, string) {
+		got, err := fc.FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
+				return c.Status == flowcontrolv1.ConditionFalse, fmt.Sprintf("Dangling=%s", c.Status)
+			}
+		}
+		return false, "no Dangling condition yet"
+	})
 }
 
 // TestConditionGate: with --require-conditions the startup taint stays
