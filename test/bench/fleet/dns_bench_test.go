@@ -74,7 +74,7 @@ func dnsOutage(b *testing.B, f *fleet.Fleet, n int, offset int64) {
 	if err != nil {
 		b.Errorf("following the re-tainted nodes stopped early: %v", err)
 	}
-	time.Sleep(max(restored.Add(2**period).Sub(time.Now()), 0))
+	time.Sleep(max(time.Until(restored.Add(2**period)), 0))
 	skippedAfter := skipped(b, f)
 	logf(b, "rounds the agents skipped as control-plane faults: %.0f while DNS was down, %.0f in the two periods after",
 		skippedDown-skippedBefore, skippedAfter-skippedDown)
