@@ -36,6 +36,10 @@ type Config struct {
 	InitialTries   int
 	// Thresholds are the streaks that re-taint and untaint again.
 	Thresholds Thresholds
+	// RecoverInterval is the wait after a passed round of a re-tainted node
+	// that needs more passed rounds to be untainted, instead of the period
+	// (at most Period; 0 waits the period).
+	RecoverInterval time.Duration
 	// FleetBudget caps the nodes re-tainted at once; FleetBudgetFlag is how
 	// the user wrote it (flag and value), for the Events that name it.
 	FleetBudget     budget.Budget

@@ -90,3 +90,62 @@ func TestWokenRoundKeepsThePeriodicSchedule(t *testing.T) {
 		t.Errorf("not re-tainted after 3 failed periodic rounds (failures = %d)", a.loop.failures)
 	}
 }
+
+// TestRecoveryConfirmedAtTheRecoverInterval: a re-tainted node whose checks
+// pass again waits --recover-interval, not a period, for the rounds that
+// confirm it, and is untainted after --recover-threshold passes; then the
+// period again. Failed rounds of a re-tainted node keep the period, and a
+// verified node's passes are not hurried. 0 waits the period.
+func TestRecoveryConfirmedAtTheRecoverInterval(t *testing.T) {
+	const period, interval = time.Minute, 10 * time.Second
+	minPeriod := func(a *Agent) time.Duration { return time.Duration(float64(a.cfg.Period) * (1 - a.cfg.Jitter)) }
+	start := func(t *testing.T, node *corev1.Node, check stubCheck, recoverInterval time.Duration) (*Agent, *fakeCluster) {
+		f := newFakeCluster(node)
+		a, _ := startTestAgent(t, f, check, func(o *Config) {
+			o.Period = period
+			o.Thresholds.Recover = 3
+			o.RecoverInterval = recoverInterval
+		})
+		a.loop.startupOver = true
+		return a, f
+	}
+
+	t.Run("re-tainted node passing: interval until untainted, then the period", func(t *testing.T) {
+		a, f := start(t, testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), stubCheck{}, interval)
+		for i := range 2 {
+			if d := a.step(t.Context()); d != interval {
+				t.Fatalf("wait after passed round %d of a re-tainted node = %s, want --recover-interval %s", i+1, d, interval)
+			}
+			if !HasTaint(f.node("n1").Spec.Taints, unhealthy) {
+				t.Fatalf("untainted after %d passed rounds, want 3", i+1)
+			}
+		}
+		if d := a.step(t.Context()); d < minPeriod(a) {
+			t.Errorf("wait after the untaint = %s, want a period", d)
+		}
+		if HasTaint(f.node("n1").Spec.Taints, unhealthy) {
+			t.Fatal("still re-tainted after 3 passed rounds")
+		}
+		if d := a.step(t.Context()); d < minPeriod(a) {
+			t.Errorf("wait after a passed round of the recovered node = %s, want a period", d)
+		}
+	})
+	t.Run("re-tainted node failing: period", func(t *testing.T) {
+		a, _ := start(t, testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), stubCheck{err: errDNS}, interval)
+		if d := a.step(t.Context()); d < minPeriod(a) {
+			t.Errorf("wait after a failed round of a re-tainted node = %s, want a period", d)
+		}
+	})
+	t.Run("verified node passing: period", func(t *testing.T) {
+		a, _ := start(t, testNode("n1", nil, verifiedLabels, nil), stubCheck{}, interval)
+		if d := a.step(t.Context()); d < minPeriod(a) {
+			t.Errorf("wait after a passed round of a verified node = %s, want a period", d)
+		}
+	})
+	t.Run("interval 0: period", func(t *testing.T) {
+		a, _ := start(t, testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), stubCheck{}, 0)
+		if d := a.step(t.Context()); d < minPeriod(a) {
+			t.Errorf("wait after a passed round with --recover-interval=0 = %s, want a period", d)
+		}
+	})
+}

@@ -90,6 +90,10 @@ type Options struct {
 	RetaintThreshold int
 	// RecoverThreshold is the number of consecutive passed rounds that untaint a re-tainted node.
 	RecoverThreshold int
+	// RecoverInterval is the wait after a passed round of a re-tainted node
+	// that needs more passed rounds, instead of Period (at most Period; 0
+	// waits the period).
+	RecoverInterval time.Duration
 	// FleetBudget caps re-tainted nodes in the cluster: a count ("5") or a share of all nodes ("10%"); at least 1.
 	FleetBudget string
 	// DNSService is the cluster DNS Service (namespace/name), used by the
@@ -138,6 +142,7 @@ func NewOptions() *Options {
 		InitialTries:               5,
 		RetaintThreshold:           3,
 		RecoverThreshold:           2,
+		RecoverInterval:            10 * time.Second,
 		FleetBudget:                "10%",
 		DNSService:                 "kube-system/kube-dns",
 		IPFamilies:                 checks.IPFamiliesAuto,
@@ -171,6 +176,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.InitialTries, "initial-tries", o.InitialTries, "start-up rounds on the backoff before retrying every check-period")
 	fs.IntVar(&o.RetaintThreshold, "retaint-threshold", o.RetaintThreshold, "consecutive failed rounds that re-taint the node")
 	fs.IntVar(&o.RecoverThreshold, "recover-threshold", o.RecoverThreshold, "consecutive passed rounds that untaint a re-tainted node")
+	fs.DurationVar(&o.RecoverInterval, "recover-interval", o.RecoverInterval, "wait after a passed round of a re-tainted node that needs more passed rounds (--recover-threshold), instead of --check-period: a node well again is untainted within about a period; failed rounds keep the period; at most --check-period, 0 waits the period")
 	fs.StringVar(&o.FleetBudget, "fleet-budget", o.FleetBudget, `most nodes re-tainted at once: a count ("5") or a share of all nodes ("10%"), at least 1`)
 	fs.StringVar(&o.DNSService, "check.discovery.service", o.DNSService, "cluster DNS Service (namespace/name), for the discovery and network checks")
 	fs.StringVar(&o.IPFamilies, "ip-families", o.IPFamilies, `address families the dns and discovery checks ask for (A for ipv4, AAAA for ipv6), a name passing when it resolves in any: "auto" or empty (those of the cluster's Service CIDRs, from the ServiceCIDR "kubernetes", read at start-up; both when it cannot be read), ipv4, ipv6 or ipv4,ipv6`)
@@ -231,6 +237,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RecoverThreshold < 1 {
 		p.Add("recover-threshold", "must be at least 1, got %d", o.RecoverThreshold)
+	}
+	if o.RecoverInterval < 0 {
+		p.Add("recover-interval", "must not be negative, got %s", o.RecoverInterval)
 	}
 	_, err := budget.Parse(o.FleetBudget)
 	p.Check("fleet-budget", err)
@@ -350,6 +359,7 @@ func (o *Options) Config() (agent.Config, error) {
 		InitialBackoff:   o.InitialBackoff,
 		InitialTries:     o.InitialTries,
 		Thresholds:       agent.Thresholds{Retaint: o.RetaintThreshold, Recover: o.RecoverThreshold},
+		RecoverInterval:  o.RecoverInterval,
 		FleetBudget:      fleetBudget,
 		FleetBudgetFlag:  "--fleet-budget=" + o.FleetBudget,
 	}, nil

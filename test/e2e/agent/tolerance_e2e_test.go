@@ -177,3 +177,22 @@ func TestWokenRoundsDoNotShortenTheTolerance(t *testing.T) {
 		t.Errorf("%v failed rounds counted toward the re-taint, want 0: no periodic round ran", got)
 	}
 }
+
+// TestRecoveryConfirmedAtTheRecoverInterval: a re-tainted node whose checks
+// pass is untainted after --recover-threshold passed rounds that run
+// --recover-interval apart, not a period apart: with a one-hour period it is
+// back in service within seconds. A node that stays re-tainted until the
+// next period would fail the wait.
+func TestRecoveryConfirmedAtTheRecoverInterval(t *testing.T) {
+	n := cp.NewNode(t, "recover-interval", harness.NodeOptions{
+		NoStartupTaint: true,
+		ExtraTaints:    []corev1.Taint{unhealthyTaint},
+		Labels:         map[string]string{"node-ready/verified": "false"},
+	})
+	a := startAgent(t, n, "--check-period=1h", "--recover-threshold=2", "--recover-interval=1s")
+	cp.WaitNode(t, n.Name, 20*time.Second, "untainted and verified", verified)
+	cp.WaitEvent(t, 5*time.Second, "Node", n.Name, "NodeVerified", "")
+	if got := a.Metric(t, "node_ready_loop_iterations_total"); got < 2 {
+		t.Errorf("untainted after %v rounds, want 2 (--recover-threshold)", got)
+	}
+}
