@@ -203,6 +203,15 @@ func BenchmarkFleet(b *testing.B) {
 	stopStale()
 	logf(b, "KWOK fleet, no agents: %s; at most %d of %d node Leases older than %d s at any 10 s sample", kubelets, <-maxStale, n, fleet.LeaseDuration)
 	b.ReportMetric(kubelets.apiCPU, "apiserver-cores-kubelets")
+	// The same join before any agent runs: what the cluster's size and its
+	// kubelets' heartbeats cost a join, apart from what the agents add.
+	kwokJoin := timeJoins(b, "join-kwok")
+	restore := elsewhere(b, kwok.Pid())
+	kwokApartJoin := timeJoins(b, "join-kwok-apart")
+	restore()
+	logf(b, "a node joining %d KWOK nodes with no agents takes %.2f× as long as joining an empty cluster (%.2f× with KWOK at nice 19)",
+		n, kwokJoin.Seconds()/emptyJoin.Seconds(), kwokApartJoin.Seconds()/emptyJoin.Seconds())
+	b.ReportMetric(kwokJoin.Seconds()/emptyJoin.Seconds(), "join-kwok-ratio-to-empty")
 	if *kubeletsOnly {
 		return
 	}
@@ -269,7 +278,7 @@ func BenchmarkFleet(b *testing.B) {
 	fullJoin := timeJoins(b, "join-full")
 	logf(b, "a node joining %d nodes takes %.2f× as long as joining an empty cluster", n, fullJoin.Seconds()/emptyJoin.Seconds())
 	b.ReportMetric(fullJoin.Seconds()/emptyJoin.Seconds(), "join-ratio-to-empty")
-	restore := elsewhere(b, os.Getpid(), kwok.Pid())
+	restore = elsewhere(b, os.Getpid(), kwok.Pid())
 	apartJoin := timeJoins(b, "join-full-apart")
 	restore()
 	logf(b, "the same with the other nodes' processes (simulated agents, KWOK) at nice 19, as if on machines of their own: %.2f×", apartJoin.Seconds()/emptyJoin.Seconds())
