@@ -34,12 +34,12 @@ type ServerClient interface {
 	Readyz(ctx context.Context) error
 }
 
-// ConnectionCloser is a Client that can drop its connections to the API
-// server, so that the next request dials anew (Clientset can). The agent
-// does when the API server stops answering; a Client without it keeps its
-// connections.
+// ConnectionCloser is a Client that can drop its dead connections to the
+// API server, so that the next request dials anew (Clientset can), and says
+// how many it dropped. The agent does when the API server stops answering;
+// a Client without it keeps its connections.
 type ConnectionCloser interface {
-	CloseConnections()
+	DropStalledConnections() int
 }
 
 // Client is the agent's access to the API server; Clientset implements it.

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/connrotation"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
@@ -33,14 +32,14 @@ import (
 // webhook uses it; it also serves the checks' reads (CheckClient).
 type Clientset struct {
 	CS kubernetes.Interface
-	// dialer tracks the connections to the API server, so that
-	// CloseConnections can drop them; nil for a Clientset built around a
-	// given CS (tests).
-	dialer *connrotation.Dialer
+	// conns tracks the connections to the API server, so that
+	// DropStalledConnections can drop the dead ones; nil for a Clientset
+	// built around a given CS (tests).
+	conns *connTracker
 }
 
 // NewClientset builds the agent's client from cfg, on one transport whose
-// connections CloseConnections drops. It speaks protobuf, as the kubelet and
+// dead connections DropStalledConnections drops. It speaks protobuf, as the kubelet and
 // kube-proxy do: every agent decodes its watch events (the agents' own
 // EndpointSlices change on every agent pod's restart, an event to every
 // agent) and the API server encodes its reads, both cheaper and smaller than
@@ -54,25 +53,27 @@ func NewClientset(cfg *rest.Config) (Clientset, error) {
 		// client-go's own dialer, when the configuration names none.
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	dialer := connrotation.NewDialer(dial)
-	cfg.Dial = dialer.DialContext
+	conns := newConnTracker(dial)
+	cfg.Dial = conns.DialContext
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return Clientset{}, err
 	}
-	return Clientset{CS: cs, dialer: dialer}, nil
+	return Clientset{CS: cs, conns: conns}, nil
 }
 
-// CloseConnections drops every connection to the API server, so that the
-// next request dials anew. A connection that lost packets during a network
+// DropStalledConnections drops the connections to the API server whose
+// peer stopped acknowledging them, so that the next request dials anew, and
+// returns how many. A connection that lost packets during a network
 // partition may otherwise carry nothing for tens of seconds after the
 // partition heals (TCP's retransmission backoff, then HTTP/2's ping
 // timeout); the kubelet drops its connections on repeated heartbeat
-// failures for the same reason.
-func (c Clientset) CloseConnections() {
-	if c.dialer != nil {
-		c.dialer.CloseAll()
+// failures for the same reason. Live connections to a slow API server stay.
+func (c Clientset) DropStalledConnections() int {
+	if c.conns == nil {
+		return 0
 	}
+	return c.conns.DropStalled()
 }
 
 var (

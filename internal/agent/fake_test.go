@@ -43,7 +43,7 @@ type fakeCluster struct {
 	patchHooks []func(f *fakeCluster) error
 	// readyErr is what /readyz answers.
 	readyErr error
-	// closes counts CloseConnections calls.
+	// closes counts DropStalledConnections calls.
 	closes int
 	// silent stops watch events, as a watch that lags or has expired.
 	silent bool
@@ -234,10 +234,11 @@ func (f *fakeCluster) Readyz(context.Context) error {
 	return f.readyErr
 }
 
-func (f *fakeCluster) CloseConnections() {
+func (f *fakeCluster) DropStalledConnections() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closes++
+	return 0
 }
 
 func (f *fakeCluster) ListPods(context.Context, metav1.ListOptions) (*corev1.PodList, error) {

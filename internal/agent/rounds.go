@@ -67,13 +67,17 @@ func unanswered(err error) bool {
 // skip handles a failed round that does not count: the streaks start again
 // from zero, so after the outage the node needs the full threshold of
 // rounds the agent could act on. When the API server gave no answer even to
-// /readyz (silent), the connections to it are dropped: one that lost
-// packets in a partition may stay silent long after the partition heals,
-// and the next round should dial anew instead of waiting on it. A server
-// that answers /readyz keeps them: new handshakes would only add to its load.
+// /readyz (silent), the connections to it that its host stopped
+// acknowledging are dropped: one that lost packets in a partition may stay
+// silent long after the partition heals, and the next round should dial
+// anew instead of waiting on it. Live connections stay, as they do when the
+// server answers /readyz: an overloaded server is slow on all of them, and
+// new handshakes and watches from every agent would only add to its load.
 func (a *Agent) skip(round checks.Round, fault error, silent bool) {
 	if closer, ok := a.client.(ConnectionCloser); ok && silent {
-		closer.CloseConnections()
+		if n := closer.DropStalledConnections(); n > 0 {
+			a.log.Info("dropped connections to the API server that it stopped acknowledging; the next request dials anew", "connections", n)
+		}
 	}
 	a.loop.failures, a.loop.passes = 0, 0
 	a.metrics.failures.Set(0)

@@ -13,7 +13,8 @@ import (
 
 // TestSkippedRoundDropsConnectionsOnlyWhenUnanswered: a round skipped
 // because the API server gave no answer (a partition: requests time out)
-// drops the connections to it, so that the first round after the partition
+// drops the connections to it that stalled (conns_test.go tells which), so
+// that the first round after the partition
 // heals dials anew instead of waiting on a connection that lost packets; a
 // round skipped on an answer (503 while the server starts) keeps them.
 func TestSkippedRoundDropsConnectionsOnlyWhenUnanswered(t *testing.T) {
@@ -34,7 +35,7 @@ func TestSkippedRoundDropsConnectionsOnlyWhenUnanswered(t *testing.T) {
 			a.loop.startupOver = true
 			a.step(t.Context())
 			if f.closes != tt.wantCloses {
-				t.Errorf("CloseConnections called %d times, want %d", f.closes, tt.wantCloses)
+				t.Errorf("DropStalledConnections called %d times, want %d", f.closes, tt.wantCloses)
 			}
 			if a.loop.failures != 0 {
 				t.Errorf("consecutive failures = %d after a skipped round, want 0", a.loop.failures)
@@ -83,7 +84,7 @@ func TestThrottledReadIsAControlPlaneFault(t *testing.T) {
 				t.Errorf("round skipped = %v, want %v", skipped, tt.wantSkipped)
 			}
 			if f.closes != 0 {
-				t.Errorf("CloseConnections called %d times, want 0: /readyz answered", f.closes)
+				t.Errorf("DropStalledConnections called %d times, want 0: /readyz answered", f.closes)
 			}
 			wantFailures := 3
 			if tt.wantSkipped {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -61,6 +63,79 @@ func TestAPIServerRestartRetaintsNothing(t *testing.T) {
 		}
 		if n := logCount(a.Process, "control-plane fault: failed rounds do not count"); n > 1 {
 			t.Errorf("agent %s logged the fault %d times; once per outage is enough", a.Node.Name, n)
+		}
+	}
+}
+
+// TestFrozenAPIServerKeepsLiveConnections: kube-apiserver stops answering
+// while its host still acknowledges every packet (frozen with SIGSTOP, as a
+// server starved of CPU or stuck is), so even /readyz gets no answer. The
+// agents skip those rounds, and keep their connections, which are alive:
+// none is dropped, so no watch ends and none starts again when the server
+// answers. Dropping live connections would add every agent's TLS handshake
+// and watches to an overloaded server's load (at 10 000 nodes, hundreds of
+// agents a minute did). A partition, whose connections stall, still drops
+// them (test/e2e/faults, api-server-cut).
+func TestFrozenAPIServerKeepsLiveConnections(t *testing.T) {
+	agents := startFleet(t, "frozen", 2, "--fleet-budget=100%")
+	for _, a := range agents {
+		cp.WaitNode(t, a.Node.Name, 20*time.Second, "verified", verified)
+	}
+	// The bootstrap gates' watches end once the nodes are verified.
+	harness.WaitCounters(t, daemons(agents), iterations, 2, "rounds after the verification", nil)
+	offset, err := fleet.AuditOffset(cp.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := map[string]float64{}
+	for _, a := range agents {
+		skipped[a.Node.Name] = a.Metric(t, "node_ready_rounds_skipped_total")
+	}
+	apiserver := cp.APIServer()
+	if err := apiserver.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := true
+	thaw := func() {
+		if frozen {
+			frozen = false
+			if err := apiserver.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	harness.Eventually(t, 30*time.Second, "two rounds skipped by each agent", func() (bool, string) {
+		var state []string
+		done := true
+		for _, a := range agents {
+			s := a.Metric(t, "node_ready_rounds_skipped_total") - skipped[a.Node.Name]
+			done = done && s >= 2
+			state = append(state, fmt.Sprintf("%s: %v", a.Node.Name, s))
+		}
+		return done, "rounds skipped: " + strings.Join(state, ", ")
+	})
+	thaw()
+	harness.WaitCounters(t, daemons(agents), iterations, 3, "rounds after the thaw", nil)
+	for _, a := range agents {
+		if n := cp.GetNode(t, a.Node.Name); !verified(n) {
+			t.Errorf("node %s after the freeze: taints %v, label %q", a.Node.Name, n.Spec.Taints, n.Labels["node-ready/verified"])
+		}
+		if logContains(a.Process, "dropped connections") {
+			t.Errorf("agent %s dropped live connections to a frozen API server", a.Node.Name)
+		}
+	}
+	reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range agents {
+		for k, c := range reqs[a.Node.Name] {
+			// The watches a verified node's agent keeps: its node, the
+			// kube-dns and peer EndpointSlices.
+			if (k.Verb == "watch" || k.Verb == "list") && (k.Resource == "nodes" || k.Resource == "endpointslices") {
+				t.Errorf("agent %s: %d× %s after the freeze (audit log): a watch ended, its connection dropped", a.Node.Name, c, k)
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,13 @@ func testAPIServerCut(t *testing.T, taints *taintLog) {
 		return err == nil && v == 1, fmt.Sprintf("node_check_success{check=api} %v, %v", v, err)
 	})
 	figure(t, "reconnected -> agent's api check passes", time.Since(back))
+	// The connections the cut left behind stalled (unacknowledged, past a
+	// retransmission timeout): the agent dropped them rather than wait on
+	// them after the path healed. A live connection to a slow server is kept
+	// (test/e2e/agent TestFrozenAPIServerKeepsLiveConnections).
+	if logs := c.KubectlT(t, "", "logs", "-n", namespace, pod.Name); !strings.Contains(logs, "dropped connections to the API server") {
+		t.Errorf("agent %s did not drop its stalled connections during the cut; its log:\n%s", pod.Name, logs)
+	}
 	waitRounds(t, retaintThreshold+1, pod)
 	taints.assertNoRetaint(t, mark)
 	waitVerified(t, 10*time.Second, victim)
