@@ -126,7 +126,8 @@ func startAgentAtNice0(b *testing.B, node harness.Node) *harness.Daemon {
 // joinMetricsPort is the joining agents' metrics port.
 const joinMetricsPort = harness.MetricsPort + 1
 
-// currentNice is the nice value elsewhere set this process's threads to.
+// currentNice is the nice value elsewhere set this process's threads to:
+// startAgentAtNice0 puts its thread back to it after the fork.
 var currentNice int
 
 // elsewhere lowers the CPU priority of every thread of the given processes to
@@ -151,8 +152,18 @@ func elsewhere(b *testing.B, pids ...int) (restore func()) {
 		}
 	}
 	set(19)
-	currentNice = 19
-	return func() { set(0); currentNice = 0 }
+	// Only when this process is among them: a thread left at 19 after a
+	// join would starve the simulated agents that run on it from then on.
+	self := slices.Contains(pids, os.Getpid())
+	if self {
+		currentNice = 19
+	}
+	return func() {
+		set(0)
+		if self {
+			currentNice = 0
+		}
+	}
 }
 
 // timeStatus runs `kubectl node-ready status` against the plane and returns
