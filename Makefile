@@ -15,15 +15,17 @@ LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/i
 BIN     := $(CURDIR)/bin
 GO      ?= go
 # Packages whose tests need the real control plane carry the e2e build tag.
-# REALNODE_PKGS start real nodes (kubelet, containerd, kube-proxy): they run
-# one package at a time, beside the others, whose control plane lives in the
-# network namespace of their own test binary.
+# `make e2e` runs them in three streams side by side, each package in a
+# stream after the other, its output printed when the stream ends (the first
+# stream's as it goes). REALNODE_PKGS start real nodes (kubelet, containerd,
+# kube-proxy): one package at a time, beside the others, whose control plane
+# lives in the network namespace of their own test binary. SECOND_PKGS
+# spend most of their time waiting (Karpenter's five-minute no-runaway
+# watch, remediation's stall timers, the release built twice), balanced
+# against the rest, E2E_PKGS; times per package are in docs/benchmarks.md.
 REALNODE_PKGS ?= ./test/harness/... ./test/e2e/install/... ./test/e2e/installipv6/... ./test/e2e/monitoring/... ./test/e2e/certmanager/... ./test/e2e/faults/... ./test/e2e/upgrade/...
-# WAITING_PKGS spend most of their time waiting on purpose (Karpenter's
-# five-minute no-runaway watch: about one CPU-minute in six): a third
-# stream beside the other two.
-WAITING_PKGS ?= ./test/e2e/karpenter/...
-E2E_PKGS ?= $(filter-out $(REALNODE_PKGS) $(WAITING_PKGS),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
+SECOND_PKGS ?= ./test/e2e/karpenter/... ./test/e2e/remediation/... ./test/e2e/release/...
+E2E_PKGS ?= $(filter-out $(REALNODE_PKGS) $(SECOND_PKGS),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
 E2E_TIMEOUT ?= 20m
 
 export KNR_BIN_DIR := $(BIN)
@@ -65,24 +67,40 @@ dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and 
 tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, cert-manager (controller, CA injector), KWOK, Karpenter (KWOK provider), helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
 	./test/tools/build.sh
 
+# make test runs what needs only Go (lint, the unit tests, fuzzing: mostly
+# compiling) beside the e2e streams (mostly waiting on the clusters they
+# start), its output printed after theirs; every part runs to its end and
+# any failure fails the target.
 .PHONY: test
-test: tools build images lint unit fuzz e2e ## everything CI runs: lint, unit tests (-race), bounded fuzzing, then e2e against the real control plane
+test: tools build images ## everything CI runs: lint, unit tests (-race), bounded fuzzing, beside e2e against the real control plane and real nodes
+	@mkdir -p $(BIN)/logs
+	$(MAKE) --no-print-directory lint unit fuzz >$(BIN)/logs/go-checks.log 2>&1 & checks=$$!; \
+	e2erc=0; $(MAKE) --no-print-directory e2e-streams || e2erc=$$?; \
+	checksrc=0; wait $$checks || checksrc=$$?; \
+	echo "== lint, unit tests and fuzzing, run beside the e2e tests:"; cat $(BIN)/logs/go-checks.log; \
+	if ((checksrc)); then echo "== lint, unit tests or fuzzing FAILED (above)"; fi; \
+	exit $$(( e2erc || checksrc ))
 
 .PHONY: unit
 unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy); the real-node packages and the Karpenter package run beside the others, their output printed when they end
+e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy), in three streams side by side
+	@$(MAKE) --no-print-directory e2e-streams
+
+# e2e without its prerequisites, for make test, which has built them.
+.PHONY: e2e-streams
+e2e-streams:
 	@mkdir -p $(BIN)/logs
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(REALNODE_PKGS) >$(BIN)/logs/e2e-realnode.log 2>&1 & real=$$!; \
-	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(WAITING_PKGS) >$(BIN)/logs/e2e-waiting.log 2>&1 & waiting=$$!; \
+	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(SECOND_PKGS) >$(BIN)/logs/e2e-second.log 2>&1 & second=$$!; \
 	rest=0; $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS) || rest=$$?; \
 	realrc=0; wait $$real || realrc=$$?; \
-	waitrc=0; wait $$waiting || waitrc=$$?; \
+	secondrc=0; wait $$second || secondrc=$$?; \
 	echo "== real-node packages ($(REALNODE_PKGS)), run beside the others:"; cat $(BIN)/logs/e2e-realnode.log; \
-	echo "== waiting packages ($(WAITING_PKGS)), run beside the others:"; cat $(BIN)/logs/e2e-waiting.log; \
-	exit $$(( rest || realrc || waitrc ))
+	echo "== second stream ($(SECOND_PKGS)), run beside the others:"; cat $(BIN)/logs/e2e-second.log; \
+	exit $$(( rest || realrc || secondrc ))
 
 # The e2e tag only adds files (none is built only without it), so one pass
 # with it covers every package.
