@@ -38,14 +38,22 @@ type monitor struct {
 	releases int
 	// conditions are the changes of our condition's status seen per node,
 	// with reason and message, to say why a condition changed.
-	conditions map[string][]string
+	conditions map[string][]conditionChange
+}
+
+// conditionChange is one change of our condition's status on a node, as the
+// watch delivered it.
+type conditionChange struct {
+	at     time.Time
+	status corev1.ConditionStatus
+	text   string
 }
 
 // startMonitor starts watching nodes until ctx ends; it returns once the
 // watch has listed every node.
 func startMonitor(ctx context.Context, t *testing.T, client kubernetes.Interface, rcv *receiver) *monitor {
 	t.Helper()
-	m := &monitor{rcv: rcv, deleted: map[string]time.Time{}, finalized: map[string]bool{}, conditions: map[string][]string{}}
+	m := &monitor{rcv: rcv, deleted: map[string]time.Time{}, finalized: map[string]bool{}, conditions: map[string][]conditionChange{}}
 	f := informers.NewSharedInformerFactory(client, 0)
 	inf := f.Core().V1().Nodes().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -102,18 +110,29 @@ func (m *monitor) updated(o, n *corev1.Node) {
 	if c, ok := ourCondition(n); ok {
 		if was, _ := ourCondition(o); was.Status != c.Status {
 			m.mu.Lock()
-			m.conditions[n.Name] = append(m.conditions[n.Name], fmt.Sprintf("%s %s (%s: %s)",
-				time.Now().Format("15:04:05.000"), c.Status, c.Reason, c.Message))
+			now := time.Now()
+			m.conditions[n.Name] = append(m.conditions[n.Name], conditionChange{at: now, status: c.Status, text: fmt.Sprintf("%s %s (%s: %s)",
+				now.Format("15:04:05.000"), c.Status, c.Reason, c.Message)})
 			m.mu.Unlock()
 		}
 	}
 }
 
-// conditionChanges returns the changes of node's condition status seen so far.
-func (m *monitor) conditionChanges(node string) string {
+// conditionChanges returns the changes of node's condition status seen so
+// far, and whether none seen at or after since is a change to anything but
+// True.
+func (m *monitor) conditionChanges(node string, since time.Time) (changes string, onlyBeforeOrRestored bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return strings.Join(m.conditions[node], "; ")
+	var texts []string
+	onlyBeforeOrRestored = true
+	for _, c := range m.conditions[node] {
+		texts = append(texts, c.text)
+		if !c.at.Before(since) && c.status != corev1.ConditionTrue {
+			onlyBeforeOrRestored = false
+		}
+	}
+	return strings.Join(texts, "; "), onlyBeforeOrRestored
 }
 
 func ourCondition(n *corev1.Node) (corev1.NodeCondition, bool) {
