@@ -20,9 +20,9 @@ GO      ?= go
 # stream's as it goes). REALNODE_PKGS start real nodes (kubelet, containerd,
 # kube-proxy): one package at a time, beside the others, whose control plane
 # lives in the network namespace of their own test binary. SECOND_PKGS
-# spend most of their time waiting (Karpenter's five-minute no-runaway
-# watch, remediation's stall timers, the release built twice), balanced
-# against the rest, E2E_PKGS; times per package are in docs/benchmarks.md.
+# (Karpenter's five-minute no-runaway watch, remediation's stall timers,
+# the release built twice) take about as long as the rest, E2E_PKGS; the
+# times per package are in docs/benchmarks.md.
 REALNODE_PKGS ?= ./test/harness/... ./test/e2e/install/... ./test/e2e/installipv6/... ./test/e2e/monitoring/... ./test/e2e/certmanager/... ./test/e2e/faults/... ./test/e2e/upgrade/...
 SECOND_PKGS ?= ./test/e2e/karpenter/... ./test/e2e/remediation/... ./test/e2e/release/...
 E2E_PKGS ?= $(filter-out $(REALNODE_PKGS) $(SECOND_PKGS),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
