@@ -42,14 +42,14 @@ func (e *env) upgrade(t *testing.T) {
 		}
 		// The previous release's agent runs its rounds until it stops, and
 		// stops without --shutdown-delay: while its peers are replaced it
-		// may fail a round before the new agent starts on its node. That
-		// is the previous release's doing; the new agent setting the
+		// may fail a round before the new agent's pod exists on its node.
+		// That is the previous release's doing; the new agent setting the
 		// condition back to True is right. Any change to anything but True
-		// seen once the new agent runs (to the second) is the new release's.
+		// seen once the new pod exists (to the second) is the new release's.
 		started, ok := e.newAgentStarted(t, name)
 		changes, restored := e.mon.conditionChanges(name, started)
 		if ok && restored && cond.Status == corev1.ConditionTrue {
-			t.Logf("node %s: condition %s changed by the previous release's agent before the new one started at %s, and set back; changes seen: %s",
+			t.Logf("node %s: condition %s changed by the previous release's agent before the new one's pod was created at %s, and set back; changes seen: %s",
 				name, conditionType, started.Format("15:04:05"), changes)
 			continue
 		}
@@ -247,8 +247,10 @@ func (e *env) afterRoll(t *testing.T, when string) {
 	noRetaintEvents(t, e.c.Client, when)
 }
 
-// newAgentStarted is when the agent container of the new release started
-// on node, to the second, if it runs there.
+// newAgentStarted is when the first pod of the new release's agent on node
+// was created, to the second, if there is one: no new agent can write the
+// condition before it, whatever its containers did since (the chart's
+// DaemonSet rolls with maxUnavailable, so the old pod is gone by then).
 func (e *env) newAgentStarted(t *testing.T, node string) (time.Time, bool) {
 	t.Helper()
 	pods, _, err := podsOf(t.Context(), e.c, agentApp, e.newTag)
@@ -256,15 +258,14 @@ func (e *env) newAgentStarted(t *testing.T, node string) (time.Time, bool) {
 		t.Errorf("agent pods: %v", err)
 		return time.Time{}, false
 	}
+	var first time.Time
 	for _, p := range pods {
 		if p.Spec.NodeName != node || !strings.HasSuffix(p.Spec.Containers[0].Image, ":"+e.newTag) {
 			continue
 		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.State.Running != nil {
-				return cs.State.Running.StartedAt.Time, true
-			}
+		if created := p.CreationTimestamp.Time; first.IsZero() || created.Before(first) {
+			first = created
 		}
 	}
-	return time.Time{}, false
+	return first, !first.IsZero()
 }
