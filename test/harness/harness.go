@@ -585,6 +585,10 @@ func (cp *ControlPlane) Logs(n int) string {
 	return out
 }
 
+// apiserverStopGrace is how long Stop lets kube-apiserver end by itself
+// before killing it: its shutdown hooks take milliseconds.
+const apiserverStopGrace = 2 * time.Second
+
 // Stop stops every component (process groups and all) and removes the
 // working directory if Start created it.
 func (cp *ControlPlane) Stop() {
@@ -598,10 +602,19 @@ func (cp *ControlPlane) Stop() {
 	cp.onStop = nil
 	cp.mu.Unlock()
 	for _, p := range procs {
-		if p != nil {
-			if err := p.Stop(10 * time.Second); err != nil {
-				cp.logf("stop: %v", err)
-			}
+		if p == nil {
+			continue
+		}
+		grace := 10 * time.Second
+		if p == cp.apiserver {
+			// The real nodes stopped above went with their network
+			// namespaces, so their connections ended without a FIN;
+			// kube-apiserver's graceful stop waits on those watches for
+			// its --request-timeout (60 s). Nothing is left to drain.
+			grace = apiserverStopGrace
+		}
+		if err := p.Stop(grace); err != nil && (p != cp.apiserver || !errors.Is(err, errKilled)) {
+			cp.logf("stop: %v", err)
 		}
 	}
 	for i := len(onStop) - 1; i >= 0; i-- {

@@ -102,6 +102,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
+// errKilled is Stop's error for a process that ended only on SIGKILL.
+var errKilled = errors.New("killed")
+
 // Stop sends SIGTERM to the process group, waits up to grace, then kills it.
 // Stopping an exited process is a no-op.
 func (p *Process) Stop(grace time.Duration) error {
@@ -120,7 +123,7 @@ func (p *Process) Stop(grace time.Duration) error {
 	_ = p.Signal(syscall.SIGKILL)
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", p.Name, grace)
+		return fmt.Errorf("%s did not stop within %s after SIGTERM: %w", p.Name, grace, errKilled)
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s survived SIGKILL", p.Name)
 	}
