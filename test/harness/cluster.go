@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -285,34 +287,63 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	return c, nil
 }
 
-// realNodeLock is held, host-wide, by the process whose cluster of real
-// nodes is up: make e2e runs the real-node packages one at a time beside the
-// others, and this keeps two clusters of kubelets from sharing the host's
-// cores and cgroups even if a package is started outside that list.
-const realNodeLock = "/run/knr-real-nodes.lock"
+// realNodeLocks are the host-wide slots of clusters of real nodes: a
+// process holds one (flock) while its cluster is up. make e2e runs the
+// real-node packages in two streams, and the slots keep more clusters of
+// kubelets than that from sharing the host's cores, inotify instances and
+// cgroups even if packages are started outside those streams. Their tests
+// mostly wait (on agents' rounds, gate timeouts, garbage collection): two
+// clusters leave the two cores idle most of the time.
+const (
+	realNodeLocks     = "/run/knr-real-nodes.%d.lock"
+	realNodeSlotsEnv  = "KNR_REAL_NODE_CLUSTERS"
+	realNodeSlotsDflt = 2
+)
 
-// lockRealNodes waits until no other process has real nodes up, then takes
-// the lock; the returned function releases it.
+// lockRealNodes waits until a slot for a cluster of real nodes is free
+// (KNR_REAL_NODE_CLUSTERS of them, default 2), then takes it; the returned
+// function releases it.
 func lockRealNodes(ctx context.Context, logf func(string, ...any)) (func(), error) {
-	f, err := os.OpenFile(realNodeLock, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("real-node lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if logf != nil {
-			logf("waiting for another process's real nodes to stop (%s)", realNodeLock)
+	slots := realNodeSlotsDflt
+	if v := os.Getenv(realNodeSlotsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s=%q: want a whole number of clusters, 1 or more", realNodeSlotsEnv, v)
 		}
-		for err != nil {
-			select {
-			case <-ctx.Done():
-				f.Close()
-				return nil, fmt.Errorf("real-node lock %s held by another process: %w", realNodeLock, ctx.Err())
-			case <-time.After(time.Second):
+		slots = n
+	}
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for i := range slots {
+		f, err := os.OpenFile(fmt.Sprintf(realNodeLocks, i), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("real-node lock: %w", err)
+		}
+		files = append(files, f)
+	}
+	for waited := false; ; waited = true {
+		for i, f := range files {
+			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+				files = slices.Delete(files, i, i+1)
+				closeAll()
+				return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 			}
-			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		}
+		if !waited && logf != nil {
+			logf("waiting for one of %d clusters of real nodes on this host to stop (%s)", slots, fmt.Sprintf(realNodeLocks, 0))
+		}
+		select {
+		case <-ctx.Done():
+			closeAll()
+			return nil, fmt.Errorf("all %d real-node locks (%s...) held by other processes: %w", slots, fmt.Sprintf(realNodeLocks, 0), ctx.Err())
+		case <-time.After(time.Second):
 		}
 	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 // StartClusterT is StartCluster for a test: it fails the test if the cluster

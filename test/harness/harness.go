@@ -607,10 +607,11 @@ func (cp *ControlPlane) Stop() {
 		}
 		grace := 10 * time.Second
 		if p == cp.apiserver {
-			// The real nodes stopped above went with their network
-			// namespaces, so their connections ended without a FIN;
-			// kube-apiserver's graceful stop waits on those watches for
-			// its --request-timeout (60 s). Nothing is left to drain.
+			// kube-apiserver's graceful stop waits, up to its
+			// --request-timeout (60 s), for the watches still open on it
+			// to end, a live client's too (RestartAPIServer's 10 s run
+			// out with agents connected). At teardown nothing needs them
+			// to drain.
 			grace = apiserverStopGrace
 		}
 		if err := p.Stop(grace); err != nil && (p != cp.apiserver || !errors.Is(err, errKilled)) {
