@@ -3,6 +3,7 @@
 package fleet_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -178,19 +179,21 @@ func requests(b *testing.B) float64 { return apiserverMetric(b, "apiserver_reque
 // series.
 func apiserverMetric(b *testing.B, name string) float64 {
 	b.Helper()
-	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(b.Context())
+	v, err := sumAPIServerMetric(b.Context(), name)
 	if err != nil {
 		b.Fatal(err)
 	}
-	samples, err := harness.Samples(strings.NewReader(string(body)), name)
+	return v
+}
+
+// sumAPIServerMetric sums the API server's samples of name whose labels
+// contain every one of match, as harness.SumMetric does.
+func sumAPIServerMetric(ctx context.Context, name string, match ...string) (float64, error) {
+	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
-	var sum float64
-	for _, s := range samples {
-		sum += s.Value
-	}
-	return sum
+	return harness.SumMetric(bytes.NewReader(body), name, match...)
 }
 
 // machine describes the load the run met.
@@ -350,10 +353,10 @@ func BenchmarkFleet(b *testing.B) {
 	}
 }
 
-// waitAgentsGone waits until the stopped agents' EndpointSlice watches
-// are gone (others are the watches of those before the agents started), then
-// until their connections to the API server have closed (their transports close an idle connection after 90 s):
-// until then the server still holds their TLS sessions.
+// waitAgentsGone waits until the stopped agents' EndpointSlice watches are
+// gone (others: those open before the agents started), then 100 s more for
+// their transports to close the idle connections (after 90 s): until then
+// the server still holds their TLS sessions.
 func waitAgentsGone(b *testing.B, others int) {
 	b.Helper()
 	start := time.Now()
@@ -377,21 +380,8 @@ func waitAgentsGone(b *testing.B, others int) {
 // apiserverWatchers is kube-apiserver's count of open EndpointSlice watches
 // (apiserver_longrunning_requests): the agents' and CoreDNS's here.
 func apiserverWatchers(ctx context.Context) (int, error) {
-	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, err
-	}
-	samples, err := harness.Samples(strings.NewReader(string(body)), "apiserver_longrunning_requests")
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, s := range samples {
-		if strings.Contains(s.Labels, `resource="endpointslices"`) && strings.Contains(s.Labels, `verb="WATCH"`) {
-			n += int(s.Value)
-		}
-	}
-	return n, nil
+	n, err := sumAPIServerMetric(ctx, "apiserver_longrunning_requests", `resource="endpointslices"`, `verb="WATCH"`)
+	return int(n), err
 }
 
 // sampleStaleLeases counts the stale node Leases every 10 s until ctx ends
