@@ -69,6 +69,13 @@ func testPodNetworkCut(t *testing.T, taints *taintLog) {
 	if node.Labels[verifiedLabel] != "false" {
 		t.Errorf("re-tainted node labelled %s=%q, want false", verifiedLabel, node.Labels[verifiedLabel])
 	}
+	// The agent counts its patch when the answer reaches it, which can be
+	// after the test's watch delivered the taint: wait for the count, then
+	// require exactly one.
+	harness.Eventually(t, 10*time.Second, "the agent's successful re-taint counted", func() (bool, string) {
+		got := adds()
+		return got != addsBefore, fmt.Sprintf("%v successful re-taints", got-addsBefore)
+	})
 	if got := adds(); got != addsBefore+1 {
 		t.Errorf("agent on %s: %v successful re-taints during the cut, want 1", victim.Name, got-addsBefore)
 	}
