@@ -144,7 +144,7 @@ vuln: ## govulncheck (pinned in test/tools/govulncheck) against the vulnerabilit
 # Each fuzz target runs for FUZZTIME on top of its seed corpus
 # (testdata/fuzz/<target>/); a crasher is written there and fails the run.
 FUZZTIME ?= 10s
-FUZZ_TARGETS := ./internal/api:FuzzParseConditionMessage ./internal/webhook/admission:FuzzReview ./internal/agent/checks:FuzzParseResolvConf ./internal/agent/checks:FuzzAnswer ./internal/kubectlplugin:FuzzParseCleanupStatus
+FUZZ_TARGETS := ./internal/api:FuzzParseConditionMessage ./internal/api:FuzzParseCleanupStatus ./internal/webhook/admission:FuzzReview ./internal/agent/checks/dnsquery:FuzzParseResolvConf ./internal/agent/checks/dnsquery:FuzzAnswer
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (10s)

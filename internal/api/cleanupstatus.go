@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -52,4 +53,61 @@ func ParseCleanupStatus(value string) (*CleanupStatus, error) {
 		return nil, errors.New("no plugins")
 	}
 	return &s, nil
+}
+
+// Counts tallies the plugins by kind of state: failed, running, pending,
+// and finished (done, skipped, dry run).
+func (s *CleanupStatus) Counts() (failed, running, pending, finished int) {
+	for _, st := range s.Plugins {
+		switch {
+		case PluginStateFailed(st):
+			failed++
+		case st == PluginRunning:
+			running++
+		case st == PluginPending:
+			pending++
+		default:
+			finished++
+		}
+	}
+	return
+}
+
+// Summary is the attempt and what holds the cleanup up, such as
+// "attempt 2, 1 failed" or "attempt 1, 2 running, 1 pending"; when every
+// plugin finished, "attempt 1, 3 done". The kubectl plugin shows it.
+func (s *CleanupStatus) Summary() string {
+	failed, running, pending, finished := s.Counts()
+	parts := []string{fmt.Sprintf("attempt %d", s.Attempt)}
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{failed, "failed"}, {running, "running"}, {pending, "pending"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(parts) == 1 {
+		parts = append(parts, fmt.Sprintf("%d done", finished))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// PluginNames are the plugins of the status, failed ones first, then by name.
+func (s *CleanupStatus) PluginNames() []string {
+	names := make([]string, 0, len(s.Plugins))
+	for name := range s.Plugins {
+		names = append(names, name)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		fa, fb := PluginStateFailed(s.Plugins[a]), PluginStateFailed(s.Plugins[b])
+		switch {
+		case fa && !fb:
+			return -1
+		case fb && !fa:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return names
 }

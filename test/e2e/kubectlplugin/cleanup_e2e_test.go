@@ -117,9 +117,9 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 		return slices.Contains(n.Finalizers, api.Finalizer)
 	})
 	deleteNode(t, name)
-	var status *kubectlplugin.CleanupStatus
+	var status *api.CleanupStatus
 	cp.WaitNode(t, name, 30*time.Second, "a second failed attempt in the status annotation", func(n *corev1.Node) bool {
-		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
+		s, err := api.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
 		status = s
 		return err == nil && s.Attempt >= 2 && strings.HasPrefix(s.Plugins["hook"], "failed: ")
 	})
@@ -168,7 +168,7 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 	}
 	attempts := status.Attempt
 	cp.WaitNode(t, name, 15*time.Second, "another failed attempt after the n", func(n *corev1.Node) bool {
-		s, err := kubectlplugin.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
+		s, err := api.ParseCleanupStatus(n.Annotations[api.CleanupStatusAnnotation])
 		return err == nil && s.Attempt > attempts
 	})
 	if n := cp.GetNode(t, name); n.Annotations[api.SkipCleanupAnnotation] != "" || !slices.Contains(n.Finalizers, api.Finalizer) {

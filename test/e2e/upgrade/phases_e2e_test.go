@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/certs"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -179,15 +178,16 @@ func (e *env) finishHeld(t *testing.T, node, tag string) {
 	e.gone(t, node, tag)
 }
 
-// statusReadable checks that this tree's reader (kubectl node-ready) reads
-// the cleanup status annotation on n, whichever release wrote it.
+// statusReadable checks that this tree's reader (api.ParseCleanupStatus,
+// which kubectl node-ready shows) reads the cleanup status annotation on n,
+// whichever release wrote it.
 func (e *env) statusReadable(t *testing.T, n *corev1.Node) {
 	t.Helper()
 	v, ok := n.Annotations[statusAnnotation]
 	if !ok {
 		t.Fatalf("node %s being cleaned up has no %s annotation: %v", n.Name, statusAnnotation, n.Annotations)
 	}
-	if _, err := kubectlplugin.ParseCleanupStatus(v); err != nil {
+	if _, err := api.ParseCleanupStatus(v); err != nil {
 		t.Errorf("node %s: %s %q unreadable: %v", n.Name, statusAnnotation, v, err)
 	}
 }
