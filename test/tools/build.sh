@@ -21,7 +21,11 @@ LDFLAGS=$ldv build kubernetes "$tools/kubernetes" k8s.io/kubernetes \
 	kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy \
 	kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
 	kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
-build coredns "$tools/coredns" github.com/coredns/coredns coredns=github.com/coredns/coredns
+# CoreDNS with the plugins the tests use (test/tools/coredns/coredns); its
+# version names the program's source hash, so the stamp follows that too.
+cdsrc=$(cat "$tools/coredns/go.mod" "$tools/coredns/go.sum" "$tools/coredns"/coredns/*.go | sha256sum | cut -c1-12)
+LDFLAGS="-X github.com/coredns/coredns/coremain.GitCommit=knr-$cdsrc" build coredns "$tools/coredns" github.com/coredns/coredns \
+	coredns=github.com/kube-node-ready/kube-node-ready/test/tools/coredns/coredns
 # Like helm's own release build: the Kubernetes version helm assumes without
 # --kube-version (template, lint) is the pinned one, not its 1.20 default.
 ldh=""
