@@ -21,8 +21,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
@@ -82,6 +86,7 @@ type Agent struct {
 	// Registry holds its metrics, as its /metrics serves them.
 	Registry *prometheus.Registry
 
+	client agent.Clientset
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -156,7 +161,7 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
 	}
 	endpoints := metricsserver.Endpoints{Gatherer: reg, Ready: asm.Agent.Ready, Grace: time.Second, Log: log}
-	a := &Agent{Node: node, Registry: reg, cancel: cancel, done: make(chan error, 1)}
+	a := &Agent{Node: node, Registry: reg, client: client, cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		serveErr := make(chan error, 1)
 		if shared != nil {
@@ -245,6 +250,28 @@ func (f *Fleet) Stop() error {
 		errs = append(errs, shared.close())
 	}
 	return errors.Join(errs...)
+}
+
+// WatchOwnNodes opens, for every running agent, one more watch of its own
+// Node over the agent's own client (its connection), shaped as the agent's
+// node view's (field-selected, bookmarks, the reflector's renewals every
+// 5–10 minutes), at most Options.Parallel being opened at once; it returns
+// once every one has listed, and they run until ctx ends. The benchmark's
+// -fleet.extra-node-watch measures what one such watch per node costs the
+// API server: what the agent would save without its own.
+func (f *Fleet) WatchOwnNodes(ctx context.Context) error {
+	agents := f.Agents()
+	return parallelDo(ctx, f.opts.Parallel, len(agents), func(setup context.Context, i int) error {
+		a := agents[i]
+		lw := cache.NewListWatchFromClient(a.client.CS.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll,
+			fields.OneTermEqualSelector("metadata.name", a.Node.Name))
+		inf := cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})
+		go inf.RunWithContext(ctx)
+		if !cache.WaitForCacheSync(setup.Done(), inf.HasSynced) {
+			return fmt.Errorf("agent %s: the extra node watch did not list: %w", a.Node.Name, setup.Err())
+		}
+		return nil
+	})
 }
 
 // MetricsURL is the agent's /metrics, served on its node's address as the

@@ -40,6 +40,7 @@ var (
 	profile      = flag.String("fleet.apiserver-profile", "", "write kube-apiserver's CPU profiles of the heartbeats' and the agents' windows, and its heap profiles at their ends, to this path prefix (-kubelets.pprof, -agents.pprof, -kubelets-heap.pprof, -agents-heap.pprof)")
 	windows      = flag.Int("fleet.windows", 1, "measure the heartbeats and the agents in this many consecutive windows each and take the window of median API server CPU")
 	bracket      = flag.Bool("fleet.heartbeats-after", false, "after the agents' windows, stop the agents and measure the heartbeats again: the agents' added CPU is then taken against the mean of the heartbeats before and after them, so the API server's drift over the run cancels out; the run ends there (no joins, rollout or DNS outage)")
+	extraWatch   = flag.Bool("fleet.extra-node-watch", false, "with -fleet.heartbeats-after: after the agents' windows, open one more watch of its own Node per agent over the agent's own connection, as the agent's node view holds one, and measure again: what the agent's own-node watch costs the API server")
 	shared       = flag.Bool("fleet.shared-listener", true, "serve every simulated agent's metrics port from one listener (fleet.Options.SharedListener): one open file per agent instead of two")
 )
 
@@ -309,6 +310,9 @@ func BenchmarkFleet(b *testing.B) {
 	if *bracket {
 		logf(b, "the simulator process (this benchmark): %.0f MiB resident, %.3f cores (%d agents)",
 			selfRSSMiB(b), (self1-self0).Seconds()/spent.Seconds(), f.Len())
+		if *extraWatch {
+			nodeWatchCost(b, f, agents)
+		}
 		if err := f.Stop(); err != nil {
 			b.Fatal(err)
 		}
@@ -351,6 +355,24 @@ func BenchmarkFleet(b *testing.B) {
 	if *outage {
 		dnsOutage(b, f, n, offset)
 	}
+}
+
+// nodeWatchCost opens one more own-node watch per agent, measures the API
+// server again after they settle, and closes them: the median added CPU
+// against agents' is what one own-node watch per node costs.
+func nodeWatchCost(b *testing.B, f *fleet.Fleet, agents cost) {
+	b.Helper()
+	ctx, stop := context.WithCancel(b.Context())
+	defer stop()
+	start := time.Now()
+	if err := f.WatchOwnNodes(ctx); err != nil {
+		b.Fatal(err)
+	}
+	logf(b, "one more own-node watch per agent (%d) open in %.0f s", f.Len(), time.Since(start).Seconds())
+	time.Sleep(*settle)
+	extra := measureMedian(b, *window, "agents-extra-node-watch")
+	logf(b, "with one more own-node watch per agent: %s; the watches add %.3f cores, %.1f MiB", extra, extra.apiCPU-agents.apiCPU, extra.apiRSS-agents.apiRSS)
+	b.ReportMetric(extra.apiCPU-agents.apiCPU, "apiserver-cores-extra-node-watches")
 }
 
 // waitAgentsGone waits until the stopped agents' EndpointSlice watches are
