@@ -51,6 +51,9 @@ const fleetPrefix = "kwok"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if *extraWatch && !*bracket {
+		log.Fatal("-fleet.extra-node-watch needs -fleet.heartbeats-after: it runs between the agents' windows and the heartbeats' measured again")
+	}
 	if err := checkOpenFiles(*nodeCount, *shared); err != nil {
 		log.Fatal(err)
 	}
@@ -307,9 +310,9 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	perNodeRound := float64(total) / float64(n) / rounds
 	logf(b, "with agents: %s", agents)
+	logf(b, "the simulator process (this benchmark): %.0f MiB resident, %.3f cores (%d agents)",
+		selfRSSMiB(b), (self1-self0).Seconds()/spent.Seconds(), f.Len())
 	if *bracket {
-		logf(b, "the simulator process (this benchmark): %.0f MiB resident, %.3f cores (%d agents)",
-			selfRSSMiB(b), (self1-self0).Seconds()/spent.Seconds(), f.Len())
 		if *extraWatch {
 			nodeWatchCost(b, f, agents)
 		}
@@ -334,8 +337,6 @@ func BenchmarkFleet(b *testing.B) {
 	if *bracket {
 		return
 	}
-	logf(b, "the simulator process (this benchmark): %.0f MiB resident, %.3f cores (%d agents)",
-		selfRSSMiB(b), (self1-self0).Seconds()/spent.Seconds(), f.Len())
 
 	fullJoin := timeJoins(b, "join-full")
 	logf(b, "a node joining %d nodes takes %.2f× as long as joining an empty cluster", n, fullJoin.Seconds()/emptyJoin.Seconds())
