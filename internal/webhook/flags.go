@@ -7,6 +7,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
 // AddFlags registers every option on fs.
@@ -57,15 +58,17 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it stops working")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between election attempts")
 	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this replica's name (Lease holder, Events); empty = host name")
-	fs.StringVar(&o.Remediation, "remediation", o.Remediation, "what happens to a node still carrying the key of --agent-startup-taint or --agent-unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (delete its Karpenter NodeClaim, else the Node)")
+	fs.StringVar(&o.Remediation, "remediation", o.Remediation, "what happens to a node still carrying the key of --agent-startup-taint or --agent-unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (a node that never verified and runs nothing but DaemonSet and mirror pods: delete its Karpenter NodeClaim, else the Node; a node that verified once is only reported unless --remediation-replace-retainted)")
 	fs.Var(&o.UnverifiedDeadline, "unverified-deadline", "how long a node may stay unverified (startup or unhealthy taint) before --remediation acts, counted from when this replica first saw it unverified (never from the node's own clock), and never from before it began leading or the API server last answered again after an outage; unset: 10m under --autoscaler=cluster-autoscaler (before CA's 15m --max-node-provision-time and --max-node-startup-time), else 30m")
 	fs.StringVar(&o.MaxReplacing, "max-replacing", o.MaxReplacing, "most nodes replaced and still present at once: a count (\"1\") or a share of all nodes (\"5%\"), at least 1")
 	fs.BoolVar(&o.RemediationDryRun, "remediation-dry-run", o.RemediationDryRun, "with --remediation=replace, record what would be deleted (Event, log, metric) and delete nothing")
 	fs.DurationVar(&o.RemediationInterval, "remediation-interval", o.RemediationInterval, "time between remediation scans")
 	fs.StringVar(&o.FleetBudget, "agent-fleet-budget", o.FleetBudget, "the agents' --fleet-budget: while that many nodes are re-tainted (--agent-verified-label=false), nothing is replaced")
-	fs.StringVar(&o.RemediationBreakerThreshold, "remediation-breaker-threshold", o.RemediationBreakerThreshold, "circuit breaker: stop replacing while this share (\"50%\") of the latest --remediation-breaker-window new nodes went past --unverified-deadline without verifying (a broken agent image, CNI or subnet); resume when a new node verifies; \"off\" turns it off")
+	fs.StringVar(&o.RemediationBreakerThreshold, "remediation-breaker-threshold", o.RemediationBreakerThreshold, "circuit breaker, one per node pool (--remediation-pool-label): stop replacing a pool's nodes while this share (\"50%\") of its latest --remediation-breaker-window new nodes went past --unverified-deadline without verifying (a broken agent image, CNI or subnet); resume when a new node of the pool verifies; \"off\" turns it off")
 	fs.IntVar(&o.RemediationBreakerWindow, "remediation-breaker-window", o.RemediationBreakerWindow, "how many of the latest new nodes (verified, or past the deadline) the circuit breaker counts")
-	fs.BoolVar(&o.RemediationNodeClaims, "remediation-nodeclaims", o.RemediationNodeClaims, "replace a node by deleting the Karpenter NodeClaim (karpenter.sh/v1) that owns it, when the API exists; else, or when absent or forbidden, delete the Node")
+	fs.StringVar(&o.RemediationPoolLabel, "remediation-pool-label", o.RemediationPoolLabel, "node label whose value names a node's pool: each pool has a circuit breaker of its own, and nodes without the label share one; empty: the first of "+strings.Join(remediate.PoolLabels, ", ")+" a node carries")
+	fs.BoolVar(&o.RemediationReplaceRetainted, "remediation-replace-retainted", o.RemediationReplaceRetainted, "with --remediation=replace, also replace a node that verified once and was re-tainted past --unverified-deadline, only by deleting its Karpenter NodeClaim (Karpenter cordons it and drains it through the Eviction API, honouring PodDisruptionBudgets); without a NodeClaim it is only reported. Off: such a node is only reported, never deleted")
+	fs.BoolVar(&o.RemediationNodeClaims, "remediation-nodeclaims", o.RemediationNodeClaims, "replace a node by deleting the Karpenter NodeClaim (karpenter.sh/v1) whose status names it, when the API exists; else, or when absent or forbidden, delete the Node (only a node that never verified and runs nothing but DaemonSet and mirror pods)")
 	fs.StringVar(&o.Autoscaler, "autoscaler", o.Autoscaler, "the agents' --autoscaler, the preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --agent-startup-taint, --agent-unhealthy-taint and the default of --unverified-deadline")
 	fs.StringVar(&o.StartupTaint, "agent-startup-taint", o.StartupTaint, "the agent's --startup-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
 	fs.StringVar(&o.UnhealthyTaint, "agent-unhealthy-taint", o.UnhealthyTaint, "the agent's --unhealthy-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")

@@ -154,6 +154,13 @@ type Options struct {
 	RemediationBreakerThreshold string
 	// RemediationBreakerWindow is how many of the latest new nodes count.
 	RemediationBreakerWindow int
+	// RemediationPoolLabel is the node label naming a node's pool, each pool
+	// with a circuit breaker of its own; empty: remediate.PoolLabels.
+	RemediationPoolLabel string
+	// RemediationReplaceRetainted lets remediation replace a node that
+	// verified once and was re-tainted, only by deleting its Karpenter
+	// NodeClaim (Karpenter drains it); off: such a node is only reported.
+	RemediationReplaceRetainted bool
 	// Autoscaler is the agents' --autoscaler: the preset of taint keys
 	// (api.Presets) that gives StartupTaint and UnhealthyTaint when they are
 	// empty, and the default of UnverifiedDeadline.

@@ -178,6 +178,8 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 		ProtectAnnotation:   opts.ProtectAnnotation,
 		NodeClaims:          opts.RemediationNodeClaims,
 		Breaker:             remediate.Breaker{Threshold: threshold, Window: opts.RemediationBreakerWindow},
+		PoolLabel:           opts.RemediationPoolLabel,
+		ReplaceInService:    opts.RemediationReplaceRetainted,
 		TotalNodes:          total,
 		Recorder:            recorder,
 	}, reg, log.With("component", "remediation"))

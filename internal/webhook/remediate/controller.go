@@ -23,9 +23,9 @@ type Controller struct {
 	// node's time).
 	probe func(context.Context) error
 
-	// Touched by the scan loop only; obs and brk are new each leadership.
+	// Touched by the scan loop only; obs and brks are new each leadership.
 	obs       *observer
-	brk       *breaker
+	brks      *breakers
 	noted     map[types.UID]string    // last Event reason recorded per node, so a state is told once
 	tripped   bool                    // fleet budget hold logged
 	down      bool                    // API server outage logged

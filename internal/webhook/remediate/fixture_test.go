@@ -73,7 +73,7 @@ func newFixture(t *testing.T, policy Policy, nodes []*corev1.Node, claims ...*un
 	}
 	c.now = func() time.Time { return f.now }
 	c.probe = func(context.Context) error { return f.probeErr }
-	c.obs, c.brk = newObserver(c, t0.Add(-1000*time.Hour)), &breaker{}
+	c.obs, c.brks = newObserver(c, t0.Add(-1000*time.Hour)), newBreakers(Breaker{})
 	c.obs.contact = t0 // the API server answered the last scan
 	f.c = c
 	return f

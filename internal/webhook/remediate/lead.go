@@ -24,9 +24,9 @@ func (c *Controller) Lead(ctx context.Context) error {
 	}
 	// A new leader, or this one again, judges nothing it has not watched for
 	// a deadline itself.
-	c.obs, c.brk = newObserver(c, c.now()), &breaker{cfg: c.cfg.Breaker}
+	c.obs, c.brks = newObserver(c, c.now()), newBreakers(c.cfg.Breaker)
 	if c.cfg.Policy != PolicyReplace {
-		c.brk.cfg = Breaker{} // nothing to stop: never opens
+		c.brks.cfg = Breaker{} // nothing to stop: never opens
 	}
 	sel := c.cfg.VerifiedLabel + "!=true"
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
@@ -44,6 +44,14 @@ func (c *Controller) Lead(ctx context.Context) error {
 		return errors.New("remediate: node cache never synced")
 	}
 	defer c.zero()
+	// The breakers the cluster shows, not closed ones: a leader change must
+	// not resume replacing in a pool whose new nodes keep failing.
+	if cached, err := lister.List(labels.Everything()); err == nil {
+		for _, pool := range c.rebuild(cached, c.now()) {
+			c.log.Warn("circuit breaker open from the start: the pool's new nodes already past the deadline fail it",
+				"pool", pool, "reason", c.breakerText(pool))
+		}
+	}
 	c.log.Info("remediation running; every unverified node gets a full deadline from now before it is judged",
 		"policy", c.cfg.Policy, "unverified_deadline", c.cfg.Deadline, "dry_run", c.cfg.DryRun,
 		"nodeclaims", c.cfg.NodeClaims, "selector", sel,

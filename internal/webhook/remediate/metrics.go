@@ -12,9 +12,18 @@ const (
 	blockedMax       = "max_replacing"
 	blockedProtected = "protected"
 	blockedBreaker   = "circuit_breaker"
+	// blockedInService: the node verified once and serves workloads; only
+	// reported unless --remediation-replace-retainted.
+	blockedInService = "in_service"
+	// blockedWorkloads: on the fresh read the node runs pods other than
+	// DaemonSet and mirror pods.
+	blockedWorkloads = "runs_workloads"
+	// blockedNoDrain: a node in service with no Karpenter NodeClaim to drain
+	// it; a bare Node delete would evict nothing.
+	blockedNoDrain = "no_drain_path"
 )
 
-var blockedReasons = []string{blockedFleet, blockedMax, blockedProtected, blockedBreaker}
+var blockedReasons = []string{blockedFleet, blockedMax, blockedProtected, blockedBreaker, blockedInService, blockedWorkloads, blockedNoDrain}
 
 // Scan results (the result label of node_remediation_scans_total and
 // node_remediation_scan_duration_seconds).
@@ -52,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}),
 		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_remediation_blocked_nodes",
-			Help: "Overdue nodes not replaced in the last scan, by reason (fleet_budget, max_replacing, protected, circuit_breaker).",
+			Help: "Overdue nodes not replaced in the last scan, by reason (fleet_budget, max_replacing, protected, circuit_breaker, in_service, runs_workloads, no_drain_path).",
 		}, []string{"reason"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_remediation_actions_total",
@@ -69,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}, []string{"result"}),
 		circuitOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_remediation_circuit_open",
-			Help: "1 while the circuit breaker stops replacements because too many new nodes never verified (--remediation-breaker-threshold), else 0.",
+			Help: "Node pools whose circuit breaker stops replacements because too many of their new nodes never verified (--remediation-breaker-threshold); 0 when none.",
 		}),
 	}
 	for _, reason := range blockedReasons {

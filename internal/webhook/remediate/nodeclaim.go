@@ -27,30 +27,15 @@ type claimCache struct {
 	err    error
 }
 
-// nodeClaim finds the Karpenter NodeClaim that owns n: the one its owner
-// reference names (with that UID), else the one whose status names the same
-// provider ID (when both have one) or the node's name. nil, nil means none
-// (or no usable NodeClaim API, logged once): delete the Node.
+// nodeClaim finds the Karpenter NodeClaim of n, as the NodeClaim says it:
+// Karpenter writes the provider ID of the instance it launched and the name
+// of the Node that registered for it into the NodeClaim's status. The Node's
+// own ownerReferences are not asked: whoever may patch the Node could point
+// them at any NodeClaim, a protected node's included. nil, nil means none
+// (or no usable NodeClaim API, logged once).
 func (c *Controller) nodeClaim(ctx context.Context, n *corev1.Node) (*claimRef, error) {
 	if !c.cfg.NodeClaims {
 		return nil, nil
-	}
-	res := c.dyn.Resource(NodeClaims)
-	for _, ref := range n.OwnerReferences {
-		if ref.Kind != "NodeClaim" || ref.APIVersion != NodeClaims.GroupVersion().String() {
-			continue
-		}
-		obj, err := res.Get(ctx, ref.Name, metav1.GetOptions{})
-		switch {
-		case err == nil && (ref.UID == "" || obj.GetUID() == ref.UID):
-			return refOf(obj), nil
-		case err == nil:
-			continue // a NodeClaim of the same name that is not the owner
-		case c.unavailable(err):
-			return nil, nil
-		case !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("get NodeClaim %s: %w", ref.Name, err)
-		}
 	}
 	items, err := c.claims(ctx)
 	if err != nil {
@@ -60,21 +45,24 @@ func (c *Controller) nodeClaim(ctx context.Context, n *corev1.Node) (*claimRef, 
 		return nil, fmt.Errorf("list NodeClaims: %w", err)
 	}
 	for i := range items {
-		nodeName, _, _ := unstructured.NestedString(items[i].Object, "status", "nodeName")
-		providerID, _, _ := unstructured.NestedString(items[i].Object, "status", "providerID")
-		// Names are reused (ip-10-0-1-7 after ip-10-0-1-7): when both sides
-		// have a provider ID, it decides.
-		if providerID != "" && n.Spec.ProviderID != "" {
-			if providerID == n.Spec.ProviderID {
-				return refOf(&items[i]), nil
-			}
-			continue
-		}
-		if nodeName == n.Name {
+		if claimNames(&items[i], n) {
 			return refOf(&items[i]), nil
 		}
 	}
 	return nil, nil
+}
+
+// claimNames reports whether claim's status names n: its provider ID when
+// both have one (names are reused, ip-10-0-1-7 after ip-10-0-1-7, an
+// instance's ID is not), else its node name, and then a provider ID on
+// only one side is no match either.
+func claimNames(claim *unstructured.Unstructured, n *corev1.Node) bool {
+	nodeName, _, _ := unstructured.NestedString(claim.Object, "status", "nodeName")
+	providerID, _, _ := unstructured.NestedString(claim.Object, "status", "providerID")
+	if providerID != "" && n.Spec.ProviderID != "" {
+		return providerID == n.Spec.ProviderID && (nodeName == "" || nodeName == n.Name)
+	}
+	return providerID == "" && n.Spec.ProviderID == "" && nodeName != "" && nodeName == n.Name
 }
 
 func refOf(obj *unstructured.Unstructured) *claimRef {

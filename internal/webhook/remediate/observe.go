@@ -146,6 +146,19 @@ func (o *observer) since(n *corev1.Node, now time.Time, deadline time.Duration) 
 	return at, newlyFailed
 }
 
+// judge records n, seen now, as already judged a node that never verified
+// (a new leader counted it from its age): this replica's own deadline for it
+// does not count it again.
+func (o *observer) judge(n *corev1.Node, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.observeLocked(n, now)
+	if s.fresh {
+		s.judged = true
+		o.seen[n.UID] = s
+	}
+}
+
 // contacted records a contact with the API server (ok: it answered). A
 // contact after a failed one, or after a gap longer than maxGap (this
 // replica stalled), restarts the view: every node gets a fair chance again.

@@ -31,6 +31,8 @@ type Plan struct {
 	// NewlyFailed counts new nodes judged past the deadline for the first
 	// time (circuit breaker failures).
 	NewlyFailed int
+	// Opened are the pools whose circuit breaker this scan opened.
+	Opened []string
 }
 
 // Overdue is a node past the deadline.
@@ -73,17 +75,21 @@ func (c *Controller) retainted(n *corev1.Node) bool {
 // gate returns why n may not be deleted now, or "" when every gate passes.
 // The same gates hold for a first attempt and a retry, on the cache when
 // planning and again on a fresh read right before the delete: unverified
-// now, past the deadline since, not protected, the circuit breaker closed,
+// now, past the deadline since, not protected, never verified (or the
+// explicit opt-in for nodes in service), its pool's circuit breaker closed,
 // room in the agents' fleet budget and (unless dry-run) in --max-replacing.
 // Gates that fail because the node is fine are "" reasons of their own
 // (notUnverified, notOverdue), never reported as blocked.
+//
+// The fleet budget counts every re-tainted node, the candidate's own
+// re-taint included: the agents never re-taint more than the budget, so
+// "used up" is a state they do reach in a cluster-wide fault, and then
+// nothing is replaced. With a budget of 1 (clusters under 20 nodes at the
+// default 10 %), one re-tainted node holds every replacement: in a small
+// cluster one node's fault cannot be told from the cluster's.
 func (c *Controller) gate(n *corev1.Node, since time.Time, cnt counts, now time.Time) string {
 	_, unverified := c.state(n)
 	_, marked := c.validMark(n)
-	retainted := cnt.retainted
-	if c.retainted(n) {
-		retainted-- // its own re-taint does not hold its own replacement
-	}
 	inFlight := cnt.inFlight
 	if marked {
 		inFlight-- // a retry uses the slot its mark holds
@@ -95,9 +101,11 @@ func (c *Controller) gate(n *corev1.Node, since time.Time, cnt counts, now time.
 		return notOverdue
 	case c.cfg.ProtectAnnotation != "" && n.Annotations[c.cfg.ProtectAnnotation] == "true":
 		return blockedProtected
-	case c.brk != nil && c.brk.open:
+	case !c.neverVerified(n) && !c.cfg.ReplaceInService:
+		return blockedInService
+	case c.brks != nil && c.brks.of(c.pool(n)).open:
 		return blockedBreaker
-	case retainted >= cnt.fleet:
+	case cnt.retainted >= cnt.fleet:
 		return blockedFleet
 	case !c.cfg.DryRun && inFlight >= cnt.replace:
 		return blockedMax
@@ -137,6 +145,10 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 		since, failed := c.obs.since(n, now, c.cfg.Deadline)
 		if failed {
 			p.NewlyFailed++
+			// Counted before anything is replaced in this scan.
+			if pool := c.pool(n); c.brks.of(pool).record(true) {
+				p.Opened = append(p.Opened, pool)
+			}
 		}
 		if now.Sub(since) < c.cfg.Deadline || (marked && !c.stalled(n, now)) {
 			continue
@@ -153,10 +165,6 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 		}
 		return p.Overdue[i].Node.Name < p.Overdue[j].Node.Name
 	})
-	// This scan's failures count before anything is replaced in it.
-	for range p.NewlyFailed {
-		c.brk.record(true)
-	}
 	if c.cfg.Policy != PolicyReplace {
 		return p
 	}

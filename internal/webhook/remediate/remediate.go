@@ -6,6 +6,11 @@
 // It runs on the webhook's leader only, off by default, and is careful in
 // the ways an automatic deleter of nodes must be:
 //
+//   - it never removes capacity that serves workloads: by itself it replaces
+//     only nodes that never verified and, on a fresh read, run nothing but
+//     DaemonSet and mirror pods; a node that verified once (re-tainted) is
+//     reported, or with Config.ReplaceInService replaced only by deleting
+//     its NodeClaim, which Karpenter drains honouring PodDisruptionBudgets;
 //   - every delete, a first attempt or a retry, passes the same gates on a
 //     fresh read of the node from the API server right before it (still
 //     unverified, past the deadline, not protected, budget room, breaker
@@ -17,11 +22,14 @@
 //     unverified nodes still present that it marked as replacing or that are
 //     being deleted (by it or anyone else); a mark counts only for the node
 //     incarnation and state it was written for (see Mark);
-//   - a circuit breaker stops replacing while most new nodes never verify
-//     (see Breaker);
+//   - a circuit breaker per node pool stops replacing while most new nodes
+//     of the pool never verify (see Breaker); a new leader rebuilds it from
+//     the nodes it finds;
 //   - it does nothing while the agents' fleet budget is used up (as many
-//     nodes re-tainted as --max-retainted allows): then the fault is most
-//     likely the cluster's, not the nodes';
+//     nodes re-tainted as --max-retainted allows, the candidate's own
+//     re-taint included): then the fault is most likely the cluster's, not
+//     the nodes';
+//   - a NodeClaim is a node's only when the NodeClaim's status names it;
 //   - nodes annotated with the deletion-protection annotation are reported,
 //     never replaced;
 //   - dry-run reports what it would delete.
@@ -122,8 +130,18 @@ type Config struct {
 	// NodeClaims makes a replacement delete the node's Karpenter NodeClaim
 	// when the API exists and one owns the node.
 	NodeClaims bool
-	// Breaker stops replacing while most new nodes never verify.
+	// Breaker stops replacing, per node pool, while most new nodes of the
+	// pool never verify.
 	Breaker Breaker
+	// PoolLabel is the node label whose value names a node's pool for the
+	// circuit breaker; empty: the first of PoolLabels a node carries.
+	PoolLabel string
+	// ReplaceInService lets a node that verified once and was re-tainted be
+	// replaced too, but only by deleting its Karpenter NodeClaim (Karpenter
+	// drains it through the Eviction API, honouring PodDisruptionBudgets);
+	// without a NodeClaim it is only reported. Off: such a node is only
+	// reported.
+	ReplaceInService bool
 	// TotalNodes counts every node (for percentages).
 	TotalNodes func() int
 	// Recorder records Events on Nodes; nil records none.
@@ -147,6 +165,15 @@ func (c *Controller) state(n *corev1.Node) (taint string, unverified bool) {
 		}
 	}
 	return "", false
+}
+
+// neverVerified reports whether n is a new node that has not verified yet:
+// it carries a startup key and the agent never labelled it. Any other
+// unverified node verified once and is in service: its re-taint evicted
+// nothing, so it runs real workloads.
+func (c *Controller) neverVerified(n *corev1.Node) bool {
+	taint, unverified := c.state(n)
+	return unverified && slices.Contains(c.cfg.StartupTaints, taint) && n.Labels[c.cfg.VerifiedLabel] == ""
 }
 
 // bypassed reports whether an operator set the agent's bypass annotation.

@@ -3,6 +3,7 @@ package remediate
 import (
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func testController(t testing.TB, policy Policy, maxReplacing, fleet string, dry
 		noted: map[types.UID]string{}, retried: map[types.UID]time.Time{},
 	}
 	c.obs = newObserver(c, t0.Add(-1000*time.Hour))
-	c.brk = &breaker{}
+	c.brks = newBreakers(Breaker{})
 	return c
 }
 
@@ -172,7 +173,7 @@ func TestPlan(t *testing.T) {
 				node("seen-long-ago", 40*time.Minute, taint(unhealthy), label("node-ready/verified", "false"), failingSince(-time.Hour)),
 			},
 			total:       100,
-			wantOverdue: []string{"seen-long-ago"}, wantReplace: []string{"seen-long-ago"},
+			wantOverdue: []string{"seen-long-ago"}, wantBlocked: map[string]string{"seen-long-ago": "in_service"},
 		},
 		{
 			name:   "oldest first, up to --max-replacing",
@@ -201,8 +202,8 @@ func TestPlan(t *testing.T) {
 				node("not-ours", time.Hour, taint(startup), marked(func(m *Mark) { m.By = "someone" })),
 				node("young-stale", time.Minute, taint(startup), annotation("infra.894.io/replacing", t0.Add(-time.Hour).Format(time.RFC3339))),
 			},
-			wantOverdue: []string{"not-ours", "old-format", "other-state", "other-uid"}, wantReplace: []string{"not-ours", "old-format", "other-state"},
-			wantBlocked: map[string]string{"other-uid": "max_replacing"}, wantUnmark: []string{"old-format", "other-uid", "other-state", "not-ours", "young-stale"},
+			wantOverdue: []string{"not-ours", "old-format", "other-state", "other-uid"}, wantReplace: []string{"not-ours", "old-format", "other-uid"},
+			wantBlocked: map[string]string{"other-state": "in_service"}, wantUnmark: []string{"old-format", "other-uid", "other-state", "not-ours", "young-stale"},
 		},
 		{
 			name:   "a node being deleted by anyone counts as going away",
@@ -311,18 +312,37 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
-// In a small cluster the fleet budget is 1: the one re-tainted node does not
-// hold back its own replacement, but does hold back another's.
-func TestOwnRetaintDoesNotHoldItself(t *testing.T) {
-	c := testController(t, PolicyReplace, "2", "10%", false)
+// A node that verified once is in service: only reported, unless the
+// opt-in; and then its own re-taint counts against the fleet budget, so a
+// budget the agents used up (they re-taint up to it, never past it) holds
+// every replacement, in a small cluster (budget 1) the one re-tainted node's
+// own too.
+func TestInServiceNodesAndTheFleetBudget(t *testing.T) {
 	sick := node("sick", 10*time.Hour, taint(unhealthy), label("node-ready/verified", "false"), failingSince(time.Hour))
-	if p := c.plan(watched(c, sick), 5, t0); !slices.Equal(names(p.Replace), []string{"sick"}) {
-		t.Errorf("replace %v, blocked %v: want the only re-tainted node replaced", names(p.Replace), p.Blocked)
-	}
 	fresh := node("fresh", time.Hour, taint(startup))
-	p := c.plan(watched(c, sick, fresh), 5, t0)
-	if p.Blocked["fresh"] != "fleet_budget" || !slices.Contains(names(p.Replace), "sick") {
-		t.Errorf("replace %v, blocked %v: want fresh held by the fleet budget, sick replaced", names(p.Replace), p.Blocked)
+	cases := []struct {
+		name        string
+		fleet       string
+		optIn       bool
+		nodes       []*corev1.Node
+		wantReplace []string
+		wantBlocked map[string]string
+	}{
+		{"in service, no opt-in: reported", "2", false, []*corev1.Node{sick}, nil, map[string]string{"sick": blockedInService}},
+		{"opt-in, budget 2, one re-tainted: replaced", "2", true, []*corev1.Node{sick}, []string{"sick"}, map[string]string{}},
+		{"opt-in, budget 1 used up by its own re-taint", "1", true, []*corev1.Node{sick}, nil, map[string]string{"sick": blockedFleet}},
+		{"budget 1 used up: a new node is held too", "1", false, []*corev1.Node{sick, fresh},
+			nil, map[string]string{"sick": blockedInService, "fresh": blockedFleet}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testController(t, PolicyReplace, "2", tc.fleet, false)
+			c.cfg.ReplaceInService = tc.optIn
+			p := c.plan(watched(c, tc.nodes...), 5, t0)
+			if !slices.Equal(names(p.Replace), tc.wantReplace) || !maps.Equal(p.Blocked, tc.wantBlocked) {
+				t.Errorf("replace %v, blocked %v; want %v, %v", names(p.Replace), p.Blocked, tc.wantReplace, tc.wantBlocked)
+			}
+		})
 	}
 }
 
@@ -343,7 +363,7 @@ func TestStalledReplacementIsRetriedThroughTheGates(t *testing.T) {
 	if !slices.Equal(names(p.Replace), []string{"stuck"}) || p.Blocked["protected"] != "protected" {
 		t.Fatalf("replace %v, blocked %v: want stuck retried, protected held", names(p.Replace), p.Blocked)
 	}
-	c.brk.open = true
+	c.brks.of("").open = true
 	if p := c.plan(nodes, 10, t0.Add(2*time.Minute)); len(p.Replace) != 0 || p.Blocked["stuck"] != "circuit_breaker" {
 		t.Fatalf("replace %v, blocked %v: want the retry held by the open breaker", names(p.Replace), p.Blocked)
 	}

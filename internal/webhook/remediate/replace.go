@@ -15,15 +15,19 @@ import (
 // and the budgets; the node is marked first (guarded by that read's
 // resourceVersion) so it counts against the budget even if this replica
 // stops right after, and the Node delete is guarded by the marked node's
-// UID and resourceVersion. It reports whether the node is now going away.
-func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time.Duration) bool {
+// UID and resourceVersion. Capacity that serves is never removed: a node in
+// service goes only through its NodeClaim (Karpenter drains it), and a node
+// that runs pods other than DaemonSet and mirror pods, read fresh, is not
+// deleted at all. It reports whether the node is now going away, or the
+// blocked reason that held it on the fresh read.
+func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time.Duration) (gone bool, blocked string) {
 	log := c.log.With("node", o.Node.Name, "uid", string(o.Node.UID), "taint", o.Taint, "unverified_for", age.String())
 	if c.cfg.DryRun && c.noted[o.Node.UID] == "dry-run" {
-		return false // told already
+		return false, "" // told already
 	}
 	n, err := c.client.CoreV1().Nodes().Get(ctx, o.Node.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && n.UID != o.Node.UID) {
-		return false
+		return false, ""
 	}
 	var cnt counts
 	if err == nil {
@@ -32,25 +36,38 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 	if err != nil {
 		log.Warn("cannot read the node again before replacing it; trying again next scan", "error", err)
 		c.actions.WithLabelValues(actionFor(true), "error").Inc()
-		return false
+		return false, ""
 	}
 	now := c.now()
 	taint, _ := c.state(n)
 	since, _ := c.obs.since(n, now, c.cfg.Deadline)
-	if reason := c.gate(n, since, cnt, now); reason != "" {
+	reason := c.gate(n, since, cnt, now)
+	var claim *claimRef
+	if reason == "" {
+		if claim, err = c.nodeClaim(ctx, n); err != nil {
+			log.Warn("cannot look up the node's NodeClaim; trying again next scan", "error", err)
+			c.actions.WithLabelValues(actionFor(true), "error").Inc()
+			return false, ""
+		}
+		reason, err = c.serves(ctx, n, claim)
+		if err != nil {
+			log.Warn("cannot read the pods on the node before replacing it; trying again next scan", "error", err)
+			c.actions.WithLabelValues(actionFor(claim == nil), "error").Inc()
+			return false, ""
+		}
+	}
+	if reason != "" {
 		if c.freshHeld[n.UID] != reason { // once per node and reason, not every scan
 			c.freshHeld[n.UID] = reason
 			log.Info("not replacing: a gate closed on a fresh read of the node", "gate", reason)
 		}
-		return false
+		switch reason {
+		case notUnverified, notOverdue:
+			return false, ""
+		}
+		return false, reason
 	}
 	delete(c.freshHeld, n.UID)
-	claim, err := c.nodeClaim(ctx, n)
-	if err != nil {
-		log.Warn("cannot look up the node's NodeClaim; trying again next scan", "error", err)
-		c.actions.WithLabelValues(actionFor(true), "error").Inc()
-		return false
-	}
 	target := "Node " + n.Name
 	if claim != nil {
 		target = "NodeClaim " + claim.name
@@ -64,7 +81,7 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 			log.Info("dry run: would replace the node", "delete", target)
 			c.actions.WithLabelValues("dry_run", "success").Inc()
 		}
-		return false
+		return false, ""
 	}
 	action := actionFor(claim == nil)
 	_, retry := c.validMark(n)
@@ -72,7 +89,7 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 		if n, err = c.mark(ctx, n, c.newMark(n, taint, now)); err != nil {
 			log.Warn("cannot mark the node as being replaced; judged again next scan", "error", err)
 			c.actions.WithLabelValues(action, "error").Inc()
-			return false
+			return false, ""
 		}
 	}
 	c.retried[n.UID] = now
@@ -84,16 +101,58 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		c.removeMark(uctx, n, "its delete failed")
-		return false
+		return false, ""
 	}
 	if retry {
 		log.Warn("a node marked as replacing was still not going away; deleted again after the gates passed", "delete", target)
-	} else {
+	} else if c.neverVerified(n) {
 		log.Warn("replacing a node that never verified", "delete", target)
+	} else {
+		log.Warn("replacing a re-tainted node through its NodeClaim: Karpenter drains it (--remediation-replace-retainted)", "delete", target)
 	}
 	c.actions.WithLabelValues(action, "success").Inc()
 	c.note(n, "replacing", corev1.EventTypeWarning, ReasonReplacing,
 		"carried %s for %s, past --unverified-deadline=%s: deleted %s", taint, age, c.cfg.Deadline, target)
+	return true, ""
+}
+
+// serves says why n, read fresh, must not be deleted because it holds
+// capacity that serves, or "": a node in service (it verified once) only
+// through claim, which Karpenter drains through the Eviction API; and by
+// itself only a node whose pods are all DaemonSet or mirror pods (or have
+// finished), read from the API server now, not from a cache.
+func (c *Controller) serves(ctx context.Context, n *corev1.Node, claim *claimRef) (string, error) {
+	if !c.neverVerified(n) {
+		if claim == nil {
+			return blockedNoDrain, nil
+		}
+		return "", nil // Karpenter cordons and drains it, honouring PodDisruptionBudgets
+	}
+	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+	if err != nil {
+		return "", fmt.Errorf("list pods on node %s: %w", n.Name, err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == n.Name && workload(&pods.Items[i]) {
+			return blockedWorkloads, nil
+		}
+	}
+	return "", nil
+}
+
+// workload reports whether p is a pod whose loss someone would feel: not a
+// DaemonSet's pod (it exists on every node and goes with the node), not a
+// mirror pod (the kubelet's static pod) and not finished.
+func workload(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" && ref.APIVersion == "apps/v1" {
+		return false
+	}
 	return true
 }
 

@@ -1,12 +1,19 @@
 package remediate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/utils/ptr"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // The delete is decided on what the API server says right before it, not
@@ -61,7 +68,7 @@ func TestReplaceNeverActsOnAnotherIncarnation(t *testing.T) {
 		t.Fatal(err)
 	}
 	watched(f.c, again)
-	if f.c.replace(t.Context(), Overdue{Node: judged, Taint: startup, Since: judged.CreationTimestamp.Time}, 1, time.Hour) {
+	if gone, _ := f.c.replace(t.Context(), Overdue{Node: judged, Taint: startup, Since: judged.CreationTimestamp.Time}, 1, time.Hour); gone {
 		t.Error("replace reported the node going away")
 	}
 	f.expectActions(f.actions(), "get nodes n")
@@ -77,7 +84,7 @@ func TestReplaceMarksThenDeletes(t *testing.T) {
 	f := newFixture(t, PolicyReplace, []*corev1.Node{node("n", time.Hour, taint(startup))})
 	cached := f.cached("n")
 	fresh := f.node("n")
-	f.expectActions(f.scan(cached...), "get nodes n", "list nodes", "patch nodes n", "delete nodes n")
+	f.expectActions(f.scan(cached...), "get nodes n", "list nodes", "list pods", "patch nodes n", "delete nodes n")
 
 	uid, rv, m := f.markPatch(f.patches()[0])
 	if uid != fresh.UID || rv != fresh.ResourceVersion {
@@ -106,7 +113,7 @@ func TestReplaceMarksThenDeletes(t *testing.T) {
 func TestFailedDeleteRemovesTheMark(t *testing.T) {
 	f := newFixture(t, PolicyReplace, []*corev1.Node{node("n", time.Hour, taint(startup))})
 	fail(f.client, "delete", "nodes", apierrors.NewInternalError(errBoom))
-	f.expectActions(f.scan(f.cached("n")...), "get nodes n", "list nodes", "patch nodes n", "delete nodes n", "patch nodes n")
+	f.expectActions(f.scan(f.cached("n")...), "get nodes n", "list nodes", "list pods", "patch nodes n", "delete nodes n", "patch nodes n")
 
 	marked, unmark := f.patches()[0], f.patches()[1]
 	_, _, m := f.markPatch(marked)
@@ -146,7 +153,7 @@ func TestMarkedNodeIsRetriedAndAnEarlierIncarnationsMarkIsRemoved(t *testing.T) 
 	// First sight of the valid mark: counted, not retried yet. The other
 	// mark names another UID: removed (a UID test guards the unmark), and
 	// its node is judged and marked as itself.
-	f.expectActions(f.scan(cached...), "patch nodes reborn", "get nodes reborn", "list nodes", "patch nodes reborn", "delete nodes reborn")
+	f.expectActions(f.scan(cached...), "patch nodes reborn", "get nodes reborn", "list nodes", "list pods", "patch nodes reborn", "delete nodes reborn")
 	if !contains(f.patches()[0].GetPatch(), string(reborn.UID)) {
 		t.Errorf("unmark %s does not test the live node's UID %s", f.patches()[0].GetPatch(), reborn.UID)
 	}
@@ -155,7 +162,7 @@ func TestMarkedNodeIsRetriedAndAnEarlierIncarnationsMarkIsRemoved(t *testing.T) 
 	}
 
 	f.now = t0.Add(time.Minute)
-	f.expectActions(f.scan(cached[0]), "get nodes stuck", "list nodes", "delete nodes stuck")
+	f.expectActions(f.scan(cached[0]), "get nodes stuck", "list nodes", "list pods", "delete nodes stuck")
 	if f.node("stuck") != nil {
 		t.Error("stalled replacement not retried")
 	}
@@ -166,9 +173,9 @@ func TestMarkedNodeIsRetriedAndAnEarlierIncarnationsMarkIsRemoved(t *testing.T) 
 // a new node that verified it closes an open circuit breaker, said once.
 func TestNodeThatVerifiedIsUnmarkedAndClosesTheBreaker(t *testing.T) {
 	f := newFixture(t, PolicyReplace, []*corev1.Node{node("n", time.Minute, taint(startup), marked())})
-	f.c.brk = &breaker{cfg: Breaker{Threshold: 0.5, Window: 2}}
-	f.c.brk.record(true)
-	if !f.c.brk.open {
+	f.c.brks = newBreakers(Breaker{Threshold: 0.5, Window: 2})
+	f.c.brks.of("").record(true)
+	if !f.c.brks.of("").open {
 		t.Fatal("breaker not open")
 	}
 	cached := f.cached("n")
@@ -183,7 +190,7 @@ func TestNodeThatVerifiedIsUnmarkedAndClosesTheBreaker(t *testing.T) {
 	if n := f.node("n"); n.Annotations[f.c.cfg.ReplacingAnnotation] != "" {
 		t.Errorf("mark kept on a verified node: %v", n.Annotations)
 	}
-	if f.c.brk.open {
+	if f.c.brks.of("").open {
 		t.Error("breaker still open after a new node verified")
 	}
 	f.expectEvents(ReasonResumed)
@@ -206,7 +213,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	f := newFixture(t, PolicyReplace, []*corev1.Node{node("n", time.Hour, taint(startup))})
 	f.c.cfg.DryRun = true
 	cached := f.cached("n")
-	f.expectActions(f.scan(cached...), "get nodes n", "list nodes")
+	f.expectActions(f.scan(cached...), "get nodes n", "list nodes", "list pods")
 	f.expectActions(f.scan(cached...)) // told already: not read again
 	if f.count("dry_run", "success") != 1 {
 		t.Errorf("dry_run = %v, want 1", f.count("dry_run", "success"))
@@ -241,7 +248,7 @@ func TestUnreachableAPIServerJudgesNothing(t *testing.T) {
 		f.expectActions(f.scan(cached...))
 	}
 	f.now = t0.Add(31 * time.Minute)
-	f.expectActions(f.scan(cached...), "get nodes n", "list nodes", "patch nodes n", "delete nodes n")
+	f.expectActions(f.scan(cached...), "get nodes n", "list nodes", "list pods", "patch nodes n", "delete nodes n")
 	if got := testutilScans(f, "api_unreachable"); got != 1 {
 		t.Errorf("api_unreachable scans %v, want 1", got)
 	}
@@ -268,7 +275,7 @@ func TestHeldReplacementsAreTold(t *testing.T) {
 	}
 	// The budget frees up: a is replaced, p still held.
 	f.c.cfg.FleetBudget = mustBudget(t, "5")
-	f.expectActions(f.scan(cached...), "get nodes a", "list nodes", "patch nodes a", "delete nodes a")
+	f.expectActions(f.scan(cached...), "get nodes a", "list nodes", "list pods", "patch nodes a", "delete nodes a")
 	if g := gauge(f, blockedFleet); g != 0 {
 		t.Errorf("blocked{fleet_budget} = %v after the budget freed up, want 0", g)
 	}
@@ -278,7 +285,7 @@ func TestHeldReplacementsAreTold(t *testing.T) {
 // holds.
 func TestBreakerOpeningIsTold(t *testing.T) {
 	f := newFixture(t, PolicyReplace, []*corev1.Node{node("a", time.Hour, taint(startup))})
-	f.c.brk = &breaker{cfg: Breaker{Threshold: 0.5, Window: 2}}
+	f.c.brks = newBreakers(Breaker{Threshold: 0.5, Window: 2})
 	cached := f.cached("a")
 	f.expectActions(f.scan(cached...))
 	got := f.recorded()
@@ -290,30 +297,71 @@ func TestBreakerOpeningIsTold(t *testing.T) {
 	}
 }
 
-// The NodeClaim that owns a node is deleted, guarded by its UID; one
-// Karpenter is deleting already is left to it.
-func TestReplaceDeletesTheOwningNodeClaim(t *testing.T) {
-	owner := claim("claim-a", "a", "")
-	other := claim("claim-b", "", "aws:///b")
+// The NodeClaim whose status names a node is deleted, guarded by its UID;
+// one Karpenter is deleting already is left to it. The Node's own
+// ownerReferences name nothing: whoever may patch the node could point them
+// at any NodeClaim, here a protected node's.
+func TestReplaceDeletesTheNodeClaimThatNamesTheNode(t *testing.T) {
+	byName := claim("claim-a", "a", "")
+	byID := claim("claim-b", "", "aws:///b")
+	elsewhere := claim("claim-z", "z", "aws:///z")
 	f := newFixture(t, PolicyReplace, []*corev1.Node{
-		node("a", 2*time.Hour, taint(startup), ownedBy(owner)),
+		node("a", 2*time.Hour, taint(startup)),
 		node("b", time.Hour, taint(startup), providerID("aws:///b")),
-	}, owner, other)
+		node("c", 90*time.Minute, taint(startup), ownedBy(elsewhere)),
+		node("z", 3*time.Hour, taint(startup), providerID("aws:///z"), annotation("infra.894.io/protect", "true")),
+	}, byName, byID, elsewhere)
 	f.c.cfg.NodeClaims = true
-	f.c.cfg.MaxReplacing = mustBudget(t, "2")
-	f.expectActions(f.scan(f.cached("a", "b")...),
-		"get nodes a", "list nodes", "patch nodes a", "get nodes b", "list nodes", "patch nodes b",
-		"get nodeclaims claim-a", "delete nodeclaims claim-a", "list nodeclaims", "delete nodeclaims claim-b")
-	for i, cl := range []string{string(owner.GetUID()), string(other.GetUID())} {
-		if p := f.deletes()[i].GetDeleteOptions().Preconditions; p == nil || p.UID == nil || string(*p.UID) != cl {
+	f.c.cfg.MaxReplacing = mustBudget(t, "3")
+	f.expectActions(f.scan(f.cached("a", "b", "c", "z")...),
+		"get nodes a", "list nodes", "list pods", "patch nodes a",
+		"get nodes c", "list nodes", "list pods", "patch nodes c", "delete nodes c",
+		"get nodes b", "list nodes", "list pods", "patch nodes b",
+		"list nodeclaims", "delete nodeclaims claim-a", "delete nodeclaims claim-b")
+	deletes := f.deletes()
+	for i, cl := range []string{"", string(byName.GetUID()), string(byID.GetUID())} {
+		if i == 0 {
+			continue // the Node c: its UID and resourceVersion, checked elsewhere
+		}
+		if p := deletes[i].GetDeleteOptions().Preconditions; p == nil || p.UID == nil || string(*p.UID) != cl {
 			t.Errorf("delete %d preconditions %+v, want the NodeClaim's UID %s", i, p, cl)
 		}
 	}
-	if f.node("a") == nil || f.node("b") == nil {
-		t.Error("a Node was deleted instead of its NodeClaim")
+	if f.node("a") == nil || f.node("b") == nil || f.node("z") == nil {
+		t.Error("a Node was deleted instead of its NodeClaim, or the protected node")
 	}
-	if f.count("delete_nodeclaim", "success") != 2 {
-		t.Errorf("delete_nodeclaim success = %v, want 2", f.count("delete_nodeclaim", "success"))
+	if f.count("delete_nodeclaim", "success") != 2 || f.count("delete_node", "success") != 1 {
+		t.Errorf("delete_nodeclaim success = %v, delete_node success = %v, want 2 and 1 (c has no NodeClaim that names it)",
+			f.count("delete_nodeclaim", "success"), f.count("delete_node", "success"))
+	}
+}
+
+// claimNames: a NodeClaim is a node's only when its status says so.
+func TestClaimNames(t *testing.T) {
+	n := func(name, id string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: id}}
+	}
+	cases := []struct {
+		name  string
+		claim *unstructured.Unstructured
+		node  *corev1.Node
+		want  bool
+	}{
+		{"node name, no provider IDs", claim("c", "a", ""), n("a", ""), true},
+		{"provider ID, not registered yet", claim("c", "", "aws:///1"), n("a", "aws:///1"), true},
+		{"both", claim("c", "a", "aws:///1"), n("a", "aws:///1"), true},
+		{"a reused name, another instance", claim("c", "a", "aws:///1"), n("a", "aws:///2"), false},
+		{"same instance, another name", claim("c", "b", "aws:///1"), n("a", "aws:///1"), false},
+		{"provider ID on the node only", claim("c", "a", ""), n("a", "aws:///1"), false},
+		{"provider ID on the claim only", claim("c", "a", "aws:///1"), n("a", ""), false},
+		{"names nothing", claim("c", "", ""), n("a", ""), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := claimNames(tc.claim, tc.node); got != tc.want {
+				t.Errorf("claimNames = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -341,6 +389,90 @@ func TestNodeClaimAPITrouble(t *testing.T) {
 			}
 			if !tc.wantDeleted && (len(f.patches()) != 0 || f.count("delete_node", "error") != 1) {
 				t.Errorf("patches %d, delete_node error %v: want no mark and one error", len(f.patches()), f.count("delete_node", "error"))
+			}
+		})
+	}
+}
+
+// pod is a pod on node, owned by a controller of kind (none when "").
+func pod(name, node, kind string, edit ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uuid.NewUUID()}, Spec: corev1.PodSpec{NodeName: node}}
+	if kind != "" {
+		apiVersion := "apps/v1"
+		if kind == "Job" {
+			apiVersion = "batch/v1"
+		}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name + "-owner", UID: uuid.NewUUID(), Controller: ptr.To(true)}}
+	}
+	for _, e := range edit {
+		e(p)
+	}
+	return p
+}
+
+// Remediation never removes capacity that serves: on the fresh read, a
+// never-verified node is deleted only while every pod on it is a DaemonSet
+// or mirror pod (or has finished); a node that verified once goes only
+// through its NodeClaim, and only with the opt-in.
+func TestCapacityThatServesIsNeverRemoved(t *testing.T) {
+	mirror := func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }
+	done := func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
+	retainted := []nodeOpt{taint(unhealthy), label("node-ready/verified", "false")}
+	cases := []struct {
+		name        string
+		node        *corev1.Node
+		pods        []*corev1.Pod
+		claim       bool
+		optIn       bool
+		wantDeleted string // "node", "nodeclaim" or ""
+		wantReason  string
+	}{
+		{"never verified, DaemonSet, mirror and finished pods only: deleted", node("n", time.Hour, taint(startup)),
+			[]*corev1.Pod{pod("ds", "n", "DaemonSet"), pod("static", "n", "", mirror), pod("job", "n", "Job", done)}, false, false, "node", ""},
+		{"never verified, a bare pod: held", node("n", time.Hour, taint(startup)),
+			[]*corev1.Pod{pod("ds", "n", "DaemonSet"), pod("bare", "n", "")}, false, false, "", blockedWorkloads},
+		{"never verified, a ReplicaSet's pod, even with a NodeClaim: held", node("n", time.Hour, taint(startup)),
+			[]*corev1.Pod{pod("web", "n", "ReplicaSet")}, true, false, "", blockedWorkloads},
+		{"in service: reported", node("n", time.Hour, retainted...), nil, true, false, "", blockedInService},
+		{"in service, opt-in, no NodeClaim: never a bare delete", node("n", time.Hour, retainted...),
+			[]*corev1.Pod{pod("web", "n", "ReplicaSet")}, false, true, "", blockedNoDrain},
+		{"in service, opt-in, a NodeClaim: Karpenter drains it", node("n", time.Hour, retainted...),
+			[]*corev1.Pod{pod("web", "n", "ReplicaSet")}, true, true, "nodeclaim", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var claims []*unstructured.Unstructured
+			if tc.claim {
+				claims = append(claims, claim("claim-n", "n", ""))
+			}
+			f := newFixture(t, PolicyReplace, []*corev1.Node{tc.node}, claims...)
+			f.c.cfg.NodeClaims, f.c.cfg.ReplaceInService = true, tc.optIn
+			f.c.cfg.FleetBudget = mustBudget(t, "2")
+			for _, p := range tc.pods {
+				if err := f.client.Tracker().Add(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.scan(f.cached("n")...)
+			nodeGone := f.node("n") == nil
+			claimGone := tc.claim && f.count("delete_nodeclaim", "success") == 1
+			switch {
+			case tc.wantDeleted == "node" && !nodeGone, tc.wantDeleted != "node" && nodeGone:
+				t.Errorf("node deleted %v, want %q", nodeGone, tc.wantDeleted)
+			case tc.wantDeleted == "nodeclaim" && !claimGone, tc.wantDeleted != "nodeclaim" && claimGone:
+				t.Errorf("nodeclaim deleted %v, want %q", claimGone, tc.wantDeleted)
+			}
+			if tc.wantReason == "" {
+				return
+			}
+			if got := testutil.ToFloat64(f.c.blocked.WithLabelValues(tc.wantReason)); got != 1 {
+				t.Errorf("node_remediation_blocked_nodes{reason=%q} = %v, want 1", tc.wantReason, got)
+			}
+			if tc.wantReason != blockedInService && len(f.patches()) != 0 {
+				t.Errorf("a node held on the fresh read was written: %s", f.patches()[0].GetPatch())
+			}
+			if ev := f.recorded(); len(ev) != 1 || !strings.Contains(ev[0], "not replaced") {
+				t.Errorf("events %q, want one saying why it is not replaced", ev)
 			}
 		})
 	}

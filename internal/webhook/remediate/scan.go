@@ -2,11 +2,15 @@ package remediate
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
 // scan checks the API server answers, then plans and acts once, and counts
@@ -32,25 +36,16 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 	if c.cfg.TotalNodes != nil {
 		total = max(total, c.cfg.TotalNodes())
 	}
-	wasOpen := c.brk.open
 	p := c.plan(nodes, total, now)
 	c.claimList = &claimCache{}
 	defer func() { c.claimList = nil }()
 
-	blocked := map[string]int{}
-	for _, reason := range p.Blocked {
-		blocked[reason]++
-	}
-	for _, reason := range blockedReasons {
-		c.blocked.WithLabelValues(reason).Set(float64(blocked[reason]))
-	}
-	c.replacing.Set(float64(p.Replacing))
 	for _, n := range p.Unmark {
 		c.removeMark(ctx, n, "the annotation is not a mark of this controller for this node's current incarnation and state")
 	}
-	c.tellFleet(p, blocked[blockedFleet] > 0)
-	if c.brk.open && !wasOpen {
-		c.tellBreakerOpen(p)
+	c.tellFleet(p, slices.Contains(slices.Collect(maps.Values(p.Blocked)), blockedFleet))
+	for _, pool := range p.Opened {
+		c.tellBreakerOpen(p, pool)
 	}
 
 	replaced := 0
@@ -62,17 +57,30 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 				"carries %s for %s, past --unverified-deadline=%s; policy report: nothing is done", o.Taint, age, c.cfg.Deadline)
 			continue
 		}
-		if reason, ok := p.Blocked[n.Name]; ok {
-			c.note(n, "blocked:"+reason, corev1.EventTypeWarning, ReasonUnverified,
-				"carries %s for %s, past --unverified-deadline=%s; not replaced: %s", o.Taint, age, c.cfg.Deadline, c.blockedText(reason, p))
-			continue
+		reason, blocked := p.Blocked[n.Name]
+		if !blocked {
+			var gone bool
+			if gone, reason = c.replace(ctx, o, total, age); gone {
+				replaced++
+			}
+			if reason == "" {
+				continue
+			}
+			p.Blocked[n.Name] = reason // held on the fresh read
 		}
-		if c.replace(ctx, o, total, age) {
-			replaced++
-		}
+		c.note(n, "blocked:"+reason, corev1.EventTypeWarning, ReasonUnverified,
+			"carries %s for %s, past --unverified-deadline=%s; not replaced: %s", o.Taint, age, c.cfg.Deadline, c.blockedText(reason, p, n))
 	}
+	counted := map[string]int{}
+	for _, reason := range p.Blocked {
+		counted[reason]++
+	}
+	for _, reason := range blockedReasons {
+		c.blocked.WithLabelValues(reason).Set(float64(counted[reason]))
+	}
+	c.replacing.Set(float64(p.Replacing))
 	c.overdue.Set(float64(len(p.Overdue) - replaced))
-	c.circuitOpen.Set(boolGauge(c.brk.open))
+	c.circuitOpen.Set(float64(c.brks.open()))
 	return scanOK
 }
 
@@ -110,11 +118,11 @@ func (c *Controller) resolveLeavers(ctx context.Context) {
 		if _, unverified := c.state(n); unverified || n.DeletionTimestamp != nil {
 			continue
 		}
-		if l.fresh && n.Labels[c.cfg.VerifiedLabel] == "true" && c.brk.record(false) {
-			c.log.Info("circuit breaker closed: a new node verified; replacements may resume", "node", n.Name)
+		if pool := c.pool(n); l.fresh && n.Labels[c.cfg.VerifiedLabel] == "true" && c.brks.of(pool).record(false) {
+			c.log.Info("circuit breaker closed: a new node of the pool verified; replacements in it may resume", "node", n.Name, "pool", pool)
 			if c.cfg.Recorder != nil {
 				c.cfg.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonResumed, "Remediate", "%s",
-					"this new node verified: replacing nodes that never verify resumes")
+					eventnote.Shorten("this new node verified: replacing nodes of its pool "+poolName(pool)+" that never verify resumes"))
 			}
 		}
 		c.removeMark(ctx, n, "the node left the unverified set")

@@ -40,31 +40,52 @@ func (c *Controller) tellFleet(p Plan, tripped bool) {
 	}
 }
 
-// tellBreakerOpen says once, by log and by an Event on the first node it
-// holds, that the circuit breaker stopped replacements.
-func (c *Controller) tellBreakerOpen(p Plan) {
-	msg := c.breakerText()
-	c.log.Warn("circuit breaker open: not replacing nodes until a new node verifies", "reason", msg)
-	if c.cfg.Recorder == nil || len(p.Overdue) == 0 {
+// tellBreakerOpen says once, by log and by an Event on the first overdue
+// node of the pool it holds, that pool's circuit breaker stopped
+// replacements.
+func (c *Controller) tellBreakerOpen(p Plan, pool string) {
+	msg := c.breakerText(pool)
+	c.log.Warn("circuit breaker open: not replacing nodes of the pool until a new node of it verifies", "pool", pool, "reason", msg)
+	if c.cfg.Recorder == nil {
 		return
 	}
-	c.cfg.Recorder.Eventf(p.Overdue[0].Node, nil, corev1.EventTypeWarning, ReasonPaused, "Remediate", "%s",
-		eventnote.Shorten("replacing stopped: "+msg+"; it resumes when a new node verifies"))
+	for _, o := range p.Overdue {
+		if c.pool(o.Node) == pool {
+			c.cfg.Recorder.Eventf(o.Node, nil, corev1.EventTypeWarning, ReasonPaused, "Remediate", "%s",
+				eventnote.Shorten("replacing stopped in pool "+poolName(pool)+": "+msg+"; it resumes when a new node of the pool verifies"))
+			return
+		}
+	}
 }
 
-func (c *Controller) breakerText() string {
-	return fmt.Sprintf("%d of the last %d new nodes never verified within --unverified-deadline=%s (--remediation-breaker-threshold=%g%% of --remediation-breaker-window=%d)",
-		c.brk.failures(), len(c.brk.outcomes), c.cfg.Deadline, c.cfg.Breaker.Threshold*100, c.cfg.Breaker.Window)
+func (c *Controller) breakerText(pool string) string {
+	b := c.brks.of(pool)
+	return fmt.Sprintf("%d of the last %d new nodes of pool %s never verified within --unverified-deadline=%s (--remediation-breaker-threshold=%g%% of --remediation-breaker-window=%d)",
+		b.failures(), len(b.outcomes), poolName(pool), c.cfg.Deadline, c.cfg.Breaker.Threshold*100, c.cfg.Breaker.Window)
 }
 
-func (c *Controller) blockedText(reason string, p Plan) string {
+// poolName is how a pool is said: nodes without a pool label share one.
+func poolName(pool string) string {
+	if pool == "" {
+		return "(nodes without a pool label)"
+	}
+	return pool
+}
+
+func (c *Controller) blockedText(reason string, p Plan, n *corev1.Node) string {
 	switch reason {
 	case blockedProtected:
 		return "the node is protected from deletion"
 	case blockedFleet:
 		return fmt.Sprintf("%d nodes are re-tainted, the agents' fleet budget of %d is used up: a cluster-wide fault is not this node's", p.Retainted, p.FleetLimit)
 	case blockedBreaker:
-		return "the circuit breaker is open: " + c.breakerText()
+		return "the circuit breaker is open: " + c.breakerText(c.pool(n))
+	case blockedInService:
+		return "the node verified once and serves workloads; remediation never deletes it (--remediation-replace-retainted replaces it through its Karpenter NodeClaim, which drains it)"
+	case blockedWorkloads:
+		return "it runs pods other than DaemonSet and mirror pods; remediation deletes only a node that runs none"
+	case blockedNoDrain:
+		return "it verified once and has no Karpenter NodeClaim to drain it through; remediation never deletes such a Node itself"
 	default:
 		return fmt.Sprintf("%d nodes are being replaced (--max-replacing allows %d)", p.Replacing+len(p.Replace), p.ReplaceLimit)
 	}

@@ -157,6 +157,8 @@ func (e *env) startWebhook(t *testing.T) {
 		"--config="+config, "--cleanup-retry-base=500ms", "--cleanup-retry-max=2s",
 		"--cleanup-deadline="+cleanupDeadline.String(), "--cleanup-deadline-min-attempts=2",
 		"--remediation=replace", "--unverified-deadline="+deadline.String(), "--remediation-interval=1s",
+		// testRepair's node verified once: replaced only through its NodeClaim, which Karpenter drains.
+		"--remediation-replace-retainted",
 		"--remediation-breaker-threshold=off", "--log-level=debug")
 	e.w.WaitReady(t, 30*time.Second)
 	// Admission answers once the webhook wrote the caBundle.

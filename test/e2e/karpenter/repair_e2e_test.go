@@ -31,9 +31,10 @@ const (
 // taint, verified=false, our KubeNodeReady condition False). Karpenter's
 // health controller looks at the node (its reconciles grow) and repairs
 // nothing: the KWOK provider's RepairPolicies name only Ready False or
-// Unknown, for 10 minutes. kube-node-ready's remediation replaces the node
-// at --unverified-deadline, deleting its NodeClaim once, and Karpenter's
-// termination removes the node.
+// Unknown, for 10 minutes. The node verified once, so it serves: with
+// --remediation-replace-retainted kube-node-ready's remediation replaces it
+// at --unverified-deadline only by deleting its NodeClaim, once, and
+// Karpenter's termination drains and removes the node.
 func (e *env) testRepair(t *testing.T) {
 	const pool = "repair"
 	probe := &health{}

@@ -169,11 +169,7 @@ func TestMarkRemovedWhenTheNodeVerifies(t *testing.T) {
 func TestNodeClockBehindIsNotReplacedOnFirstSight(t *testing.T) {
 	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace")
 	created := time.Now()
-	e.node(t, "behind", harness.NodeOptions{
-		NoStartupTaint: true,
-		Labels:         map[string]string{"node-ready/verified": "false"},
-		ExtraTaints:    []corev1.Taint{harness.UnhealthyTaint},
-	})
+	e.node(t, "behind", harness.NodeOptions{})
 	long := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)
 	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"KubeNodeReady","status":"False","reason":"ChecksFailing","message":"dns failing","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`, long, long)
 	if _, err := e.cp.Client.CoreV1().Nodes().Patch(t.Context(), "behind", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {

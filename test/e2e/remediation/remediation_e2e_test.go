@@ -223,10 +223,12 @@ func TestReplaceNodeWithoutNodeClaimAPI(t *testing.T) {
 	}
 }
 
-// With NodeClaims, the one that owns the node is deleted (found by owner
-// reference, status.nodeName or status.providerID) and the Node is left to
-// Karpenter; a node without one is deleted itself; a protected node is
-// only reported.
+// With NodeClaims, the one whose status names the node is deleted (by
+// status.nodeName or status.providerID) and the Node is left to Karpenter; a
+// node without one is deleted itself; a protected node is only reported. A
+// node's own ownerReferences name nothing: "pointed" points them at the
+// protected node's NodeClaim (as an agent that may patch its node could),
+// and that NodeClaim survives.
 func TestReplaceDeletesTheNodeClaim(t *testing.T) {
 	e := start(t, true, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--max-replacing=10",
 		"--remediation-breaker-threshold=off") // five nodes that never verify, on purpose
@@ -238,34 +240,35 @@ func TestReplaceDeletesTheNodeClaim(t *testing.T) {
 	e.patch(t, byID.Name, `{"spec":{"providerID":"aws:///eu-west-1a/i-0123456789"}}`)
 	e.nodeClaim(t, "claim-by-provider-id", byID, true)
 
-	// Owned: the owner reference points at a NodeClaim whose status names no node yet.
-	owned := e.node(t, "owned", harness.NodeOptions{})
-	claim := e.nodeClaim(t, "claim-owner", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}, false)
-	e.patch(t, owned.Name, fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":%q,"uid":%q}]}}`,
+	protected := e.node(t, "protected", harness.NodeOptions{Annotations: map[string]string{"infra.894.io/protect": "true"}})
+	claim := e.nodeClaim(t, "claim-protected", protected, false)
+	pointed := e.node(t, "pointed", harness.NodeOptions{})
+	e.patch(t, pointed.Name, fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"karpenter.sh/v1","kind":"NodeClaim","name":%q,"uid":%q}]}}`,
 		claim.GetName(), claim.GetUID()))
 	e.node(t, "orphan", harness.NodeOptions{})
-	e.node(t, "protected", harness.NodeOptions{Annotations: map[string]string{"infra.894.io/protect": "true"}})
 	// An unrelated NodeClaim must survive.
 	e.nodeClaim(t, "claim-unrelated", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "someone-else"}}, false)
 
-	for node, claim := range map[string]string{"by-name": "claim-by-name", "by-provider-id": "claim-by-provider-id", "owned": "claim-owner"} {
+	for node, claim := range map[string]string{"by-name": "claim-by-name", "by-provider-id": "claim-by-provider-id"} {
 		harness.WaitFor(t, 30*time.Second, "NodeClaim "+claim+" deleted", func() bool { return !e.claimExists(t, claim) })
 		e.waitEvent(t, node, remediate.ReasonReplacing, "deleted NodeClaim "+claim)
 	}
-	harness.WaitFor(t, 30*time.Second, "orphan deleted", func() bool { return !e.exists(t, "orphan") })
-	e.waitEvent(t, "orphan", remediate.ReasonReplacing, "deleted Node orphan")
+	for _, n := range []string{"orphan", "pointed"} {
+		harness.WaitFor(t, 30*time.Second, n+" deleted", func() bool { return !e.exists(t, n) })
+		e.waitEvent(t, n, remediate.ReasonReplacing, "deleted Node "+n)
+	}
 	e.waitEvent(t, "protected", remediate.ReasonUnverified, "not replaced: the node is protected from deletion")
 	e.scanned(t, 3, "further scans with the NodeClaims gone", func() (bool, string) {
-		if ok, why := e.stillThere(t, time.Now(), "by-name", "by-provider-id", "owned", "protected")(); !ok {
+		if ok, why := e.stillThere(t, time.Now(), "by-name", "by-provider-id", "protected")(); !ok {
 			return false, why + " (its NodeClaim, not the Node, was to be deleted; or it is protected)"
 		}
-		if !e.claimExists(t, "claim-unrelated") {
-			return false, "an unrelated NodeClaim was deleted"
+		if !e.claimExists(t, "claim-unrelated") || !e.claimExists(t, "claim-protected") {
+			return false, "an unrelated NodeClaim, or the protected node's, was deleted"
 		}
 		return true, ""
 	})
 	// Karpenter deletes the Node once the instance is gone; until then it stays, marked.
-	for _, n := range []string{"by-name", "by-provider-id", "owned"} {
+	for _, n := range []string{"by-name", "by-provider-id"} {
 		got, err := e.cp.Client.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("node %s: %v (its NodeClaim, not the Node, was to be deleted)", n, err)
@@ -274,14 +277,14 @@ func TestReplaceDeletesTheNodeClaim(t *testing.T) {
 			t.Errorf("node %s lacks %s", n, remediate.ReplacingAnnotation)
 		}
 	}
-	if !e.exists(t, "protected") || !e.claimExists(t, "claim-unrelated") {
-		t.Error("the protected node or an unrelated NodeClaim was deleted")
+	if !e.exists(t, "protected") || !e.claimExists(t, "claim-unrelated") || !e.claimExists(t, "claim-protected") {
+		t.Error("the protected node, its NodeClaim or an unrelated NodeClaim was deleted")
 	}
-	if got := e.w.Metric(t, "node_remediation_actions_total", `action="delete_nodeclaim"`, `result="success"`); got != 3 {
-		t.Errorf("delete_nodeclaim successes = %v, want 3", got)
+	if got := e.w.Metric(t, "node_remediation_actions_total", `action="delete_nodeclaim"`, `result="success"`); got != 2 {
+		t.Errorf("delete_nodeclaim successes = %v, want 2", got)
 	}
-	if got := e.w.Metric(t, "node_remediation_replacing_nodes"); got != 3 {
-		t.Errorf("node_remediation_replacing_nodes = %v, want 3 (NodeClaims deleted, Nodes still there)", got)
+	if got := e.w.Metric(t, "node_remediation_replacing_nodes"); got != 2 {
+		t.Errorf("node_remediation_replacing_nodes = %v, want 2 (NodeClaims deleted, Nodes still there)", got)
 	}
 	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="protected"`); got != 1 {
 		t.Errorf("blocked{protected} = %v, want 1", got)
@@ -338,9 +341,10 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// While the agents' fleet budget is used up by other nodes nothing is
-// replaced, neither a new node nor the re-tainted ones; once a re-tainted
-// node recovers, replacement resumes, one at a time.
+// While the agents' fleet budget is used up nothing is replaced: not a new
+// node, and never the re-tainted ones, which verified once and serve (only
+// reported). Once fewer nodes are re-tainted than the budget, the new node
+// is replaced; the re-tainted one left is still only reported.
 func TestFleetBudgetHoldsReplacement(t *testing.T) {
 	e := start(t, false, []string{"webhook.remediation.policy=replace"}, "--remediation=replace", "--agent-fleet-budget=2")
 	for _, n := range []string{"retainted-1", "retainted-2", "retainted-3"} {
@@ -348,15 +352,13 @@ func TestFleetBudgetHoldsReplacement(t *testing.T) {
 	}
 	e.node(t, "new", harness.NodeOptions{})
 	e.waitEvent(t, "new", remediate.ReasonUnverified, "fleet budget of 2 is used up")
-	e.waitEvent(t, "retainted-2", remediate.ReasonUnverified, "fleet budget of 2 is used up")
+	e.waitEvent(t, "retainted-2", remediate.ReasonUnverified, "the node verified once and serves workloads")
 	e.scanned(t, 3, "further scans while the fleet budget is used up", e.stillThere(t, time.Now(), "new", "retainted-1", "retainted-2", "retainted-3"))
-	for _, n := range []string{"new", "retainted-1", "retainted-2", "retainted-3"} {
-		if !e.exists(t, n) {
-			t.Fatalf("%s replaced while the fleet budget was used up", n)
-		}
+	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="fleet_budget"`); got != 1 {
+		t.Errorf("blocked{fleet_budget} = %v, want 1", got)
 	}
-	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="fleet_budget"`); got != 4 {
-		t.Errorf("blocked{fleet_budget} = %v, want 4", got)
+	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="in_service"`); got != 3 {
+		t.Errorf("blocked{in_service} = %v, want 3", got)
 	}
 	if got := e.w.Metric(t, "node_remediation_actions_total", `action="delete_node"`); got != 0 {
 		t.Errorf("delete_node actions = %v while held, want 0", got)
@@ -364,19 +366,15 @@ func TestFleetBudgetHoldsReplacement(t *testing.T) {
 	if n := strings.Count(e.log(t), "not replacing overdue nodes: the agents' fleet budget is used up"); n != 1 {
 		t.Errorf("fleet budget hold logged %d times, want once", n)
 	}
-	// retainted-1 recovers: the agent labels it verified and drops the taint.
-	patch := `{"metadata":{"labels":{"node-ready/verified":"true"}},"spec":{"taints":null}}`
-	if _, err := e.cp.Client.CoreV1().Nodes().Patch(t.Context(), "retainted-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	// Two re-tainted nodes recover: the agents label them verified and drop the taint.
+	for _, n := range []string{"retainted-1", "retainted-2"} {
+		patch := `{"metadata":{"labels":{"node-ready/verified":"true"}},"spec":{"taints":null}}`
+		if _, err := e.cp.Client.CoreV1().Nodes().Patch(t.Context(), n, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// Each re-tainted node now sees one other (its own re-taint does not
-	// count against it): replaced one by one; then the new node.
-	for _, n := range []string{"retainted-2", "retainted-3", "new"} {
-		harness.WaitFor(t, 60*time.Second, n+" replaced after the fleet recovered", func() bool { return !e.exists(t, n) })
-	}
-	if !e.exists(t, "retainted-1") {
-		t.Error("the recovered node was replaced")
-	}
+	harness.WaitFor(t, 60*time.Second, "new replaced once the budget has room", func() bool { return !e.exists(t, "new") })
+	e.scanned(t, 3, "further scans with room in the budget", e.stillThere(t, time.Now(), "retainted-1", "retainted-2", "retainted-3"))
 	if n := strings.Count(e.log(t), "fleet budget no longer used up"); n < 1 {
 		t.Errorf("fleet recovery logged %d times, want it logged", n)
 	}
