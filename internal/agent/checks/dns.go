@@ -77,23 +77,35 @@ func resolveAny(ctx context.Context, servers []string, name string, families IPF
 	return errors.Join(errs...)
 }
 
-// lookupFamilies asks server for name's records of each family in turn and
-// succeeds on the first family that has an address: in a dual-stack cluster
-// a single-stack Service has records of one family only.
-// A server that did not answer one family is not asked for the next: the
-// time left goes to the next server instead.
+// lookupFamilies asks server for name's records of every family at once,
+// as glibc's stub resolver asks A and AAAA, and succeeds on the first
+// family that has an address: in a dual-stack cluster a single-stack
+// Service has records of one family only. One family's question going
+// unanswered (a server or a path that drops A questions in a cluster whose
+// primary family is IPv6) does not keep the other from being asked, and a
+// dead server costs one query timeout, not one per family.
 func lookupFamilies(ctx context.Context, server, name string, families IPFamilies) error {
-	var errs []error
-	for _, qtype := range families.qtypes() {
-		_, err := dnsquery.Lookup(ctx, server, name, qtype)
-		if err == nil {
+	qtypes := families.qtypes()
+	if len(qtypes) == 1 {
+		_, err := dnsquery.Lookup(ctx, server, name, qtypes[0])
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(qtypes))
+	done := make(chan int, len(qtypes))
+	for i, qtype := range qtypes {
+		go func() {
+			_, errs[i] = dnsquery.Lookup(ctx, server, name, qtype)
+			done <- i
+		}()
+	}
+	for range qtypes {
+		if i := <-done; errs[i] == nil {
 			return nil
 		}
-		errs = append(errs, err)
-		if errors.As(err, new(dnsquery.NoAnswerError)) {
-			break
-		}
 	}
+	// Every query has ended: errs is complete, in the families' order.
 	return errors.Join(errs...)
 }
 

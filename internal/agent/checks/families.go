@@ -60,9 +60,9 @@ func (fs IPFamilies) String() string {
 	return strings.Join(s, ",")
 }
 
-// qtypes are the DNS record types to ask for, in the families' order; no
-// families at all asks for both, so a zero value never makes a check that
-// cannot pass.
+// qtypes are the DNS record types to ask for, in the families' order (the
+// order their errors are told in); no families at all asks for both, so a
+// zero value never makes a check that cannot pass.
 func (fs IPFamilies) qtypes() []uint16 {
 	if len(fs) == 0 {
 		fs = BothFamilies
@@ -78,27 +78,24 @@ func (fs IPFamilies) qtypes() []uint16 {
 	return out
 }
 
-// FamiliesOfCIDRs returns the families of a ServiceCIDR's blocks, IPv4
-// first; blocks that do not parse are ignored.
+// FamiliesOfCIDRs returns the families of a ServiceCIDR's blocks in the
+// order the blocks list them: the cluster's primary family first, as the
+// API server lists its --service-cluster-ip-range. Blocks that do not parse
+// are ignored.
 func FamiliesOfCIDRs(cidrs []string) IPFamilies {
-	var v4, v6 bool
+	var out IPFamilies
 	for _, c := range cidrs {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {
 			continue
 		}
+		fam := IPv6
 		if p.Addr().Unmap().Is4() {
-			v4 = true
-		} else {
-			v6 = true
+			fam = IPv4
 		}
-	}
-	var out IPFamilies
-	if v4 {
-		out = append(out, IPv4)
-	}
-	if v6 {
-		out = append(out, IPv6)
+		if !slices.Contains(out, fam) {
+			out = append(out, fam)
+		}
 	}
 	return out
 }

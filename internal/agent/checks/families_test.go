@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -57,7 +58,9 @@ func TestFamiliesOfCIDRs(t *testing.T) {
 	}{
 		{name: "ipv4", cidrs: []string{"10.96.0.0/12"}, want: IPFamilies{IPv4}},
 		{name: "ipv6", cidrs: []string{"fd00:10:96::/112"}, want: IPFamilies{IPv6}},
-		{name: "dual-stack, ipv6 primary", cidrs: []string{"fd00:10:96::/112", "10.96.0.0/12"}, want: IPFamilies{IPv4, IPv6}},
+		{name: "dual-stack, ipv4 primary", cidrs: []string{"10.96.0.0/12", "fd00:10:96::/112"}, want: IPFamilies{IPv4, IPv6}},
+		{name: "dual-stack, ipv6 primary", cidrs: []string{"fd00:10:96::/112", "10.96.0.0/12"}, want: IPFamilies{IPv6, IPv4}},
+		{name: "a family twice", cidrs: []string{"fd00:10:96::/112", "10.96.0.0/12", "fd00:10:97::/112"}, want: IPFamilies{IPv6, IPv4}},
 		{name: "garbage ignored", cidrs: []string{"not-a-cidr", "10.0.0.0/8"}, want: IPFamilies{IPv4}},
 		{name: "none", cidrs: nil, want: nil},
 	}
@@ -156,10 +159,10 @@ func aForAAAA(w dns.ResponseWriter, r *dns.Msg) {
 	w.WriteMsg(m)
 }
 
-// TestDeadServerLeavesTimeForTheNext: a nameserver that does not answer
-// its first family is not asked for the second, so the next nameserver
-// gets the time left (before, a dead first server of a dual-stack node used
-// the whole check timeout on its two families).
+// TestDeadServerLeavesTimeForTheNext: a nameserver that answers nothing
+// costs one query timeout for all its families (they are asked at once),
+// so the next nameserver gets the time left (before, a dead first server of
+// a dual-stack node used the whole check timeout on its two families).
 func TestDeadServerLeavesTimeForTheNext(t *testing.T) {
 	dead, err := net.ListenPacket("udp", "127.0.0.1:0") // reads nothing, answers nothing
 	if err != nil {
@@ -172,4 +175,55 @@ func TestDeadServerLeavesTimeForTheNext(t *testing.T) {
 	if err := resolveAny(ctx, []string{dead.LocalAddr().String(), good}, "kubernetes.default", IPFamilies{IPv4, IPv6}); err != nil {
 		t.Fatalf("resolveAny = %v, want the second nameserver's AAAA answer", err)
 	}
+}
+
+// dropFamily drops questions of type qtype (no answer: the client times
+// out, as behind a path that drops them) and answers the others as next.
+func dropFamily(qtype uint16, next dns.HandlerFunc) dns.HandlerFunc {
+	return func(w dns.ResponseWriter, r *dns.Msg) {
+		if r.Question[0].Qtype == qtype {
+			return
+		}
+		next(w, r)
+	}
+}
+
+// TestOneFamilyUnansweredAsksTheOther: in a dual-stack cluster, a DNS
+// server that drops A questions but answers AAAA passes the dns and
+// discovery checks whichever family is primary, well within the check's
+// time: a family's timeout no longer keeps the other from being asked
+// (before, every node of such a cluster failed both checks).
+func TestOneFamilyUnansweredAsksTheOther(t *testing.T) {
+	server := fakeResolver(t, dropFamily(dns.TypeA, answerFamilies("10.96.0.1", "fd00::1")))
+	ep := endpointOf(t, server)
+	for _, fams := range []IPFamilies{{IPv6, IPv4}, {IPv4, IPv6}, nil} {
+		t.Run(fams.String(), func(t *testing.T) {
+			for _, c := range []Check{
+				&DNS{Names: []string{"kubernetes.default.svc.cluster.local"}, Families: fams, Server: server},
+				&Discovery{Service: ServiceRef{"kube-system", "kube-dns"}, Endpoints: &EndpointCache{Source: staticLister{ep}},
+					QueryName: "kubernetes.default.svc.cluster.local", NodeName: "self", Families: fams},
+			} {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				start := time.Now()
+				err := c.Run(ctx)
+				cancel()
+				if err != nil {
+					t.Errorf("%s: Run = %v, want the AAAA answer", c.Name(), err)
+				}
+				if took := time.Since(start); took > 500*time.Millisecond {
+					t.Errorf("%s: took %s: the AAAA question waited for the A question's timeout", c.Name(), took)
+				}
+			}
+		})
+	}
+}
+
+// endpointOf is a ready endpoint with a UDP port at server (host:port).
+func endpointOf(t *testing.T, server string) Endpoint {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Endpoint{Addr: ap.Addr(), Ready: true, UDPPort: int32(ap.Port()), TCPPort: int32(ap.Port())}
 }
