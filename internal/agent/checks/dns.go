@@ -113,7 +113,9 @@ func lookupFamilies(ctx context.Context, server, name string, families IPFamilie
 type DNSConfig struct {
 	// Names are in-cluster names resolved.
 	Names flagenv.StringList
-	// ExternalNames are names outside the cluster resolved; empty disables that part.
+	// ExternalNames are names outside the cluster resolved too: opt-in
+	// (none by default), as air-gapped and private clusters resolve no
+	// internet name and every node there would fail.
 	ExternalNames flagenv.StringList
 	// Server is the resolver (host:port); empty means the first nameserver of ResolvConf.
 	Server string
@@ -124,16 +126,15 @@ type DNSConfig struct {
 // NewDNSConfig returns the dns check's defaults.
 func NewDNSConfig() *DNSConfig {
 	return &DNSConfig{
-		Names:         flagenv.StringList{"kubernetes.default.svc.cluster.local"},
-		ExternalNames: flagenv.StringList{"google.com"},
-		ResolvConf:    "/etc/resolv.conf",
+		Names:      flagenv.StringList{"kubernetes.default.svc.cluster.local"},
+		ResolvConf: "/etc/resolv.conf",
 	}
 }
 
 // AddFlags implements Config.
 func (c *DNSConfig) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Names, "check.dns.names", "comma-separated in-cluster names the dns check resolves")
-	fs.Var(&c.ExternalNames, "check.dns.external-names", "comma-separated external names the dns check resolves; empty disables")
+	fs.Var(&c.ExternalNames, "check.dns.external-names", "comma-separated names outside the cluster the dns check also resolves (such as an internet name); none by default, as air-gapped and private clusters resolve none")
 	fs.StringVar(&c.Server, "check.dns.server", c.Server, "resolver host:port for the dns check; empty uses the first nameserver of --check.dns.resolv-conf")
 	fs.StringVar(&c.ResolvConf, "check.dns.resolv-conf", c.ResolvConf, "resolver configuration of the node")
 }

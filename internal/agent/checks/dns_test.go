@@ -2,9 +2,11 @@ package checks
 
 import (
 	"context"
+	"flag"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +132,30 @@ func TestDNSCheckResolvConf(t *testing.T) {
 	os.WriteFile(empty, []byte("search x\n"), 0o644)
 	if err := (&DNS{Names: []string{"x"}, ResolvConf: empty}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no nameserver") {
 		t.Errorf("resolv.conf without nameserver: %v", err)
+	}
+}
+
+// TestDNSConfigDefaultsStayInTheCluster: by default the dns check resolves
+// in-cluster names only, so an air-gapped or private cluster passes it;
+// external names are opt-in and resolved after the in-cluster ones.
+func TestDNSConfigDefaultsStayInTheCluster(t *testing.T) {
+	build := func(args ...string) (*DNSConfig, *DNS) {
+		t.Helper()
+		c := NewDNSConfig()
+		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+		c.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return c, c.Build(Deps{}).(*DNS)
+	}
+	if _, d := build(); !reflect.DeepEqual(d.Names, []string{"kubernetes.default.svc.cluster.local"}) {
+		t.Errorf("default names %q, want the kubernetes Service's alone", d.Names)
+	}
+	if _, d := build("--check.dns.external-names=example.com"); !reflect.DeepEqual(d.Names, []string{"kubernetes.default.svc.cluster.local", "example.com"}) {
+		t.Errorf("with an external name: %q", d.Names)
+	}
+	if c, _ := build("--check.dns.names="); len(c.Validate(true)) == 0 {
+		t.Error("no name at all: Validate passed")
 	}
 }
