@@ -48,10 +48,12 @@ type Agent struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	recorder Recorder
-	// runner runs every enabled check: the rounds until the first untaint.
+	// runner runs every enabled check: the bootstrap set, the rounds until
+	// the first untaint of a node that carries the startup taint.
 	runner *checks.Runner
-	// periodic runs the continuous checks once the node is verified; nil
-	// when there are none (bootstrap-only: no rounds after verification).
+	// periodic runs the continuous checks on a node in service (verified,
+	// re-tainted, or without any taint or label of ours); nil when there
+	// are none (bootstrap-only: no rounds after verification).
 	periodic *checks.Runner
 	// modes names the continuous and bootstrap checks in the condition.
 	modes CheckModes
@@ -91,6 +93,11 @@ type loop struct {
 	failures     int
 	passes       int
 	failingSince time.Time
+	// streakOf is the runner whose rounds the streaks count (nil before the
+	// first): a round of the other set starts them again, so a failure
+	// streak long enough to re-taint holds rounds of the continuous checks
+	// only, never failures of the bootstrap set.
+	streakOf     *checks.Runner
 	everVerified bool
 	// Each is set while its episode lasts, so that is logged once:
 	// faultLogged a control-plane fault, condErr a failing condition write,
@@ -188,7 +195,7 @@ func (a *Agent) watchNode() error {
 // acted on at once rather than at the next round. An idle (bootstrap-only,
 // verified) agent also wakes when the startup taint comes back.
 func (a *Agent) relevantChange(o, n *corev1.Node) bool {
-	if !a.bootstrapped(n) && slices.ContainsFunc(a.gates, func(g checks.Gate) bool { return g.Changed(o, n) }) {
+	if a.bootstrapRound(n) && slices.ContainsFunc(a.gates, func(g checks.Gate) bool { return g.Changed(o, n) }) {
 		return true
 	}
 	return a.bypassed(o) != a.bypassed(n) ||
@@ -263,8 +270,9 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 	a.loop.waitingFor = ""
 
 	runner := a.runner
-	a.runGates(ctx, !a.bootstrapped(node))
-	if a.bootstrapped(node) {
+	bootstrap := a.bootstrapRound(node)
+	a.runGates(ctx, bootstrap)
+	if !bootstrap {
 		if a.periodic == nil {
 			return a.rest(ctx, node)
 		}
@@ -285,11 +293,12 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 		a.loop.faultLogged = false
 		a.log.Info("control plane answers again; counting rounds from zero")
 	}
+	a.countOn(runner)
 	if a.loop.woken && !round.Passed() && !a.startingUp() {
 		return a.uncounted(round)
 	}
 	a.observe(round)
-	if err := a.act(ctx, round, node); err != nil {
+	if err := a.act(ctx, round, !bootstrap, node); err != nil {
 		d := a.loop.writeRetry.NextBackOff()
 		a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
 		return d
@@ -313,8 +322,9 @@ func (a *Agent) bypass(ctx context.Context) time.Duration {
 }
 
 // act decides on the node after a counted round and writes the decision
-// and the condition.
-func (a *Agent) act(ctx context.Context, round checks.Round, node *corev1.Node) error {
+// and the condition. continuous says the round ran the continuous checks
+// alone: only such a round can re-taint.
+func (a *Agent) act(ctx context.Context, round checks.Round, continuous bool, node *corev1.Node) error {
 	// The round took a while: decide on the node as it is now.
 	if n := a.view.node(); n != nil {
 		node = n
@@ -322,7 +332,7 @@ func (a *Agent) act(ctx context.Context, round checks.Round, node *corev1.Node) 
 	startupTainted, retainted := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
 	want := Decide(State{
 		Passed: round.Passed(), Failures: a.loop.failures, Passes: a.loop.passes,
-		StartupTainted: startupTainted, Retainted: retainted,
+		StartupTainted: startupTainted, Retainted: retainted, Continuous: continuous,
 	}, a.cfg.Thresholds, a.cfg.Taints)
 	var err error
 	if want.IsRetaint() {
@@ -345,24 +355,12 @@ func (a *Agent) act(ctx context.Context, round checks.Round, node *corev1.Node) 
 // node when nothing wakes it; its watch wakes it for anything it acts on.
 const idleWait = 24 * time.Hour
 
-// bootstrapped reports whether the bootstrap checks are done on this node:
-// it was verified once (the label is set). A node re-tainted earlier
-// (label false) under a bootstrap-only agent must pass every check again,
-// as nothing else would ever untaint it.
-func (a *Agent) bootstrapped(node *corev1.Node) bool {
-	switch node.Labels[a.cfg.VerifiedLabel] {
-	case "true":
-		return true
-	case "false":
-		return a.periodic != nil
-	}
-	return false
-}
-
-// rest is a bootstrap-only agent's step once the node is verified: no
-// rounds and no API requests, only its node's watch (the checks' watches
-// are stopped). A startup taint that
-// something re-added (the node never failed here) is removed again.
+// rest is a bootstrap-only agent's step on a node in service: no rounds
+// and no API requests, only its node's watch (the checks' watches are
+// stopped). A startup taint that something re-added to a verified node
+// (it never failed here) is removed again. A live node without our label
+// (the chart installed into a running cluster) has passed all there is of
+// the continuous checks, none: it is labelled verified, in one write.
 func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 	if !a.idle.Swap(true) {
 		a.log.Info("node verified; bootstrap-only, so no more rounds on this node")
@@ -375,15 +373,17 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 	}
 	a.health.set(true, true)
 	a.setCondition(ctx, BootstrappedCondition(a.modes))
+	want := Desired{Label: "true", Continuous: true}
 	if a.cfg.Taints.startupOn(node.Spec.Taints) {
 		a.log.Info("startup taint re-added to a verified node; removing it again")
-		want := Desired{Remove: []corev1.Taint{a.cfg.Taints.Startup}, RemoveKeys: a.cfg.Taints.PreviousStartup, Label: "true"}
-		if err := a.apply(ctx, want); err != nil {
-			d := a.loop.writeRetry.NextBackOff()
-			a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
-			return d
-		}
-		a.loop.writeRetry.Reset()
+		want.Remove, want.RemoveKeys = []corev1.Taint{a.cfg.Taints.Startup}, a.cfg.Taints.PreviousStartup
 	}
+	// apply writes nothing when the node is as wanted already.
+	if err := a.apply(ctx, want); err != nil {
+		d := a.loop.writeRetry.NextBackOff()
+		a.log.Error("update node failed; will retry", "error", err, "retry_in_seconds", d.Seconds())
+		return d
+	}
+	a.loop.writeRetry.Reset()
 	return idleWait
 }

@@ -17,7 +17,7 @@ func (h gateHost) Node() *corev1.Node { return h.a.view.node() }
 // Verifying implements checks.GateHost.
 func (h gateHost) Verifying() bool {
 	node := h.a.view.node()
-	return node != nil && !h.a.bootstrapped(node)
+	return node != nil && h.a.bootstrapRound(node)
 }
 
 // Wake implements checks.GateHost.

@@ -58,8 +58,8 @@ func TestDecidePreviousKeys(t *testing.T) {
 			want: Desired{Remove: current, RemoveKeys: prevKeys, Label: "true"}},
 		{name: "bypass removes them too", state: State{Bypass: true, Failures: 9},
 			want: Desired{Remove: current, RemoveKeys: prevKeys, Unlabel: true}},
-		{name: "a re-taint adds the current unhealthy taint, never a previous key", state: State{Failures: 3},
-			want: Desired{Add: &caStatus, Label: "false"}},
+		{name: "a re-taint adds the current unhealthy taint, never a previous key", state: State{Failures: 3, Continuous: true},
+			want: Desired{Add: &caStatus, Label: "false", Continuous: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

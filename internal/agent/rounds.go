@@ -14,11 +14,31 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
 
-// Round accounting: which rounds count toward a re-taint, and when the
-// next round runs. A failed round counts only when the node could have
-// acted on it (not during a control-plane fault) and when it is a periodic
-// round (not one a change of the node woke). The start-up backoff paces
-// only a node being verified for the first time.
+// Round accounting: which checks a round runs, which rounds count toward a
+// re-taint, and when the next round runs. A failed round counts toward a
+// re-taint only when it ran the continuous checks alone (the bootstrap
+// set's failures hold the startup taint and nothing else), when the node
+// could have acted on it (not during a control-plane fault) and when it is
+// a periodic round (not one a change of the node woke). The start-up
+// backoff paces only a node being verified for the first time.
+
+// bootstrapRound reports whether a round on node runs every check and gate
+// (BootstrapRound): only while it is being verified for the first time.
+func (a *Agent) bootstrapRound(node *corev1.Node) bool {
+	return BootstrapRound(node, a.cfg.Taints, a.cfg.VerifiedLabel, a.periodic == nil)
+}
+
+// countOn starts the streaks again when runner is not the one whose rounds
+// they count: a streak never mixes the bootstrap set with the continuous
+// checks, whatever happened to the node between two rounds (the startup
+// taint removed by hand while the gates failed, say).
+func (a *Agent) countOn(runner *checks.Runner) {
+	if a.loop.streakOf != nil && a.loop.streakOf != runner {
+		a.loop.failures, a.loop.passes = 0, 0
+		a.metrics.failures.Set(0)
+	}
+	a.loop.streakOf = runner
+}
 
 // controlPlaneFault returns why a failed round says nothing about the node,
 // or nil, and whether the API server gave no answer at all (see skip): a

@@ -60,6 +60,12 @@ type State struct {
 	// Retainted is true while the node is re-tainted (verified label
 	// "false"), whichever taint that used.
 	Retainted bool
+	// Continuous is true when the round ran the continuous checks alone
+	// (BootstrapRound was false). Only such rounds can re-taint: the
+	// bootstrap checks and gates hold the startup taint and nothing else.
+	// The zero value is the safe one: a caller that does not say never
+	// re-taints.
+	Continuous bool
 }
 
 // Thresholds are the streak lengths Decide acts on.
@@ -86,6 +92,11 @@ type Desired struct {
 	// budget (and count against remediation's) for as long as the bypass
 	// lasts, suppressing every other re-taint in a small cluster.
 	Unlabel bool
+	// Continuous marks a change decided on a round of the continuous
+	// checks alone. It is never written to a node that, by the time of the
+	// write, needs the bootstrap set (BootstrapRound): those checks said
+	// nothing about a node being verified for the first time.
+	Continuous bool
 }
 
 // IsRetaint reports whether want re-taints the node: the one change that
@@ -108,15 +119,40 @@ func Decide(s State, th Thresholds, t Taints) Desired {
 		// A re-tainted node must pass several rounds before it is trusted again.
 		return Desired{}
 	case s.Passed:
-		return Desired{Remove: clear, RemoveKeys: t.previous(), Label: "true"}
-	case !s.StartupTainted && !s.Retainted && s.Failures >= th.Retaint:
+		// On a live node without our label (the chart installed into a
+		// running cluster) this only labels it: it has no taint of ours.
+		return Desired{Remove: clear, RemoveKeys: t.previous(), Label: "true", Continuous: s.Continuous}
+	case s.Continuous && !s.StartupTainted && !s.Retainted && s.Failures >= th.Retaint:
 		unhealthy := t.Unhealthy
-		return Desired{Add: &unhealthy, Label: "false"}
+		return Desired{Add: &unhealthy, Label: "false", Continuous: true}
 	default:
-		// Too few failures to act on, still verifying for the first time, or
-		// already re-tainted: leave the node as it is.
+		// Too few failures to act on, a round of the bootstrap set, still
+		// verifying for the first time, or already re-tainted: leave the
+		// node as it is.
 		return Desired{}
 	}
+}
+
+// BootstrapRound reports whether a round on node runs the bootstrap set
+// (every check and gate) rather than the continuous checks alone. Only a
+// node being verified for the first time needs it: one that carries the
+// startup taint and neither our label nor an unhealthy taint. A node in
+// service is judged by the continuous checks, the only ones that can
+// re-taint it: one verified once (label "true"), one re-tainted, and one
+// with no taint or label of ours at all, which is what every node of a
+// running cluster is when the chart is installed, after a rename of the
+// label, or after the bypass annotation is removed. An agent with no
+// continuous check (bootstrapOnly) runs the bootstrap set on a re-tainted
+// node, as nothing else would ever untaint it.
+func BootstrapRound(node *corev1.Node, t Taints, labelKey string, bootstrapOnly bool) bool {
+	if node.Labels[labelKey] == "true" {
+		return false
+	}
+	startupTainted, retainted := NodeState(node, t, labelKey)
+	if retainted {
+		return bootstrapOnly
+	}
+	return startupTainted
 }
 
 // NodeState derives the node part of State from the node as last seen. A
@@ -157,8 +193,9 @@ func HasAnyTaintKey(taints []corev1.Taint, keys []string) string {
 // node already matches. A taint change is guarded by a test of the whole
 // taint list the decision was made from (or, when the node has no taints, of
 // its resourceVersion), so a concurrent edit fails the patch instead of being
-// overwritten; the caller re-reads the node and tries again. A re-taint is
-// also guarded by the resourceVersion: any change to the node fails it.
+// overwritten; the caller re-reads the node and tries again. A re-taint, and
+// a label written without a taint change, are guarded by the
+// resourceVersion: any change to the node fails them.
 func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error) {
 	taints := slices.Clone(node.Spec.Taints)
 	for _, t := range want.Remove {
@@ -173,7 +210,8 @@ func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error)
 		taints = append(taints, *want.Add)
 	}
 	var ops []jsonpatch.Op
-	if !slices.Equal(taints, node.Spec.Taints) {
+	taintsChange := !slices.Equal(taints, node.Spec.Taints)
+	if taintsChange {
 		if len(node.Spec.Taints) == 0 {
 			ops = append(ops,
 				jsonpatch.Test("/metadata/resourceVersion", node.ResourceVersion),
@@ -190,7 +228,8 @@ func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error)
 		path := "/metadata/labels/" + jsonpatch.EscapePointer(labelKey)
 		ops = append(ops, jsonpatch.Test(path, "false"), jsonpatch.Remove(path))
 	}
-	if want.Label != "" && node.Labels[labelKey] != want.Label {
+	labelChange := want.Label != "" && node.Labels[labelKey] != want.Label
+	if labelChange {
 		if len(node.Labels) == 0 { // an empty map is absent in JSON
 			ops = append(ops, jsonpatch.Add("/metadata/labels", map[string]string{labelKey: want.Label}))
 		} else {
@@ -200,10 +239,13 @@ func NodePatch(node *corev1.Node, labelKey string, want Desired) ([]byte, error)
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	if want.Add != nil && len(node.Spec.Taints) > 0 {
-		// A re-taint applies only to the version of the node its gates
-		// were checked on (no bypass annotation since, say): any change
-		// fails the patch, and the caller checks them again.
+	// A re-taint applies only to the version of the node its gates were
+	// checked on (no bypass annotation since, say), and so does a label
+	// written without a taint change (a live node labelled verified: a
+	// node that gained the startup taint since must not be marked verified
+	// unchecked). Any change fails the patch, and the caller checks again.
+	// (A taint change on a node without taints is pinned already.)
+	if (want.Add != nil && len(node.Spec.Taints) > 0) || (labelChange && !taintsChange) {
 		ops = append([]jsonpatch.Op{jsonpatch.Test("/metadata/resourceVersion", node.ResourceVersion)}, ops...)
 	}
 	return jsonpatch.Marshal(ops...)

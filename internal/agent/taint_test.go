@@ -19,7 +19,7 @@ var (
 
 func TestDecide(t *testing.T) {
 	both := []corev1.Taint{startup, unhealthy}
-	retaint := Desired{Add: &unhealthy, Label: "false"}
+	retaint := Desired{Add: &unhealthy, Label: "false", Continuous: true}
 	tests := []struct {
 		name   string
 		state  State
@@ -28,23 +28,25 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "pass untaints and labels", state: State{Passed: true, Passes: 1, StartupTainted: true},
 			want: Desired{Remove: both, Label: "true"}},
-		{name: "pass on verified node keeps it", state: State{Passed: true, Passes: 5},
-			want: Desired{Remove: both, Label: "true"}},
-		{name: "first failure on verified node does nothing", state: State{Failures: 1}},
-		{name: "second failure does nothing", state: State{Failures: 2}},
-		{name: "third failure re-taints with the unhealthy taint", state: State{Failures: 3}, want: retaint},
+		{name: "pass on verified node keeps it", state: State{Passed: true, Passes: 5, Continuous: true},
+			want: Desired{Remove: both, Label: "true", Continuous: true}},
+		{name: "first failure on verified node does nothing", state: State{Failures: 1, Continuous: true}},
+		{name: "second failure does nothing", state: State{Failures: 2, Continuous: true}},
+		{name: "third failure re-taints with the unhealthy taint", state: State{Failures: 3, Continuous: true}, want: retaint},
 		{name: "start-up failures keep the startup taint and add nothing", state: State{Failures: 9, StartupTainted: true}},
-		{name: "re-tainted node failing on is left alone", state: State{Failures: 9, Retainted: true}},
-		{name: "re-tainted node waits for the recover threshold", state: State{Passed: true, Passes: 1, Retainted: true}},
-		{name: "re-tainted node untainted after the recover threshold", state: State{Passed: true, Passes: 2, Retainted: true},
-			want: Desired{Remove: both, Label: "true"}},
+		{name: "continuous failures on a node carrying the startup taint add nothing", state: State{Failures: 9, StartupTainted: true, Continuous: true}},
+		{name: "failures of the bootstrap set never re-taint, startup taint or not", state: State{Failures: 9}},
+		{name: "re-tainted node failing on is left alone", state: State{Failures: 9, Retainted: true, Continuous: true}},
+		{name: "re-tainted node waits for the recover threshold", state: State{Passed: true, Passes: 1, Retainted: true, Continuous: true}},
+		{name: "re-tainted node untainted after the recover threshold", state: State{Passed: true, Passes: 2, Retainted: true, Continuous: true},
+			want: Desired{Remove: both, Label: "true", Continuous: true}},
 		{name: "bypass untaints even while failing", state: State{Bypass: true, Failures: 9, StartupTainted: true},
 			want: Desired{Remove: both, Unlabel: true}},
-		{name: "bypass never re-taints", state: State{Bypass: true, Failures: 9}, want: Desired{Remove: both, Unlabel: true}},
-		{name: "startup taint as re-taint taint (old behaviour)", state: State{Failures: 3},
-			taints: Taints{Startup: startup, Unhealthy: startup}, want: Desired{Add: &startup, Label: "false"}},
-		{name: "old behaviour recovers by removing the startup taint", state: State{Passed: true, Passes: 2, Retainted: true},
-			taints: Taints{Startup: startup, Unhealthy: startup}, want: Desired{Remove: []corev1.Taint{startup}, Label: "true"}},
+		{name: "bypass never re-taints", state: State{Bypass: true, Failures: 9, Continuous: true}, want: Desired{Remove: both, Unlabel: true}},
+		{name: "startup taint as re-taint taint (old behaviour)", state: State{Failures: 3, Continuous: true},
+			taints: Taints{Startup: startup, Unhealthy: startup}, want: Desired{Add: &startup, Label: "false", Continuous: true}},
+		{name: "old behaviour recovers by removing the startup taint", state: State{Passed: true, Passes: 2, Retainted: true, Continuous: true},
+			taints: Taints{Startup: startup, Unhealthy: startup}, want: Desired{Remove: []corev1.Taint{startup}, Label: "true", Continuous: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +56,45 @@ func TestDecide(t *testing.T) {
 			}
 			if got := Decide(tt.state, thresh, tn); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBootstrapRound: only a node being verified for the first time runs
+// the bootstrap checks and gates; every node in service, labelled by us or
+// not, is judged by the continuous checks, the only ones that can re-taint
+// it. A bootstrap-only agent runs the bootstrap set to recover a re-tainted
+// node, as nothing else would untaint it.
+func TestBootstrapRound(t *testing.T) {
+	verified := map[string]string{"node-ready/verified": "true"}
+	retainted := map[string]string{"node-ready/verified": "false"}
+	other := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	tests := []struct {
+		name                  string
+		node                  *corev1.Node
+		want, wantBootstrapOn bool // with continuous checks; bootstrap-only
+	}{
+		{name: "new node with the startup taint", node: node([]corev1.Taint{startup}, nil), want: true, wantBootstrapOn: true},
+		{name: "new node with a previous startup key", node: node([]corev1.Taint{{Key: "readiness.k8s.io/node-ready", Effect: corev1.TaintEffectNoSchedule}}, nil),
+			want: true, wantBootstrapOn: true},
+		{name: "verified node", node: node(nil, verified)},
+		{name: "verified node the startup taint was put back on", node: node([]corev1.Taint{startup}, verified)},
+		{name: "live node without any taint or label of ours (chart installed into a running cluster)", node: node(nil, nil)},
+		{name: "live node with someone else's taint", node: node([]corev1.Taint{other}, map[string]string{"a": "b"})},
+		{name: "re-tainted node", node: node([]corev1.Taint{unhealthy}, retainted), wantBootstrapOn: true},
+		{name: "unhealthy taint without our label", node: node([]corev1.Taint{unhealthy}, nil), wantBootstrapOn: true},
+		{name: "verified=false with no taint left", node: node(nil, retainted), wantBootstrapOn: true},
+	}
+	withPrevious := taints
+	withPrevious.PreviousStartup = []string{"readiness.k8s.io/node-ready"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := BootstrapRound(tt.node, withPrevious, "node-ready/verified", false); got != tt.want {
+				t.Errorf("BootstrapRound = %v, want %v", got, tt.want)
+			}
+			if got := BootstrapRound(tt.node, withPrevious, "node-ready/verified", true); got != tt.wantBootstrapOn {
+				t.Errorf("BootstrapRound of a bootstrap-only agent = %v, want %v", got, tt.wantBootstrapOn)
 			}
 		})
 	}
@@ -219,6 +260,20 @@ func TestNodePatchFailsOnConcurrentEdit(t *testing.T) {
 	changed.ResourceVersion = "8"
 	if _, err := applyPatch(t, changed, add); err == nil {
 		t.Fatal("add patch applied although the node changed")
+	}
+	// So is a label with no taint change (a live node labelled verified):
+	// the node may have gained the startup taint since.
+	for _, seen := range []*corev1.Node{node(nil, nil), node([]corev1.Taint{other}, map[string]string{"a": "b"})} {
+		label, _ := NodePatch(seen, "node-ready/verified", Desired{Remove: []corev1.Taint{startup, unhealthy}, Label: "true", Continuous: true})
+		now := seen.DeepCopy()
+		now.Spec.Taints = append(now.Spec.Taints, startup)
+		now.ResourceVersion = "8"
+		if got, err := applyPatch(t, now, label); err == nil {
+			t.Errorf("label patch %s applied to a node that changed since: labels %v", label, got.Labels)
+		}
+		if _, err := applyPatch(t, seen, label); err != nil {
+			t.Errorf("label patch %s failed on the node it was made from: %v", label, err)
+		}
 	}
 }
 

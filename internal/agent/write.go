@@ -37,11 +37,9 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 	}, 5), ctx)
 	bo.Reset()
 	for {
-		if want.IsRetaint() {
-			if why := a.retaintRefusedOn(node); why != "" {
-				a.log.Info("re-taint dropped: the node changed since the decision", "reason", why)
-				return nil
-			}
+		if why := a.refusedOn(node, want); why != "" {
+			a.log.Info("node write dropped: the node changed since the decision", "reason", why)
+			return nil
 		}
 		patch, err := NodePatch(node, a.cfg.VerifiedLabel, want)
 		if err != nil || patch == nil {
@@ -85,6 +83,24 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 		case <-time.After(d):
 		}
 	}
+}
+
+// refusedOn says why want must not be written to node, in the version the
+// patch applies to, or "". A re-taint has gates of its own
+// (retaintRefusedOn); a change decided on a round of the continuous checks
+// never verifies a node that now needs every check and gate: the startup
+// taint arrived, on a node without our label, after the decision (the node
+// was deleted and created again under the same name, say).
+func (a *Agent) refusedOn(node *corev1.Node, want Desired) string {
+	if want.IsRetaint() {
+		if why := a.retaintRefusedOn(node); why != "" {
+			return "re-taint: " + why
+		}
+	}
+	if want.Continuous && a.bootstrapRound(node) {
+		return "the node carries the startup taint and not our label: it is verified by the bootstrap checks and gates"
+	}
+	return ""
 }
 
 // operation names the taint change want makes on node for the metrics and
@@ -140,6 +156,12 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 		a.loop.everVerified = true
 		a.log.Info("checks pass again; node untainted", "passed_rounds", a.loop.passes)
 		a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "checks passed %d rounds in a row; node untainted", a.cfg.Thresholds.Recover)
+	case "":
+		if before.Labels[a.cfg.VerifiedLabel] != "true" && after.Labels[a.cfg.VerifiedLabel] == "true" {
+			// No Event: at an install into a running cluster every node
+			// gets here at once, and nothing about its scheduling changed.
+			a.log.Info("node labelled verified: no taint of ours to remove", "label", a.cfg.VerifiedLabel)
+		}
 	case "add":
 		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.loop.failures, "taint", taintString(a.cfg.Taints.Unhealthy))
 		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; taint %s applied", a.cfg.Thresholds.Retaint, taintString(a.cfg.Taints.Unhealthy))
