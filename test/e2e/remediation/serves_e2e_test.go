@@ -35,6 +35,11 @@ func (e *env) podOn(t *testing.T, name, node string, owner *metav1.OwnerReferenc
 	if owner != nil {
 		p.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
+	// No controller-manager here makes the namespace's default ServiceAccount.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}}
+	if _, err := e.cp.Client.CoreV1().ServiceAccounts("default").Create(t.Context(), sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	if _, err := e.cp.Client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
