@@ -157,8 +157,11 @@ func (e *env) startWebhook(t *testing.T) {
 		"--config="+config, "--cleanup-retry-base=500ms", "--cleanup-retry-max=2s",
 		"--cleanup-deadline="+cleanupDeadline.String(), "--cleanup-deadline-min-attempts=2",
 		"--remediation=replace", "--unverified-deadline="+deadline.String(), "--remediation-interval=1s",
-		// testRepair's node verified once: replaced only through its NodeClaim, which Karpenter drains.
-		"--remediation-replace-retainted",
+		// testRepair's node verified once: replaced only through its NodeClaim,
+		// which Karpenter drains; with a fleet budget of 2, as its agents', so
+		// that its own re-taint does not use the budget up (with 1 it would:
+		// the small-cluster rule of docs/remediation.md).
+		"--remediation-replace-retainted", "--agent-fleet-budget=2",
 		"--remediation-breaker-threshold=off", "--log-level=debug")
 	e.w.WaitReady(t, 30*time.Second)
 	// Admission answers once the webhook wrote the caBundle.

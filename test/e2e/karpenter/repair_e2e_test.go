@@ -40,7 +40,7 @@ func (e *env) testRepair(t *testing.T) {
 	probe := &health{}
 	harness.ServeHTTP(t, repairAddr, probe)
 	e.pool(t, pool, harness.NodePoolOptions{StartupTaints: []corev1.Taint{ourTaint}},
-		[]string{"--checks=api,probe", "--check.probe.targets=http://" + repairAddr + "/healthz", "--check-period=1s", "--retaint-threshold=2"})
+		[]string{"--checks=api,probe", "--check.probe.targets=http://" + repairAddr + "/healthz", "--check-period=1s", "--retaint-threshold=2", "--fleet-budget=2"})
 	e.pendingPod(t, "repair-0", pool)
 	harness.Eventually(t, 90*time.Second, "pod repair-0 bound", func() (bool, string) {
 		p := e.pod(t, "repair-0")
