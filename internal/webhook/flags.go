@@ -15,7 +15,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "address of the TLS admission endpoint (/mutate-node)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, /healthz and /readyz (plain HTTP)")
 	fs.StringVar(&o.Finalizer, "finalizer", o.Finalizer, "finalizer added to every new Node")
-	fs.Var((*flagenv.StringList)(&o.LegacyFinalizers), "legacy-finalizers", "comma-separated older names of --finalizer this project wrote: removed with it after cleanup and by remove-finalizers, replaced by it on live nodes")
+	fs.Var((*flagenv.StringList)(&o.LegacyFinalizers), "legacy-finalizers", "comma-separated older names of --finalizer this project shipped (only those are accepted: "+api.ShippedFinalizersText()+"): removed with it after cleanup and by remove-finalizers, replaced by it on live nodes")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest admission request body accepted; larger ones get HTTP 413")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")

@@ -34,7 +34,9 @@ type Options struct {
 	Finalizer string
 	// LegacyFinalizers are older names of Finalizer that this project wrote:
 	// cleanup and remove-finalizers remove them too, and back-fill replaces
-	// them, so renaming the finalizer never strands a node.
+	// them, so renaming the finalizer never strands a node. Only names in
+	// api.ShippedFinalizers are accepted: anything else would be stripped
+	// from every node.
 	LegacyFinalizers []string
 	// MaxBodyBytes bounds an admission request body.
 	MaxBodyBytes int64

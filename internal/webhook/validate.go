@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
@@ -78,10 +79,16 @@ func (o *Options) validateCerts(p *cli.Problems) {
 func (o *Options) validateFinalizer(p *cli.Problems) {
 	p.Check("finalizer", domainQualified(o.Finalizer))
 	for _, f := range o.LegacyFinalizers {
-		if err := domainQualified(f); err != nil {
+		switch err := domainQualified(f); {
+		case err != nil:
 			p.Check("legacy-finalizers", err)
-		} else if f == o.Finalizer {
+		case f == o.Finalizer:
 			p.Add("legacy-finalizers", "%q is --finalizer itself", f)
+		case !api.IsShippedFinalizer(f):
+			// Back-fill strips a legacy name from every live node: a name
+			// that is not ours would take another controller's hold off
+			// every node.
+			p.Add("legacy-finalizers", "%q is not a finalizer name kube-node-ready shipped, and would be removed from every node (accepted: %s)", f, api.ShippedFinalizersText())
 		}
 	}
 	if o.Backfill && !o.Cleanup {

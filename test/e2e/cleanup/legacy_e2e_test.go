@@ -24,7 +24,16 @@ func TestLegacyFinalizerIsNotStranded(t *testing.T) {
 	const renamed = "example.com/renamed-cleanup"
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	ctx := t.Context()
-	kubeconfig := webhookIdentity(t, cp)
+	// The chart rendered as `helm upgrade --set webhook.finalizer=<new>`
+	// renders it: its node policy lets the webhook write the new name and
+	// the legacy one.
+	if err := cp.ApplyChartRBAC(ctx, ns, "webhook.finalizer="+renamed, "webhook.legacyFinalizers={"+fin+"}"); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, ns, harness.WebhookServiceAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []*corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "legacy-live", Finalizers: []string{fin, "example.com/keep"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "legacy-deleted", Finalizers: []string{fin, "example.com/keep"}}},
