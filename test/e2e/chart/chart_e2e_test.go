@@ -228,8 +228,8 @@ func TestInstallAndOwnNodePolicy(t *testing.T) {
 	if len(got.Spec.Taints) != 1 || got.Spec.Taints[0].Key != other.Key || got.Labels["node-ready/verified"] != "true" || got.Labels["team"] != "infra" {
 		t.Errorf("after own untaint: taints=%v labels=%v", got.Spec.Taints, got.Labels)
 	}
-	// Re-taint of its own node is allowed too.
-	retaint := mustPatch(t, jsonpatch.Add("/spec/taints/-", harness.StartupTaint), jsonpatch.Replace("/metadata/labels/node-ready~1verified", "false"))
+	// Re-taint of its own node, with the re-taint taint, is allowed too.
+	retaint := mustPatch(t, jsonpatch.Add("/spec/taints/-", harness.UnhealthyTaint), jsonpatch.Replace("/metadata/labels/node-ready~1verified", "false"))
 	if err := patch(a.Name, retaint); err != nil {
 		t.Errorf("agent re-tainting its own node: %v", err)
 	}
