@@ -49,6 +49,9 @@ func Assemble(ctx context.Context, opts *Options, client agent.Clientset, reg pr
 	if err != nil {
 		return nil, err
 	}
+	// A cluster DNS endpoint failing while others answer is told on the
+	// node (Event, metric), never counted against it.
+	checks.ReportBackends(cs, checks.NewBackendReport(checkMetrics, recorder, client, opts.NodeName, log))
 	a, err := agent.New(cfg, client, cs, watches, checkMetrics, agentMetrics, recorder, log)
 	if err != nil {
 		stopRecorder()

@@ -82,6 +82,9 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	failures *prometheus.CounterVec
 	success  *prometheus.GaugeVec
+	// degraded counts the backends of a shared Service a check found
+	// failing while others answered (BackendReport sets it).
+	degraded *prometheus.GaugeVec
 }
 
 // NewMetrics registers the check metrics on reg; it fails when one of them is
@@ -101,8 +104,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "node_check_success",
 			Help: "Whether the last run of each verification check passed (1) or failed (0).",
 		}, []string{"check"}),
+		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "node_check_degraded_backends",
+			Help: "Endpoints of a shared Service (the cluster DNS) the check found failing while others answered, in the last 10 minutes: broken backends elsewhere, not counted against this node.",
+		}, []string{"check"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.failures, m.success} {
+	for _, c := range []prometheus.Collector{m.duration, m.failures, m.success, m.degraded} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("checks: register metrics: %w", err)
 		}

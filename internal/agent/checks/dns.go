@@ -7,15 +7,22 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks/dnsquery"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
 // DNS resolves in-cluster and external names through the node's resolver.
+// A name that fails through the cluster DNS Service's address is asked of
+// the Service's endpoints directly (see askBackends): the node fails only
+// when it cannot resolve through any of them, and an endpoint that fails
+// while others answer is reported as degraded, not counted against the node.
 type DNS struct {
-	// Names are resolved in order; each must return at least one address
-	// of one of Families.
+	// Names are resolved, all at once; each must return at least one
+	// address of one of Families.
 	Names []string
 	// Families are the record types asked for (A for ipv4, AAAA for ipv6);
 	// empty asks for both.
@@ -24,23 +31,74 @@ type DNS struct {
 	Server string
 	// ResolvConf is read when Server is empty (default /etc/resolv.conf).
 	ResolvConf string
+	// Service is the cluster DNS Service; with Endpoints, a failure through
+	// its address is asked of its endpoints directly. Zero turns that off.
+	Service ServiceRef
+	// Endpoints serves Service's endpoints (the EndpointSlice cache the
+	// discovery and network checks share); nil turns the direct asking off.
+	Endpoints EndpointLister
+	// NodeName ranks the endpoints asked directly, so the load spreads.
+	NodeName string
+
+	// addrs remembers which nameservers are Service's own addresses.
+	addrs serviceAddrs
+	// report hears of the endpoints asked directly; nil tells no one.
+	report BackendReporter
 }
 
 // Name implements Check.
 func (*DNS) Name() string { return "dns" }
 
-// Run implements Check.
+func (d *DNS) reportBackendsTo(r BackendReporter) { d.report = r }
+
+// Run implements Check. The names are resolved at once, so the check takes
+// as long as its slowest name.
 func (d *DNS) Run(ctx context.Context) error {
 	servers, err := d.servers()
 	if err != nil {
 		return fmt.Errorf("dns: %w", err)
 	}
-	for _, name := range d.Names {
-		if err := resolveAny(ctx, servers, name, d.Families); err != nil {
-			return fmt.Errorf("dns: %w", err)
-		}
+	results := make([]nameResult, len(d.Names))
+	var wg sync.WaitGroup
+	for i, name := range d.Names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = d.resolve(ctx, servers, name)
+		}()
 	}
-	return nil
+	wg.Wait()
+	var errs []error
+	var seen []BackendState
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+		seen = append(seen, r.backends...)
+	}
+	if d.report != nil {
+		d.report.Backends(d.Name(), d.Service, seen)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("dns: "+strings.TrimSuffix(strings.Repeat("%w; ", len(errs)), "; "), toAny(errs)...)
+}
+
+// nameResult is how one name fared.
+type nameResult struct {
+	// err is nil when the name resolved (or only a backend failed it).
+	err error
+	// backends are the Service's endpoints asked directly, if any were.
+	backends []BackendState
+}
+
+func toAny(errs []error) []any {
+	out := make([]any, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return out
 }
 
 func (d *DNS) servers() ([]string, error) {
@@ -64,11 +122,15 @@ func (d *DNS) servers() ([]string, error) {
 }
 
 // resolveAny asks each server in turn, as a stub resolver fails over, and
-// succeeds on the first server that answers with an address.
+// succeeds on the first server that answers with an address. Each server
+// gets an equal share of the time left, so a dead first one leaves time for
+// the next.
 func resolveAny(ctx context.Context, servers []string, name string, families IPFamilies) error {
 	var errs []error
-	for _, s := range servers {
-		err := lookupFamilies(ctx, s, name, families)
+	for i, s := range servers {
+		sctx, cancel := shareOf(ctx, 1/float64(len(servers)-i))
+		err := lookupFamilies(sctx, s, name, families)
+		cancel()
 		if err == nil {
 			return nil
 		}
@@ -107,6 +169,16 @@ func lookupFamilies(ctx context.Context, server, name string, families IPFamilie
 	}
 	// Every query has ended: errs is complete, in the families' order.
 	return errors.Join(errs...)
+}
+
+// shareOf returns ctx cut to share (0 to 1) of the time left before its
+// deadline; without a deadline, ctx as it is.
+func shareOf(ctx context.Context, share float64) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok || share >= 1 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Duration(share*float64(time.Until(dl)))))
 }
 
 // DNSConfig configures the dns check.
@@ -156,5 +228,9 @@ func (c *DNSConfig) Validate(enabled bool) []error {
 // Build implements Config.
 func (c *DNSConfig) Build(d Deps) Check {
 	names := append(append([]string(nil), c.Names...), c.ExternalNames...)
-	return &DNS{Names: names, Families: d.IPFamilies, Server: c.Server, ResolvConf: c.ResolvConf}
+	dns := &DNS{Names: names, Families: d.IPFamilies, Server: c.Server, ResolvConf: c.ResolvConf, Service: d.DNSService, NodeName: d.NodeName}
+	if d.Endpoints != nil {
+		dns.Endpoints = d.Endpoints
+	}
+	return dns
 }

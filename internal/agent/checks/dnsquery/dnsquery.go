@@ -61,6 +61,15 @@ type NoAnswerError struct{ err error }
 func (e NoAnswerError) Error() string { return e.err.Error() }
 func (e NoAnswerError) Unwrap() error { return e.err }
 
+// RcodeError is an answer whose response code is not success: NXDOMAIN,
+// SERVFAIL, REFUSED and the like.
+type RcodeError struct {
+	// Rcode is the response code (dns.RcodeNameError, ...).
+	Rcode int
+}
+
+func (e RcodeError) Error() string { return "server answered " + rcodeName(e.Rcode) }
+
 // Lookup sends one query of type qtype (A or AAAA) for name to server, over
 // UDP and, if the answer is truncated, again over TCP, and returns the
 // addresses in the answer. A server that gives no answer (a timeout, a
@@ -68,6 +77,41 @@ func (e NoAnswerError) Unwrap() error { return e.err }
 func Lookup(ctx context.Context, server, name string, qtype uint16) ([]netip.Addr, error) {
 	q := new(dns.Msg)
 	q.SetQuestion(dns.Fqdn(name), qtype)
+	resp, err := exchange(ctx, server, q)
+	if err == nil {
+		var addrs []netip.Addr
+		if addrs, err = AnswerAddrs(q, resp); err == nil {
+			return addrs, nil
+		}
+	}
+	return nil, fmt.Errorf("query %s via %s (%s): %w", name, server, dns.TypeToString[qtype], err)
+}
+
+// LookupPTR asks server for the names of addr (a PTR query of its reverse
+// name): the cluster DNS answers one for a Service's ClusterIP,
+// <service>.<namespace>.svc.<cluster domain>. A server that gives no
+// answer is a NoAnswerError; a name without PTR records (NXDOMAIN, an empty
+// answer) is an error too.
+func LookupPTR(ctx context.Context, server string, addr netip.Addr) ([]string, error) {
+	rev, err := dns.ReverseAddr(addr.Unmap().WithZone("").String())
+	if err != nil {
+		return nil, fmt.Errorf("reverse name of %s: %w", addr, err)
+	}
+	q := new(dns.Msg)
+	q.SetQuestion(rev, dns.TypePTR)
+	resp, err := exchange(ctx, server, q)
+	if err == nil {
+		var names []string
+		if names, err = AnswerPTRs(q, resp); err == nil {
+			return names, nil
+		}
+	}
+	return nil, fmt.Errorf("query %s via %s (PTR): %w", rev, server, err)
+}
+
+// exchange sends q to server over UDP and, if the answer is truncated,
+// again over TCP. A server that gives no answer is a NoAnswerError.
+func exchange(ctx context.Context, server string, q *dns.Msg) (*dns.Msg, error) {
 	q.RecursionDesired = true
 	// At most QueryTimeout a query, as a stub resolver's per-try timeout:
 	// the client takes ctx's deadline over its own Timeout, so a dead first
@@ -81,35 +125,18 @@ func Lookup(ctx context.Context, server, name string, qtype uint16) ([]netip.Add
 		resp, _, err = c.ExchangeContext(ctx, q, server)
 	}
 	if ne := net.Error(nil); errors.As(err, &ne) {
-		err = NoAnswerError{err}
-	} else if err == nil {
-		var addrs []netip.Addr
-		if addrs, err = AnswerAddrs(q, resp); err == nil {
-			return addrs, nil
-		}
+		return nil, NoAnswerError{err}
 	}
-	return nil, fmt.Errorf("query %s via %s (%s): %w", name, server, dns.TypeToString[qtype], err)
+	return resp, err
 }
 
 // AnswerAddrs validates resp as the answer to q and returns the addresses
 // of the type q asks for: A records for an A question, AAAA records for an
 // AAAA one (records of the other type are not an answer).
 func AnswerAddrs(q, resp *dns.Msg) ([]netip.Addr, error) {
-	if resp == nil {
-		return nil, errors.New("empty response")
-	}
-	if resp.Id != q.Id {
-		return nil, fmt.Errorf("response id %d does not match query id %d", resp.Id, q.Id)
-	}
-	if resp.Truncated {
-		return nil, errors.New("response truncated")
-	}
-	if resp.Rcode != dns.RcodeSuccess {
-		return nil, fmt.Errorf("server answered %s", rcodeName(resp.Rcode))
-	}
-	qtype := dns.TypeA
-	if len(q.Question) > 0 {
-		qtype = q.Question[0].Qtype
+	qtype, err := validAnswer(q, resp)
+	if err != nil {
+		return nil, err
 	}
 	var addrs []netip.Addr
 	for _, rr := range resp.Answer {
@@ -121,6 +148,46 @@ func AnswerAddrs(q, resp *dns.Msg) ([]netip.Addr, error) {
 		return nil, fmt.Errorf("no %s record in the answer", dns.TypeToString[qtype])
 	}
 	return addrs, nil
+}
+
+// AnswerPTRs validates resp as the answer to the PTR question q and returns
+// the names its PTR records point to, fully qualified.
+func AnswerPTRs(q, resp *dns.Msg) ([]string, error) {
+	if _, err := validAnswer(q, resp); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, rr := range resp.Answer {
+		if ptr, ok := rr.(*dns.PTR); ok && ptr.Ptr != "" {
+			names = append(names, dns.Fqdn(ptr.Ptr))
+		}
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no PTR record in the answer")
+	}
+	return names, nil
+}
+
+// validAnswer checks resp is a complete, successful answer to q and
+// returns the type q asks for.
+func validAnswer(q, resp *dns.Msg) (uint16, error) {
+	if resp == nil {
+		return 0, errors.New("empty response")
+	}
+	if resp.Id != q.Id {
+		return 0, fmt.Errorf("response id %d does not match query id %d", resp.Id, q.Id)
+	}
+	if resp.Truncated {
+		return 0, errors.New("response truncated")
+	}
+	if resp.Rcode != dns.RcodeSuccess {
+		return 0, RcodeError{Rcode: resp.Rcode}
+	}
+	qtype := dns.TypeA
+	if len(q.Question) > 0 {
+		qtype = q.Question[0].Qtype
+	}
+	return qtype, nil
 }
 
 // recordAddr returns the address of rr when it is a record of type qtype.

@@ -75,10 +75,21 @@ func FuzzAnswer(f *testing.F) {
 	b6, _ := good6.Pack()
 	f.Add(b6)
 	f.Add(b6[:len(b6)-5])
+	qp := new(dns.Msg)
+	qp.SetQuestion("10.0.96.10.in-addr.arpa.", dns.TypePTR)
+	goodPTR := new(dns.Msg)
+	goodPTR.SetReply(qp)
+	goodPTR.Answer = append(goodPTR.Answer, &dns.PTR{Hdr: dns.RR_Header{Name: qp.Question[0].Name, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: 5}, Ptr: "kube-dns.kube-system.svc.cluster.local."})
+	bp, _ := goodPTR.Pack()
+	f.Add(bp)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		resp := new(dns.Msg)
 		if err := resp.Unpack(raw); err != nil {
 			return
+		}
+		resp.Id = qp.Id
+		if names, err := AnswerPTRs(qp, resp); err == nil && len(names) == 0 {
+			t.Fatal("PTR: no error and no names")
 		}
 		// Whatever the answer holds, each question type gets only its own
 		// family's addresses, and never an empty success.
