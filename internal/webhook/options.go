@@ -107,10 +107,11 @@ type Options struct {
 	// hold a deleted Node (from its deletionTimestamp); past it the finalizer
 	// is removed anyway with a Warning Event. Off unless given.
 	CleanupDeadline flagenv.OptionalDuration
-	// CleanupDeadlineMinAttempts is how many failed attempts that called
-	// every critical plugin (a plugin left out because its health probe
-	// failed was not called) the deadline also waits for: time alone, such
-	// as a webhook outage longer than the deadline, never releases a node.
+	// CleanupDeadlineMinAttempts is how many failed attempts the deadline
+	// also waits for, each of which called every critical plugin or left
+	// one out because a health probe newer than the node's previous attempt
+	// failed: time alone, such as a webhook outage longer than the deadline,
+	// never releases a node.
 	CleanupDeadlineMinAttempts int
 	// PluginHealthInterval is how often plugins with a health probe are
 	// probed (they are also probed before a cleanup starts); 0 turns probing off.

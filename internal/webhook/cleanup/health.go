@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,6 +21,22 @@ type HealthChecker interface {
 // healthTimeout bounds one probe (a stage's own timeout, if shorter).
 const healthTimeout = 10 * time.Second
 
+// ProbeError is the verdict of a failed health probe: why, and when the
+// probe started. A cleanup attempt that leaves a plugin out for it asked
+// the plugin's system at that moment; the cleanup deadline counts such an
+// attempt only when its probe started after the node's previous attempt
+// (Result.AskedSince), so every attempt it counts rests on an answer of
+// its own.
+type ProbeError struct {
+	// At is when the probe that failed started.
+	At time.Time
+	// Err says why it failed.
+	Err error
+}
+
+func (e *ProbeError) Error() string { return e.Err.Error() }
+func (e *ProbeError) Unwrap() error { return e.Err }
+
 // Health probes the plugins of the running pipeline that offer a probe:
 // periodically (Watch) and before a cleanup starts (Unhealthy). Its verdict
 // is a metric, a log line and an Event on each change; it never touches the
@@ -32,7 +49,7 @@ type Health struct {
 	timeout time.Duration // bound of one probe (healthTimeout)
 
 	mu      sync.Mutex
-	state   map[string]error // last verdict per plugin
+	state   map[string]error // last verdict per plugin (a *ProbeError when it failed)
 	probed  time.Time        // when the last full probe finished
 	probing chan struct{}    // closed when the probe in flight ends
 
@@ -79,26 +96,26 @@ func (h *Health) Watch(ctx context.Context, interval time.Duration, current func
 	}
 }
 
-// Unhealthy returns the plugins of p whose probe fails, probing first unless
-// a probe finished within maxAge (so a mass scale-in probes each receiver a
-// few times, not once per node). Concurrent callers share one probe.
-func (h *Health) Unhealthy(ctx context.Context, p *Pipeline, maxAge time.Duration) map[string]error {
+// Unhealthy returns the plugins of p whose probe fails, each error a
+// *ProbeError. It probes first unless a probe finished within maxAge (so a
+// mass scale-in probes each receiver a few times, not once per node) and
+// every failed verdict comes from a probe started at or after since — the
+// end of the node's previous attempt, zero for none: an attempt that
+// leaves a plugin out then always rests on an answer newer than the last
+// attempt's, so a node retried every few seconds gets a new probe each
+// time while its receiver stays down (still one probe for every node
+// waiting at that moment). Concurrent callers share one probe.
+func (h *Health) Unhealthy(ctx context.Context, p *Pipeline, maxAge time.Duration, since time.Time) map[string]error {
 	if h == nil || p == nil || !p.hasHealth() {
 		return nil
 	}
-	h.mu.Lock()
-	fresh := time.Since(h.probed) < maxAge
-	wait := h.probing
-	h.mu.Unlock()
-	if !fresh {
-		if wait != nil {
-			select {
-			case <-wait:
-			case <-ctx.Done():
-			}
-		} else {
-			h.Probe(ctx, p)
+	// Twice at most: the probe in flight, which Probe waits for, may have
+	// started before since; one started after that wait cannot have.
+	for range 2 {
+		if !h.stale(p, maxAge, since) || ctx.Err() != nil {
+			break
 		}
+		h.Probe(ctx, p)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -109,6 +126,23 @@ func (h *Health) Unhealthy(ctx context.Context, p *Pipeline, maxAge time.Duratio
 		}
 	}
 	return out
+}
+
+// stale reports whether p's verdicts need a new probe: the last one
+// finished maxAge ago or more, or a failed verdict is older than since.
+func (h *Health) stale(p *Pipeline, maxAge time.Duration, since time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.probed) >= maxAge {
+		return true
+	}
+	for _, s := range p.stages {
+		var pe *ProbeError
+		if err := h.state[s.Plugin.Name()]; errors.As(err, &pe) && pe.At.Before(since) {
+			return true
+		}
+	}
+	return false
 }
 
 // Probe runs every probe of p once, in parallel.
@@ -129,6 +163,7 @@ func (h *Health) Probe(ctx context.Context, p *Pipeline) {
 	done := make(chan struct{})
 	h.probing = done
 	h.mu.Unlock()
+	started := time.Now()
 
 	type verdict struct {
 		name string
@@ -155,7 +190,7 @@ func (h *Health) Probe(ctx context.Context, p *Pipeline) {
 			defer cancel()
 			_, err := guard(func() (bool, error) { return false, hc.Health(pctx) })
 			if err != nil {
-				err = fmt.Errorf("health probe failed: %s", describe(err))
+				err = &ProbeError{At: started, Err: fmt.Errorf("health probe failed: %s", describe(err))}
 			}
 			results <- verdict{s.Plugin.Name(), err}
 		}()
@@ -173,7 +208,7 @@ collect:
 		case <-deadline.C:
 			for _, name := range pending {
 				if !slices.ContainsFunc(collected, func(v verdict) bool { return v.name == name }) {
-					collected = append(collected, verdict{name, fmt.Errorf("health probe failed: no answer within %s", bound)})
+					collected = append(collected, verdict{name, &ProbeError{At: started, Err: fmt.Errorf("health probe failed: no answer within %s", bound)}})
 				}
 			}
 			break collect

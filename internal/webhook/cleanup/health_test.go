@@ -79,7 +79,7 @@ func TestUnhealthyReusesFreshVerdicts(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			if u := h.Unhealthy(context.Background(), p, time.Minute); u["portworx"] == nil {
+			if u := h.Unhealthy(context.Background(), p, time.Minute, time.Time{}); u["portworx"] == nil {
 				t.Error("portworx not reported unhealthy")
 			}
 		})
@@ -89,12 +89,87 @@ func TestUnhealthyReusesFreshVerdicts(t *testing.T) {
 		t.Errorf("%d probes for 50 cleanups within maxAge, want 1", n)
 	}
 	px.set(nil)
-	if u := h.Unhealthy(context.Background(), p, 0); len(u) != 0 {
+	if u := h.Unhealthy(context.Background(), p, 0, time.Time{}); len(u) != 0 {
 		t.Errorf("after recovery and a stale verdict: %v", u)
 	}
 	var nilHealth *Health
-	if u := nilHealth.Unhealthy(context.Background(), p, time.Minute); u != nil {
+	if u := nilHealth.Unhealthy(context.Background(), p, time.Minute, time.Time{}); u != nil {
 		t.Errorf("probing off reports %v", u)
+	}
+}
+
+// A failed verdict older than the node's previous attempt (since) is probed
+// again even within maxAge, so each attempt that leaves a plugin out rests
+// on a probe of its own; the verdict carries when its probe started. A
+// healthy verdict within maxAge is reused whatever since says, and
+// cleanups that want the same freshness share one probe.
+func TestUnhealthyProbesAgainForANewAttempt(t *testing.T) {
+	h, _ := NewHealth(nil)
+	px := &probed{fake: fake{name: "hook"}, err: errors.New("HTTP 503")}
+	p := NewPipeline([]Stage{stage(px, true)}, false, nil, slog.New(slog.DiscardHandler))
+	first := h.Unhealthy(context.Background(), p, time.Minute, time.Time{})
+	var pe *ProbeError
+	if !errors.As(first["hook"], &pe) || pe.At.IsZero() {
+		t.Fatalf("verdict %v, want a *ProbeError with the probe's start", first["hook"])
+	}
+	if n := px.probes.Load(); n != 1 {
+		t.Fatalf("%d probes, want 1", n)
+	}
+	// Same attempt freshness: the verdict is reused.
+	h.Unhealthy(context.Background(), p, time.Minute, pe.At)
+	if n := px.probes.Load(); n != 1 {
+		t.Errorf("%d probes after asking with since = the probe's start, want 1 (reused)", n)
+	}
+	// The node's previous attempt ended after that probe: probe again, and
+	// once for every cleanup asking at that moment.
+	ended := time.Now()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			u := h.Unhealthy(context.Background(), p, time.Minute, ended)
+			var got *ProbeError
+			if !errors.As(u["hook"], &got) || got.At.Before(ended) {
+				t.Errorf("verdict %v, want one probed after %s", u["hook"], ended)
+			}
+		})
+	}
+	wg.Wait()
+	if n := px.probes.Load(); n != 2 {
+		t.Errorf("%d probes after 20 cleanups wanting a verdict newer than their last attempt, want 2", n)
+	}
+	// Healthy: the verdict is reused within maxAge.
+	px.set(nil)
+	h.Probe(context.Background(), p)
+	h.Unhealthy(context.Background(), p, time.Minute, time.Now())
+	if n := px.probes.Load(); n != 3 {
+		t.Errorf("%d probes, want 3: a healthy verdict within maxAge is not probed again", n)
+	}
+}
+
+// AskedSince: an attempt asked a critical plugin when it called it, or
+// left it out on a probe that started at or after since.
+func TestAskedSince(t *testing.T) {
+	now := time.Now()
+	unhealthy := func(critical bool, err error) Result {
+		return Result{Plugins: []PluginResult{{Name: "hook", Critical: critical, Result: ResultUnhealthy, Err: err}}}
+	}
+	tests := []struct {
+		name string
+		r    Result
+		want bool
+	}{
+		{"called and failed", Result{Plugins: []PluginResult{{Name: "px", Critical: true, Result: ResultFailure}}}, true},
+		{"probe started after since", unhealthy(true, &ProbeError{At: now, Err: errors.New("down")}), true},
+		{"probe started before since", unhealthy(true, &ProbeError{At: now.Add(-time.Second), Err: errors.New("down")}), false},
+		{"no probe time", unhealthy(true, errors.New("down")), false},
+		{"optional plugin left out", unhealthy(false, errors.New("down")), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.r.AskedSince(now); got != tt.want {
+				t.Errorf("AskedSince = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -131,7 +206,7 @@ func TestHungProbeFailsInsteadOfBlocking(t *testing.T) {
 	h.timeout = 200 * time.Millisecond
 	p := NewPipeline([]Stage{stage(&hung{fake: fake{name: "stuck"}}, true)}, false, nil, slog.New(slog.DiscardHandler))
 	start := time.Now()
-	u := h.Unhealthy(context.Background(), p, time.Minute)
+	u := h.Unhealthy(context.Background(), p, time.Minute, time.Time{})
 	if u["stuck"] == nil || !strings.Contains(u["stuck"].Error(), "no answer within") {
 		t.Errorf("verdict %v, want no answer", u)
 	}

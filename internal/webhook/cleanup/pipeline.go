@@ -75,14 +75,20 @@ func (r Result) OptionalFailures() []PluginResult {
 	return out
 }
 
-// Tried reports whether the attempt called every critical plugin it could:
-// none was left out because its health probe failed. A cleanup deadline
-// counts only such attempts, so a node is never released when the plugins
-// that hold it were never asked (receiver down, webhook just back from an
-// outage).
-func (r Result) Tried() bool {
+// AskedSince reports whether the attempt asked the system behind every
+// critical plugin something at or after since: it called the plugin, or
+// left it out for a health probe (a *ProbeError) that started then. The
+// cleanup deadline counts such attempts only, with since the end of the
+// node's previous counted attempt: a node is released only after that many
+// answers of its own — failures, refusals or failed probes — never on
+// time alone, nor on one stale verdict reused by several attempts.
+func (r Result) AskedSince(since time.Time) bool {
 	for _, p := range r.Plugins {
-		if p.Critical && p.Result == ResultUnhealthy {
+		if !p.Critical || p.Result != ResultUnhealthy {
+			continue
+		}
+		var pe *ProbeError
+		if !errors.As(p.Err, &pe) || pe.At.Before(since) {
 			return false
 		}
 	}

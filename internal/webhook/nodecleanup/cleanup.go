@@ -55,8 +55,10 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	}
 	start := time.Now()
 	// A probe at most healthMaxAge old: at a mass scale-in the receivers are
-	// probed a few times, not once per node.
-	unhealthy := c.cfg.Health.Unhealthy(runCtx, pipeline, healthMaxAge)
+	// probed a few times, not once per node. A failed verdict must also be
+	// newer than this node's previous counted attempt, so that this attempt
+	// counts towards the cleanup deadline on an answer of its own.
+	unhealthy := c.cfg.Health.Unhealthy(runCtx, pipeline, healthMaxAge, c.lastTry(m))
 	for name, err := range unhealthy {
 		log.Warn("cleanup plugin unhealthy; not running it in this attempt", "plugin", name, "error", err.Error())
 	}

@@ -1,16 +1,21 @@
 package nodecleanup
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
 // deleting is a node being deleted that carries our finalizer beside someone else's.
@@ -172,6 +177,56 @@ func TestCleanupDeadlineReleasesAfterRealAttempts(t *testing.T) {
 	f.expectEvents(ReasonCleanupDeadlineExceeded)
 	if f.count("deadline_exceeded") != 1 {
 		t.Errorf("deadline_exceeded = %v, want 1", f.count("deadline_exceeded"))
+	}
+}
+
+// probedPlugin is a plugin whose health probe fails: an attempt leaves it
+// out (unhealthy) instead of calling it.
+type probedPlugin struct {
+	plugin
+	probes atomic.Int32
+}
+
+func (p *probedPlugin) Health(context.Context) error {
+	p.probes.Add(1)
+	return errors.New("HTTP 503")
+}
+
+// A critical plugin whose health probe keeps failing holds a node no longer
+// than the deadline either (issue 35): each attempt that leaves it out on a
+// probe of its own — newer than the node's previous attempt, however fresh
+// the shared verdict is — counts, and after MinAttempts of them past the
+// deadline the finalizer goes with CleanupDeadlineExceeded. The plugin is
+// never called.
+func TestCleanupDeadlineReleasesANodeWhosePluginIsUnhealthy(t *testing.T) {
+	health, err := cleanup.NewHealth(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(c *Config) { c.Deadline, c.MinAttempts, c.Health = time.Minute, 3, health }, deleting("n", deletedAgo(time.Hour)))
+	hook := &probedPlugin{plugin: plugin{name: "hook"}}
+	f.pipeline = cleanup.NewPipeline([]cleanup.Stage{{Plugin: hook, Spec: cleanup.Spec{Enabled: true, Critical: true, Timeout: 5 * time.Second}}},
+		false, nil, slog.New(slog.DiscardHandler))
+	for attempt := range 2 {
+		if _, err := f.syncCleanup("n", attempt); err == nil {
+			t.Fatalf("released after %d attempts, want 3", attempt+1)
+		}
+	}
+	f.expectEvents(ReasonCleanupStarted, ReasonCleanupFailed, ReasonCleanupFailed)
+	got, err := f.syncCleanup("n", 2)
+	f.expect(got[len(got)-1:], err, "patch nodes n")
+	if fs := f.finalizers("n"); !slices.Equal(fs, []string{"a/b"}) {
+		t.Errorf("finalizers %q, want ours removed past the deadline", fs)
+	}
+	notes := f.expectEvents(ReasonCleanupDeadlineExceeded)
+	if len(notes) == 1 && !strings.Contains(notes[0], "after 3 attempts that called or probed the critical plugins") {
+		t.Errorf("event %q, want it to say how many attempts asked", notes[0])
+	}
+	if n := hook.probes.Load(); n != 3 {
+		t.Errorf("%d health probes, want 3: one of its own for each attempt", n)
+	}
+	if calls := hook.calls(); len(calls) != 0 {
+		t.Errorf("unhealthy plugin called %d times, want 0", len(calls))
 	}
 }
 

@@ -77,11 +77,12 @@ type Config struct {
 	RetryBase, RetryMax time.Duration
 	// Deadline, when positive, bounds how long failing critical plugins hold
 	// a node, counted from its deletionTimestamp: past it, and after
-	// MinAttempts attempts that called them, the finalizer is removed
+	// MinAttempts attempts that asked them, the finalizer is removed
 	// anyway, with a Warning Event naming what failed.
 	Deadline time.Duration
-	// MinAttempts is how many failed attempts that called every critical
-	// plugin (none left out for a failed health probe) the deadline waits for.
+	// MinAttempts is how many failed attempts the deadline waits for, each
+	// of which called every critical plugin or left it out for a failed
+	// health probe newer than the node's previous attempt.
 	MinAttempts int
 	// Pipeline returns the pipeline for the next attempt (hot-reloaded
 	// config); nil while no valid configuration was loaded: deletions are
@@ -111,7 +112,7 @@ type Controller struct {
 	finalized map[string]struct{}                          // nodes that carry the finalizer, for the gauge
 	pending   map[string]time.Time                         // deleting nodes with the finalizer → deletionTimestamp
 	running   map[string]*runningClean                     // cleanups in progress, by node name
-	tries     map[string]tries                             // deleting nodes → failed attempts that ran the critical plugins
+	tries     map[string]tries                             // deleting nodes → failed attempts that asked the critical plugins
 	backfillQ workqueue.TypedRateLimitingInterface[string] // nil unless leading
 	cleanupQ  workqueue.TypedRateLimitingInterface[string] // nil unless leading
 

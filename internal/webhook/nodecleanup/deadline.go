@@ -14,22 +14,39 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
-// tries counts one node's failed attempts that called every critical plugin
-// (cleanup.Result.Tried): what the cleanup deadline waits for besides time.
-// It lives in the leader's memory only, so a new leader starts from zero and
-// tries again before it releases anything.
+// tries counts one node's failed attempts that asked every critical
+// plugin's system something (cleanup.Result.AskedSince): what the cleanup
+// deadline waits for besides time. An attempt asks when it calls a critical
+// plugin, or leaves it out for a failed health probe that started after the
+// node's previous counted attempt ended (the health check probes again when
+// its verdict is older), so every counted attempt rests on an answer of its
+// own and a receiver that is down cannot hold a node past the deadline.
+// It lives in the leader's memory only, so a new leader starts from zero
+// and tries again before it releases anything.
 type tries struct {
 	uid types.UID
 	n   int
+	// last is when the node's latest counted attempt ended; a probe that
+	// started before then is no answer for the next one.
+	last time.Time
 	// held is set once the node was reported held for want of a valid
 	// cleanup configuration.
 	held bool
 }
 
-// countTry records a failed attempt of m's cleanup and returns how many of
-// its failed attempts, this one included, really ran the critical plugins.
-// An attempt that left a critical plugin out for a failed health probe does
-// not count: nothing was asked of the system it cleans up.
+// lastTry is when m's latest counted attempt ended (zero: none yet).
+func (c *Controller) lastTry(m *metav1.PartialObjectMetadata) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.tries[m.Name]; t.uid == m.UID {
+		return t.last
+	}
+	return time.Time{}
+}
+
+// countTry records a failed attempt of m's cleanup that just ended and
+// returns how many of its failed attempts, this one included, asked every
+// critical plugin's system: called it, or probed it afresh.
 func (c *Controller) countTry(m *metav1.PartialObjectMetadata, res cleanup.Result) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -37,8 +54,9 @@ func (c *Controller) countTry(m *metav1.PartialObjectMetadata, res cleanup.Resul
 	if t.uid != m.UID {
 		t = tries{uid: m.UID}
 	}
-	if res.Tried() {
+	if res.AskedSince(t.last) {
 		t.n++
+		t.last = time.Now()
 	}
 	c.tries[m.Name] = t
 	return t.n
@@ -46,9 +64,9 @@ func (c *Controller) countTry(m *metav1.PartialObjectMetadata, res cleanup.Resul
 
 // releasable reports whether failing critical plugins have held m long
 // enough: past the deadline (from the deletionTimestamp) and after
-// MinAttempts attempts that called them. Time alone never releases a node:
-// a webhook back from an outage longer than the deadline, or a receiver
-// whose probe fails, has asked nobody yet.
+// MinAttempts attempts that asked them. Time alone never releases a node:
+// a webhook back from an outage longer than the deadline has asked nobody
+// yet.
 func (c *Controller) releasable(m *metav1.PartialObjectMetadata, tried int) bool {
 	return c.pastDeadline(m) && tried >= c.cfg.MinAttempts
 }
@@ -59,7 +77,7 @@ func (c *Controller) deadlineNote(m *metav1.PartialObjectMetadata, tried int) st
 	if !c.pastDeadline(m) {
 		return ""
 	}
-	return fmt.Sprintf(" (cleanup deadline %s passed; the finalizer is removed after %d attempts that ran the critical plugins, %d so far)",
+	return fmt.Sprintf(" (cleanup deadline %s passed; the finalizer is removed after %d attempts that called or probed the critical plugins, %d so far)",
 		c.cfg.Deadline, c.cfg.MinAttempts, tried)
 }
 
@@ -110,7 +128,7 @@ func (c *Controller) releaseAfterDeadline(ctx context.Context, m *metav1.Partial
 	log.Warn("cleanup deadline passed with critical plugins failing; finalizer removed anyway",
 		"deadline_seconds", c.cfg.Deadline.Seconds(), "tried", tried, "error", res.Err.Error(), "results", res.Summary())
 	c.event(node, corev1.EventTypeWarning, ReasonCleanupDeadlineExceeded, "Cleanup",
-		"cleanup deadline (%s) passed after %d attempts that ran the critical plugins; finalizer removed although critical plugins failed: %s", c.cfg.Deadline, tried, res.Err)
+		"cleanup deadline (%s) passed after %d attempts that called or probed the critical plugins; finalizer removed although critical plugins failed: %s", c.cfg.Deadline, tried, res.Err)
 	return nil
 }
 

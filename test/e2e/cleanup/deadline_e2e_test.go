@@ -5,7 +5,7 @@ package cleanup
 import (
 	"fmt"
 	"net/http"
-	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,19 +72,21 @@ func TestCleanupDeadline(t *testing.T) {
 }
 
 const (
-	ipAfterOutage   = "10.213.0.27"
-	hookOutageAddr  = "10.213.0.37:8080"
-	outageDeadline  = 2 * time.Second
-	outageMinTries  = 3 // --cleanup-deadline-min-attempts, by default
-	unhealthyProofs = 4
+	ipAfterOutage  = "10.213.0.27"
+	hookOutageAddr = "10.213.0.37:8080"
+	outageDeadline = 2 * time.Second
+	outageMinTries = 3 // --cleanup-deadline-min-attempts, by default
 )
 
 // TestCleanupDeadlineCountsRealAttempts: a node deleted while the webhook
 // was down for longer than --cleanup-deadline is not released by the first
-// failed attempt once the webhook is back. Attempts that left the critical
-// plugin out because its health probe failed do not count at all; the
-// finalizer comes off only after --cleanup-deadline-min-attempts attempts
-// that called it, with an Event that says so.
+// failed attempt once the webhook is back, but only after
+// --cleanup-deadline-min-attempts attempts that each asked the receiver
+// something of its own. The receiver's probe fails throughout, so each
+// attempt leaves the critical hook out on a health probe newer than the
+// node's previous attempt (the periodic probe is an hour apart here: the
+// attempts probe for themselves), with an Event that says so; nothing is
+// ever POSTed.
 func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
 	cp := harness.StartT(t, harness.Options{NoDNS: true})
 	rcv := &flakyReceiver{probeDown: true, postFails: true}
@@ -107,41 +109,112 @@ func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
 	w := cp.StartWebhook(t, "webhook-after-outage", ipAfterOutage,
 		"--kubeconfig="+kubeconfig, "--namespace="+ns, "--pod-name=webhook-after-outage",
 		"--webhook-config-name=", "--extra-sans="+ipAfterOutage, "--config="+config,
-		"--plugin-health-interval=200ms", "--cleanup-retry-base=200ms", "--cleanup-retry-max=400ms",
+		"--plugin-health-interval=1h", "--cleanup-retry-base=200ms", "--cleanup-retry-max=400ms",
 		"--cleanup-deadline="+outageDeadline.String(),
 		"--log-level=debug")
 	w.WaitReady(t, 30*time.Second)
 	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
 	e.leader(t)
 
-	// Attempts that did not call the hook, past the deadline: the node stays.
-	harness.Eventually(t, 30*time.Second, "attempts that left the unhealthy hook out", func() (bool, string) {
-		v, err := w.TryMetric("node_cleanup_operations_total", `plugin="hook"`, `result="unhealthy"`)
-		if n, gerr := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{}); gerr != nil || !slices.Contains(n.Finalizers, fin) {
-			t.Fatalf("node %s released after %v attempts that never called the critical hook (deleted %s ago, deadline %s): %v",
-				name, v, time.Since(deleted).Round(100*time.Millisecond), outageDeadline, gerr)
-		}
-		return err == nil && v >= unhealthyProofs, fmt.Sprintf("unhealthy skips %v, err %v", v, err)
-	})
-	if got := rcv.failedPosts(); got != 0 {
-		t.Fatalf("%d documents POSTed while the hook's probe failed", got)
+	e.waitGone(t, name, 30*time.Second)
+	e.waitEvent(t, name, "CleanupDeadlineExceeded", fmt.Sprintf("passed after %d attempts that called or probed the critical plugins", outageMinTries))
+	// The first attempts past the deadline kept the node: the webhook's own
+	// account of each attempt, in order.
+	log := w.LogT(t)
+	if got := countLines(log, `"msg":"node cleanup failed; finalizer kept"`, `"node":"`+name+`"`); got != outageMinTries-1 {
+		t.Errorf("%d failed attempts kept %s before the deadline released it, want %d", got, name, outageMinTries-1)
 	}
+	if countLines(log, `"msg":"cleanup deadline passed with critical plugins failing; finalizer removed anyway"`, `"node":"`+name+`"`, fmt.Sprintf(`"tried":%d`, outageMinTries)) != 1 {
+		t.Errorf("no log line releasing %s after %d attempts", name, outageMinTries)
+	}
+	if got := w.Metric(t, "node_cleanup_operations_total", `plugin="hook"`, `result="unhealthy"`); got != outageMinTries {
+		t.Errorf("node_cleanup_operations_total{hook,unhealthy} = %v, want %d", got, outageMinTries)
+	}
+	// A probe of its own for each attempt after the first (which may use
+	// the one the replica made at start).
+	posts, probes := rcv.state()
+	if probes < outageMinTries {
+		t.Errorf("%d health probes for %d counted attempts, want one each", probes, outageMinTries)
+	}
+	if posts != 0 {
+		t.Errorf("%d documents POSTed while the hook's probe failed, want 0", posts)
+	}
+}
 
-	// The receiver answers its probe but refuses documents: each attempt now
-	// counts, and the node goes after the minimum.
-	rcv.set(false, true)
-	harness.WaitFor(t, 60*time.Second, "node "+name+" released after failed attempts that called the hook", func() bool {
-		n, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || err == nil && !slices.Contains(n.Finalizers, fin) {
-			return true
-		}
-		if got := rcv.failedPosts(); got > outageMinTries {
-			t.Fatalf("node %s still held after %d failed attempts that called the hook, want released after %d", name, got, outageMinTries)
-		}
-		return false
+const (
+	ipUnhealthyDeadline = "10.213.0.43"
+	hookUnhealthyAddr   = "10.213.0.44:8080"
+)
+
+// TestCleanupDeadlineWithAnUnhealthyHook (issue 35): with
+// --cleanup-deadline=5s and a critical hook whose health probe fails, the
+// attempts that leave the hook out as unhealthy count toward the
+// deadline's minimum attempts (each on a probe of its own), so the deleted
+// node is released within 2 s after the deadline with
+// CleanupDeadlineExceeded, the hook never called. Before, those attempts
+// counted for nothing and the node was held for as long as the receiver
+// stayed down.
+func TestCleanupDeadlineWithAnUnhealthyHook(t *testing.T) {
+	cp := harness.StartT(t, harness.Options{NoDNS: true})
+	rcv := &flakyReceiver{probeDown: true, postFails: true}
+	harness.ServeHTTP(t, hookUnhealthyAddr, rcv)
+	config := checkedHookConfig(t, cp.Dir, hookUnhealthyAddr)
+	const deadline = 5 * time.Second
+	w := startReplica(t, cp, "webhook-unhealthy-deadline", ipUnhealthyDeadline, config,
+		// The chart's probe interval; retries 1, 2, 4 s apart: three attempts
+		// before the deadline, and one at it.
+		"--plugin-health-interval=1m", "--cleanup-retry-base=1s", "--cleanup-retry-max=30s",
+		"--cleanup-deadline="+deadline.String(), "--log-level=debug")
+	e := &env{cp: cp, dir: cp.Dir, procs: []*harness.Daemon{w}}
+	e.leader(t)
+	harness.WaitFor(t, 20*time.Second, "node_cleanup_plugin_healthy{plugin=hook} 0", func() bool {
+		v, err := w.TryMetric("node_cleanup_plugin_healthy", `plugin="hook"`)
+		return err == nil && v == 0
 	})
-	if got := rcv.failedPosts(); got < outageMinTries {
-		t.Errorf("node %s released after %d attempts that called the hook, want %d", name, got, outageMinTries)
+
+	const name = "unhealthy-deadline-1"
+	e.createNode(t, name)
+	start := time.Now()
+	cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
+	// The bound: the deadline (the deletionTimestamp has whole seconds, so
+	// up to 1 s less), plus one attempt: a probe answered at once.
+	const bound = deadline + 2*time.Second
+	harness.WaitFor(t, bound+10*time.Second, "node "+name+" released", func() bool {
+		_, err := cp.Client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	took := time.Since(start)
+	if took < deadline-time.Second || took > bound {
+		t.Errorf("node gone %s after deletion, want within %s (deadline %s)", took.Round(100*time.Millisecond), bound, deadline)
 	}
-	e.waitEvent(t, name, "CleanupDeadlineExceeded", fmt.Sprintf("passed after %d attempts that ran the critical plugins", outageMinTries))
+	e.waitEvent(t, name, "CleanupDeadlineExceeded", "attempts that called or probed the critical plugins; finalizer removed although critical plugins failed: hook: health probe failed")
+	if got := w.Metric(t, "node_cleanup_nodes_total", `result="deadline_exceeded"`); got != 1 {
+		t.Errorf("node_cleanup_nodes_total{result=deadline_exceeded} = %v, want 1", got)
+	}
+	unhealthy := w.Metric(t, "node_cleanup_operations_total", `plugin="hook"`, `result="unhealthy"`)
+	if unhealthy < 3 {
+		t.Errorf("%v attempts left the hook out, want at least --cleanup-deadline-min-attempts (3)", unhealthy)
+	}
+	posts, probes := rcv.state()
+	if posts != 0 {
+		t.Errorf("%d documents POSTed while the hook's probe failed, want 0", posts)
+	}
+	if float64(probes) < unhealthy {
+		t.Errorf("%d health probes for %v attempts that left the hook out, want one each", probes, unhealthy)
+	}
+}
+
+// countLines counts the lines of log holding every part.
+func countLines(log string, parts ...string) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
 }
