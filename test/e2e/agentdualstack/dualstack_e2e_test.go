@@ -11,13 +11,14 @@ import (
 )
 
 // TestNodesVerifyOnDualStack: with nothing set, the agents find both
-// families in the cluster's Service CIDRs and verify their nodes, though
+// families in the cluster's Service CIDRs, the primary (IPv6) first, and
+// verify their nodes, though
 // kubernetes.default, a single-stack Service, resolves in one family only:
 // a name passes when it resolves in any family the cluster uses.
 func TestNodesVerifyOnDualStack(t *testing.T) {
 	for _, a := range kit.ThreeNodesVerifiedWithEventsAndMetrics(t, "verify-dual") {
-		if text := a.LogT(t); !strings.Contains(text, `"ip_families":"ipv4,ipv6"`) {
-			t.Errorf("agent %s did not take both families from the cluster's Service CIDRs:\n%s", a.Node.Name, a.Tail(20))
+		if text := a.LogT(t); !strings.Contains(text, `"ip_families":"ipv6,ipv4"`) {
+			t.Errorf("agent %s did not take both families, primary first, from the cluster's Service CIDRs:\n%s", a.Node.Name, a.Tail(20))
 		}
 		if len(a.Node.IPs) != 2 {
 			t.Errorf("node %s has addresses %v, want one per family", a.Node.Name, a.Node.IPs)
