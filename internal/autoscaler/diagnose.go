@@ -15,6 +15,10 @@ type Install struct {
 	Namespace string `json:"namespace"`
 	// Release is its Helm release; empty when Helm did not install it.
 	Release string `json:"release,omitempty"`
+	// ChartVersion is the version of the chart the release deployed, from
+	// its workloads' labels (helm.sh/chart, app.kubernetes.io/version);
+	// empty when they do not say.
+	ChartVersion string `json:"chartVersion,omitempty"`
 	// Agent names the agent's DaemonSet ("DaemonSet ns/name").
 	Agent string `json:"agent"`
 	// Startup is the agent's --startup-taint.
@@ -194,8 +198,7 @@ func (d *Diagnosis) sameKey(in Install, c ClusterAutoscaler, class Class, manage
 	fix := "re-taint with a status key: the agent's --unhealthy-taint=" + presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy).String() +
 		" (and the webhook's --agent-unhealthy-taint)"
 	if in.Release != "" {
-		fix = fmt.Sprintf("re-taint with a status key: helm upgrade %s %s --namespace %s --reset-then-reuse-values --set agent.retaintTaint.key=%s",
-			in.Release, ChartRef, in.Namespace, presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy).Key)
+		fix = "re-taint with a status key: " + HelmUpgrade(in, "agent.retaintTaint.key="+presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy).Key)
 	}
 	d.add(Advice, "Cluster Autoscaler "+c.Ref(), in, RoleUnhealthy, "re-taints with the startup key",
 		"The agent re-taints unhealthy nodes with its startup key. "+detail, fix)

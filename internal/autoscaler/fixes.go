@@ -8,9 +8,41 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 )
 
-// ChartRef is the chart the helm fixes upgrade to, as docs/install.md
-// installs it.
-const ChartRef = "charts/kube-node-ready"
+// PublishedChart is the chart as releases publish it (docs/development.md):
+// the helm fixes name it, with the deployed chart's version, so they run
+// from any directory.
+const PublishedChart = "oci://ghcr.io/kube-node-ready/charts/kube-node-ready"
+
+// ChartRef is the chart the helm fixes of in upgrade to: the published
+// chart at the version deployed, or, when the version is unknown, its
+// newest (helm's default).
+func ChartRef(in Install) string {
+	if in.ChartVersion == "" {
+		return PublishedChart
+	}
+	return PublishedChart + " --version " + in.ChartVersion
+}
+
+// HelmUpgrade is the helm command that upgrades in's release (which must
+// be set) in place, keeping the values the user set, with sets added
+// (each a --set argument, quoted for a shell when it needs it).
+func HelmUpgrade(in Install, sets ...string) string {
+	cmd := fmt.Sprintf("helm upgrade %s %s --namespace %s --reset-then-reuse-values", in.Release, ChartRef(in), in.Namespace)
+	for _, s := range sets {
+		cmd += " --set " + shellWord(s)
+	}
+	return cmd
+}
+
+// shellWord quotes s for a POSIX shell when it holds a character the shell
+// would read (braces expand, commas inside them split): single quotes,
+// which no key or value of ours holds.
+func shellWord(s string) string {
+	if strings.ContainsAny(s, "{},*?[]$`\\\"' ;&|<>()!#~") {
+		return "'" + s + "'"
+	}
+	return s
+}
 
 // kubectlPatch is a `kubectl patch` command applying a JSON patch. Keys and
 // values never hold a single quote, so the patch is quoted with them.
@@ -82,8 +114,8 @@ func presetFix(in Install, preset string) string {
 		// values the user set; the explicit keys are cleared, since any
 		// key set (by the user, or by an older chart's defaults) wins over
 		// the preset.
-		return fmt.Sprintf("use the chart's %s preset: helm upgrade %s %s --namespace %s --reset-then-reuse-values --set autoscaler=%s --set agent.startupTaint.key= --set agent.retaintTaint.key=",
-			preset, in.Release, ChartRef, in.Namespace, preset)
+		return fmt.Sprintf("use the chart's %s preset: %s", preset,
+			HelmUpgrade(in, "autoscaler="+preset, "agent.startupTaint.key=", "agent.retaintTaint.key="))
 	}
 	s, u := presetTaint(preset, RoleStartup), presetTaint(preset, RoleUnhealthy)
 	return fmt.Sprintf("use the keys of the chart's %s preset: the agent's --startup-taint=%s --unhealthy-taint=%s, and the same in the webhook's --agent-startup-taint and --agent-unhealthy-taint",
@@ -97,8 +129,7 @@ func deadlineFix(in Install, limit time.Duration) string {
 		d = limit / 2
 	}
 	if in.Release != "" {
-		return fmt.Sprintf("act before Cluster Autoscaler gives up: helm upgrade %s %s --namespace %s --reset-then-reuse-values --set webhook.remediation.unverifiedDeadline=%s",
-			in.Release, ChartRef, in.Namespace, ShortDuration(d))
+		return "act before Cluster Autoscaler gives up: " + HelmUpgrade(in, "webhook.remediation.unverifiedDeadline="+ShortDuration(d))
 	}
 	return "act before Cluster Autoscaler gives up: set the webhook's --unverified-deadline=" + ShortDuration(d)
 }

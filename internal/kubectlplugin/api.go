@@ -34,6 +34,9 @@ type API interface {
 	ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error)
 	// ListDeployments reads the Deployments in namespace ("" for all).
 	ListDeployments(ctx context.Context, namespace string) ([]appsv1.Deployment, error)
+	// ListControllerRevisions reads the ControllerRevisions in namespace:
+	// the earlier pod templates of its DaemonSets.
+	ListControllerRevisions(ctx context.Context, namespace string) ([]appsv1.ControllerRevision, error)
 	// ListNodePools reads Karpenter's NodePools; served is false when the
 	// API server does not serve karpenter.sh/v1 NodePools.
 	ListNodePools(ctx context.Context) (pools []autoscaler.NodePool, served bool, err error)

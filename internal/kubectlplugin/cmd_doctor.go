@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
 // doctorCommand is `kubectl node-ready doctor`.
@@ -28,7 +30,9 @@ var doctorCommand = &command{
   - every Deployment running Cluster Autoscaler (image or program named cluster-autoscaler, any
     namespace): its --startup-taint/--ignore-taint, --status-taint, --startup-taint-prefix,
     --max-node-provision-time and --max-node-startup-time;
-  - Karpenter's NodePools (karpenter.sh/v1): spec.template.spec.startupTaints and taints.
+  - Karpenter's NodePools (karpenter.sh/v1): spec.template.spec.startupTaints and taints;
+  - every node's taints, and the ControllerRevisions of the agent DaemonSets (the keys earlier
+    configurations wrote).
 
 and says, for each of our taint keys, how each autoscaler present treats a node carrying it:
 Cluster Autoscaler startup, status or unknown (its reserved prefixes work without flags:
@@ -39,6 +43,14 @@ Karpenter startup or permanent (keys under ` + autoscaler.KarpenterEphemeralPref
 exact change that fixes it: the Cluster Autoscaler flag to add, the kubectl patch of the NodePool,
 or the chart value. With no Cluster Autoscaler Deployment visible and no Karpenter, it advises for
 a managed Cluster Autoscaler (GKE, AKS), where only the reserved prefixes work.
+
+It also names every taint of ours on a node (a key of any preset, of an agent's or the webhook's
+flags, or of an earlier revision of an agent DaemonSet) that no running agent removes, with the
+nodes and the fix: after a helm rollback to a release before the taint-key presets (an agent whose
+flags name neither --autoscaler nor --previous-taint-keys removes only its own two keys), or after
+a key changed without the old one in agent.previousTaintKeys. Each is a problem. Helm fixes name
+the published chart (` + autoscaler.PublishedChart + `) at the version the
+release deployed.
 
 Exit status: 0 nothing wrong (advice may be printed), 1 a problem found, 3 something it needs could
 not be read (the read is named; e.g. RBAC) and no problem found in the rest. -o json and -o yaml
@@ -70,6 +82,14 @@ type doctorRead struct {
 	pools       []autoscaler.NodePool
 	poolsErr    string
 	scope       string // where our objects were looked for
+	// agentsRead says the agent DaemonSets could be listed: only then
+	// does doctor say which taints no agent removes.
+	agentsRead bool
+	// nodes are every node, when they could be read; revisions the
+	// ControllerRevisions of the agent DaemonSets' namespaces.
+	nodes     []corev1.Node
+	nodesRead bool
+	revisions []appsv1.ControllerRevision
 	// failed are reads that failed, in a person's words; warnings are
 	// reads that fell back or values that could not be read.
 	failed, warnings []string
@@ -117,6 +137,7 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 	}
 	r.readAgents(ctx, inv.api, ns, fallback)
 	r.readDeployments(ctx, inv.api, ns)
+	r.readNodes(ctx, inv.api)
 	var err error
 	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
 	if err != nil {
@@ -136,6 +157,7 @@ func (r *doctorRead) readAgents(ctx context.Context, a API, ns, fallback string)
 		r.failed = append(r.failed, err.Error())
 		return
 	}
+	r.agentsRead = true
 	for _, ds := range dss {
 		if isOurs(ds.Spec.Template, agentApp) {
 			r.daemonSets = append(r.daemonSets, ds)
@@ -143,6 +165,27 @@ func (r *doctorRead) readAgents(ctx context.Context, a API, ns, fallback string)
 	}
 	if len(r.daemonSets) == 0 {
 		r.failed = append(r.failed, fmt.Sprintf("no kube-node-ready agent DaemonSet (pod label app=%s) in %s: pass --namespace", agentApp, r.scope))
+	}
+}
+
+// readNodes reads every node, for the taints no agent removes, and the
+// agent DaemonSets' earlier revisions, for the keys they wrote. A node
+// list that fails is a failed read; revisions that cannot be read leave
+// only the presets' and the running configuration's keys, with a warning.
+func (r *doctorRead) readNodes(ctx context.Context, a API) {
+	nodes, err := a.ListNodes(ctx, "")
+	if err != nil {
+		r.failed = append(r.failed, err.Error())
+	} else {
+		r.nodes, r.nodesRead = nodes, true
+	}
+	for _, ns := range agentNamespaces(r.daemonSets) {
+		revs, err := a.ListControllerRevisions(ctx, ns)
+		if err != nil {
+			r.warnings = append(r.warnings, fmt.Sprintf("%v: keys of earlier agent configurations are not recognized as ours", err))
+			continue
+		}
+		r.revisions = append(r.revisions, revs...)
 	}
 }
 
@@ -226,7 +269,70 @@ func diagnoseAll(r *doctorRead) DoctorReport {
 		rep.Problems += d.Problems()
 	}
 	rep.Warnings = append(r.warnings, warnings...)
+	rep.StrandedTaints = []StrandedTaint{}
+	if r.agentsRead && r.nodesRead {
+		rep.StrandedTaints = strandedTaints(r.nodes, knownKeysOf(r), ownersOf(r))
+		rep.Problems += len(rep.StrandedTaints)
+	}
 	return rep
+}
+
+// ownersOf are the running agents, each with the keys it removes.
+func ownersOf(r *doctorRead) []agentOwner {
+	var owners []agentOwner
+	for i := range r.daemonSets {
+		ds := &r.daemonSets[i]
+		if len(ds.Spec.Template.Spec.Containers) == 0 {
+			continue
+		}
+		in, _ := readAgent(ds) // warned about by installsOf
+		owners = append(owners, readOwner(agentContainer(ds.Spec.Template), in))
+	}
+	return owners
+}
+
+// knownKeysOf are the taint keys of ours: every preset's, the running
+// agents' and webhooks', and those of the agents' earlier revisions.
+func knownKeysOf(r *doctorRead) *knownKeys {
+	k := presetKeys()
+	for i := range r.daemonSets {
+		ds := &r.daemonSets[i]
+		if len(ds.Spec.Template.Spec.Containers) == 0 {
+			continue
+		}
+		in, _ := readAgent(ds)
+		o := readOwner(agentContainer(ds.Spec.Template), in)
+		k.addAgent(o.startup, o.unhealthy, o.previous, "the flags of "+in.Agent)
+	}
+	for i := range r.deployments {
+		d := &r.deployments[i]
+		if len(d.Spec.Template.Spec.Containers) == 0 {
+			continue
+		}
+		who := "Deployment " + d.Namespace + "/" + d.Name
+		c := d.Spec.Template.Spec.Containers[0]
+		keys, set, _ := readContainerTaintKeys(c, webhookEnvPrefix, who, "agent-startup-taint", "agent-unhealthy-taint")
+		if set {
+			v, _, _ := setting(c, webhookEnvPrefix, "", "previous-taint-keys")
+			var previous flagenv.StringList
+			_ = previous.Set(v)
+			k.addAgent(keys.Startup, keys.Unhealthy, previous, "the flags of "+who)
+		}
+	}
+	for i := range r.revisions {
+		rev := &r.revisions[i]
+		for j := range r.daemonSets {
+			ds := &r.daemonSets[j]
+			t, ok := revisionTemplate(rev)
+			if !ok || !revisionOf(rev, ds) {
+				continue
+			}
+			in := autoscaler.Install{Agent: fmt.Sprintf("DaemonSet %s/%s revision %d", ds.Namespace, ds.Name, rev.Revision)}
+			o := readOwner(agentContainer(t), in)
+			k.addAgent(o.startup, o.unhealthy, o.previous, "revision "+fmt.Sprint(rev.Revision)+" of DaemonSet "+ds.Namespace+"/"+ds.Name)
+		}
+	}
+	return k
 }
 
 // installsOf are the installations read: each agent DaemonSet with its
@@ -253,9 +359,7 @@ func installsOf(r *doctorRead) (installs []autoscaler.Install, assumed bool, war
 			continue
 		}
 		in := autoscaler.Install{Namespace: d.Namespace, Agent: "no agent DaemonSet found: keys from the webhook's flags"}
-		if d.Labels[managedByLabel] == "Helm" {
-			in.Release = d.Labels[instanceLabel]
-		}
+		helmRelease(&in, d.Labels)
 		keys, w := readWebhook(&in, d)
 		warnings = append(warnings, w...)
 		if keys.set {

@@ -39,6 +39,7 @@ type fakeAPI struct {
 	deployments []appsv1.Deployment
 	nodePools   []autoscaler.NodePool
 	karpenter   bool
+	revisions   []appsv1.ControllerRevision
 }
 
 func newFake(nodes ...corev1.Node) *fakeAPI {

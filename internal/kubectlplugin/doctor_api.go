@@ -39,6 +39,17 @@ func (a *kubeAPI) ListDeployments(ctx context.Context, namespace string) ([]apps
 	return deps, explain(err, "list", "deployments.apps"+scope(namespace), "")
 }
 
+func (a *kubeAPI) ListControllerRevisions(ctx context.Context, namespace string) ([]appsv1.ControllerRevision, error) {
+	revs, err := listPages(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) ([]appsv1.ControllerRevision, string, error) {
+		l, err := a.client.AppsV1().ControllerRevisions(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return l.Items, l.Continue, nil
+	})
+	return revs, explain(err, "list", "controllerrevisions.apps"+scope(namespace), "")
+}
+
 // nodePoolList is the part of a NodePoolList the doctor reads.
 type nodePoolList struct {
 	Metadata struct {

@@ -20,6 +20,9 @@ type DoctorReport struct {
 	ClusterAutoscalers []ClusterAutoscalerView `json:"clusterAutoscalers"`
 	// Karpenter says whether Karpenter's NodePool API is served, and the NodePools.
 	Karpenter KarpenterView `json:"karpenter"`
+	// StrandedTaints are taints of ours on nodes that no running agent
+	// removes (each a problem), with the fixes.
+	StrandedTaints []StrandedTaint `json:"strandedTaints"`
 	// Problems counts the findings of severity problem.
 	Problems int `json:"problems"`
 	// ReadErrors are the reads that failed: the verdict is incomplete.
@@ -103,6 +106,7 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 			return err
 		}
 	}
+	printStranded(w, rep.StrandedTaints, &n)
 	if len(rep.ReadErrors) > 0 {
 		fmt.Fprintf(w, "\nNot read (the verdict is incomplete):\n")
 		for _, e := range rep.ReadErrors {
@@ -174,6 +178,29 @@ func printInstall(w io.Writer, in InstallReport, n *int) error {
 		}
 	}
 	return nil
+}
+
+// printStranded writes the taints no running agent removes, numbered on
+// from *n.
+func printStranded(w io.Writer, stranded []StrandedTaint, n *int) {
+	if len(stranded) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nTaints no running agent removes:\n")
+	for _, s := range stranded {
+		*n++
+		fmt.Fprintf(w, "%d. problem: %s taint %s on %d %s (%s): stranded\n", *n, s.Role, s.Key, len(s.Nodes), plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", "))
+		for _, line := range wrap(s.Detail, 96) {
+			fmt.Fprintf(w, "   %s\n", line)
+		}
+		for i, fix := range s.Fixes {
+			label := "fix:"
+			if i > 0 {
+				label = "or: "
+			}
+			fmt.Fprintf(w, "   %s %s\n", label, fix)
+		}
+	}
 }
 
 // wrap breaks s into lines of at most width characters at spaces.

@@ -29,7 +29,38 @@ const (
 
 	instanceLabel  = "app.kubernetes.io/instance"
 	managedByLabel = "app.kubernetes.io/managed-by"
+	nameLabel      = "app.kubernetes.io/name"
+	versionLabel   = "app.kubernetes.io/version"
+	chartLabel     = "helm.sh/chart"
 )
+
+// helmRelease sets in's Helm release and chart version from the labels
+// the chart puts on its workloads; nothing when Helm did not install it.
+func helmRelease(in *autoscaler.Install, labels map[string]string) {
+	if labels[managedByLabel] != "Helm" {
+		return
+	}
+	in.Release, in.ChartVersion = labels[instanceLabel], chartVersion(labels)
+}
+
+// chartVersion is the version of the chart that deployed a workload with
+// labels: helm.sh/chart is <chart name>-<version> (the version starts at
+// the first "-" before a digit when the name label differs from the
+// chart's name); else app.kubernetes.io/version, the chart's appVersion,
+// which this project's releases keep equal to its version.
+func chartVersion(labels map[string]string) string {
+	if c := labels[chartLabel]; c != "" {
+		if name := labels[nameLabel]; name != "" && strings.HasPrefix(c, name+"-") {
+			return strings.TrimPrefix(c, name+"-")
+		}
+		for i := 0; i+1 < len(c); i++ {
+			if c[i] == '-' && c[i+1] >= '0' && c[i+1] <= '9' {
+				return c[i+1:]
+			}
+		}
+	}
+	return labels[versionLabel]
+}
 
 // isOurs says whether a pod template belongs to our agent (app ==
 // agentApp) or webhook (webhookApp), by its app label or, for manifests
@@ -107,9 +138,7 @@ func agentContainer(t corev1.PodTemplateSpec) corev1.Container {
 // and its Helm release for the fixes. Warnings say what could not be read.
 func readAgent(ds *appsv1.DaemonSet) (autoscaler.Install, []string) {
 	in := autoscaler.Install{Namespace: ds.Namespace, Agent: "DaemonSet " + ds.Namespace + "/" + ds.Name}
-	if ds.Labels[managedByLabel] == "Helm" {
-		in.Release = ds.Labels[instanceLabel]
-	}
+	helmRelease(&in, ds.Labels)
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
 		return in, []string{in.Agent + " has no containers"}
 	}

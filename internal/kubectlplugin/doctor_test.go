@@ -56,6 +56,19 @@ func (f *fakeAPI) ListDeployments(_ context.Context, namespace string) ([]appsv1
 	return out, nil
 }
 
+func (f *fakeAPI) ListControllerRevisions(_ context.Context, namespace string) ([]appsv1.ControllerRevision, error) {
+	if err := f.forbidden("controllerrevisions.apps", namespace); err != nil {
+		return nil, err
+	}
+	var out []appsv1.ControllerRevision
+	for _, r := range f.revisions {
+		if r.Namespace == namespace {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeAPI) ListNodePools(context.Context) ([]autoscaler.NodePool, bool, error) {
 	if !f.karpenter {
 		return nil, false, nil
@@ -69,7 +82,8 @@ func (f *fakeAPI) ListNodePools(context.Context) ([]autoscaler.NodePool, bool, e
 const knrNS = "kube-node-ready"
 
 // chartLabels are the labels the chart puts on its workloads.
-var chartLabels = map[string]string{"app.kubernetes.io/name": "kube-node-ready", "app.kubernetes.io/instance": "kube-node-ready", "app.kubernetes.io/managed-by": "Helm"}
+var chartLabels = map[string]string{"app.kubernetes.io/name": "kube-node-ready", "app.kubernetes.io/instance": "kube-node-ready", "app.kubernetes.io/managed-by": "Helm",
+	"helm.sh/chart": "kube-node-ready-0.1.0", "app.kubernetes.io/version": "0.1.0"}
 
 // agentDS is the chart's agent DaemonSet with the taint flags given.
 func agentDS(startup, unhealthy string) appsv1.DaemonSet {

@@ -5,6 +5,8 @@ package kubectlplugin_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -107,7 +109,7 @@ func TestDoctor(t *testing.T) {
 		"problem: Cluster Autoscaler Deployment kube-system/doctor-cluster-autoscaler, startup taint node-ready/unverified: held past Cluster Autoscaler's deadline",
 		"problem: Karpenter nodepool/doctor-default, startup taint node-ready/unverified: runaway launches",
 		"problem: Karpenter nodepool/doctor-gpu, startup taint node-ready/unverified: declared permanent",
-		"or:  use the chart's cluster-autoscaler preset: helm upgrade doctor charts/kube-node-ready --namespace knr-doctor --reset-then-reuse-values --set autoscaler=cluster-autoscaler --set agent.startupTaint.key= --set agent.retaintTaint.key=")
+		"or:  use the chart's cluster-autoscaler preset: helm upgrade doctor oci://ghcr.io/kube-node-ready/charts/kube-node-ready --version "+chartVersion(t)+" --namespace knr-doctor --reset-then-reuse-values --set autoscaler=cluster-autoscaler --set agent.startupTaint.key= --set agent.retaintTaint.key=")
 	if !strings.Contains(wrong.stderr, "doctor: 5 problems found") {
 		t.Errorf("doctor of the wrong setup: %s; want 5 problems", wrong)
 	}
@@ -138,9 +140,10 @@ func TestDoctor(t *testing.T) {
 		t.Errorf("doctor-gpu's taints / startupTaints after the fix: %q", gpu)
 	}
 
-	// Someone who may read Deployments and DaemonSets but not NodePools.
+	// Someone who may read Deployments, DaemonSets and nodes but not NodePools.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "doctor-no-nodepools"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments", "daemonsets"}, Verbs: []string{"list"}}}}
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments", "daemonsets", "controllerrevisions"}, Verbs: []string{"list"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "doctor-no-nodepools"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "doctor-reader"}}}
@@ -192,7 +195,9 @@ func TestDoctor(t *testing.T) {
 }
 
 // printedHelm is the helm command doctor printed after prefix in out, as
-// helm's arguments, with chart in place of the printed chart path.
+// helm's arguments, with chart in place of the published chart and its
+// --version (nothing is published where the test runs): the rest runs as
+// printed. A word in single quotes loses them, as a shell reads it.
 func printedHelm(t *testing.T, out, prefix, chart string) []string {
 	t.Helper()
 	_, rest, ok := strings.Cut(out, prefix+"helm ")
@@ -200,13 +205,41 @@ func printedHelm(t *testing.T, out, prefix, chart string) []string {
 		t.Fatalf("doctor printed no %q fix:\n%s", prefix, out)
 	}
 	line, _, _ := strings.Cut(rest, "\n")
-	args := strings.Fields(line)
-	for i, a := range args {
-		if a == "charts/kube-node-ready" {
-			args[i] = chart
+	words := strings.Fields(line)
+	var args []string
+	for i := 0; i < len(words); i++ {
+		switch a := words[i]; {
+		case a == autoscaler.PublishedChart:
+			args = append(args, chart)
+			if i+2 < len(words) && words[i+1] == "--version" {
+				i += 2
+			}
+		default:
+			args = append(args, strings.TrimSuffix(strings.TrimPrefix(a, "'"), "'"))
 		}
 	}
 	return args
+}
+
+// chartVersion is the version of the working tree's chart, which doctor
+// reads back from the labels helm puts on the workloads.
+func chartVersion(t *testing.T) string {
+	t.Helper()
+	chart, err := harness.ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "version: "); ok {
+			return strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	t.Fatalf("no version in %s/Chart.yaml", chart)
+	return ""
 }
 
 // doctorSays runs `kubectl node-ready doctor -n <the release's namespace>`

@@ -1,0 +1,207 @@
+package kubectlplugin
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+)
+
+// tainted is a node carrying the taints of keys, as the agent writes them.
+func tainted(name string, keys ...string) corev1.Node {
+	var taints []corev1.Taint
+	for _, key := range keys {
+		taints = append(taints, corev1.Taint{Key: key, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
+	return testNode(name, "", taints, nil)
+}
+
+// previousReleaseDS is the agent DaemonSet of a release before the taint-key
+// presets, as its chart rendered it: the seed keys under the old flag
+// names, no --autoscaler.
+func previousReleaseDS() appsv1.DaemonSet {
+	ds := agentDS(api.StartupTaint, api.UnhealthyTaint)
+	ds.Spec.Template.Spec.Containers[0].Args = []string{"--startup-taint=" + api.StartupTaint, "--retaint-taint=" + api.UnhealthyTaint,
+		"--verified-label=node-ready/verified", "--skip-annotation=node-ready/skip-verification"}
+	return ds
+}
+
+// presetDS is the agent DaemonSet of this chart: --autoscaler always, and
+// the taints and previous keys given.
+func presetDS(preset, startup string, previous ...string) appsv1.DaemonSet {
+	ds := agentDS(startup, "")
+	args := []string{"--autoscaler=" + preset, "--startup-taint=" + startup}
+	if len(previous) > 0 {
+		args = append(args, "--previous-taint-keys="+strings.Join(previous, ","))
+	}
+	ds.Spec.Template.Spec.Containers[0].Args = args
+	ds.UID = "ds-uid"
+	return ds
+}
+
+// revision is a ControllerRevision of ds holding its pod template with
+// the agent's args.
+func revision(t *testing.T, ds appsv1.DaemonSet, number int64, args ...string) appsv1.ControllerRevision {
+	t.Helper()
+	tmpl := ds.Spec.Template.DeepCopy()
+	tmpl.Spec.Containers[0].Args = args
+	raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{
+		"$patch": "replace", "metadata": tmpl.ObjectMeta, "spec": tmpl.Spec}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: ds.Name + "-" + string(rune('a'+number)),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}}},
+		Data: runtime.RawExtension{Raw: raw}, Revision: number,
+	}
+}
+
+// strandedFake is a cluster after a helm rollback to a release before the
+// presets: the newer release re-tainted one node with its status key, two
+// nodes registered with its startup key, one with the seed key (which the
+// running agent removes), one being deleted, one with another's taint.
+func strandedFake() *fakeAPI {
+	f := newFake(
+		tainted("ip-10-0-1-1", api.CAStatusTaintKey),
+		tainted("ip-10-0-1-2", api.CAStartupTaintKey),
+		tainted("ip-10-0-1-3", api.CAStartupTaintKey, "example.com/gpu"),
+		tainted("ip-10-0-1-4", api.StartupTaintKey),
+		testNode("ip-10-0-1-5", "", []corev1.Taint{{Key: api.CAStartupTaintKey, Effect: corev1.TaintEffectNoSchedule}}, nil, deleting),
+		tainted("ip-10-0-1-6", "example.com/gpu"),
+	)
+	f.daemonSets = []appsv1.DaemonSet{previousReleaseDS()}
+	f.deployments = []appsv1.Deployment{webhookDep()}
+	return f
+}
+
+// TestGoldenDoctorStranded: doctor names each taint key of ours on nodes
+// that no running agent removes, with the nodes and the fix: after a
+// rollback to a release before the presets, the swap to that release's own
+// taint and the roll forward; after a custom key change, the helm upgrade
+// listing the old key (and every other stranded one) in
+// agent.previousTaintKeys; with no agent, the kubectl taint that removes it.
+func TestGoldenDoctorStranded(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		fake func(t *testing.T) *fakeAPI
+		args []string
+	}{
+		{"doctor-stranded-rollback.txt", func(*testing.T) *fakeAPI { return strandedFake() }, nil},
+		{"doctor-stranded-rollback.json", func(*testing.T) *fakeAPI { return strandedFake() }, []string{"-o", "json"}},
+		{"doctor-stranded-custom.txt", func(t *testing.T) *fakeAPI {
+			ds := presetDS(api.PresetNone, "example.com/booting=true:NoSchedule", "example.com/older-boot")
+			f := newFake(tainted("ip-10-0-2-1", "example.com/old-boot"), tainted("ip-10-0-2-2", "example.com/old-boot", "example.com/old-sick"),
+				tainted("ip-10-0-2-3", "example.com/booting"), tainted("ip-10-0-2-4", "example.com/older-boot"))
+			f.daemonSets = []appsv1.DaemonSet{ds}
+			f.deployments = []appsv1.Deployment{webhookDep()}
+			f.revisions = []appsv1.ControllerRevision{
+				revision(t, ds, 1, "--autoscaler=none", "--startup-taint=example.com/old-boot=true:NoSchedule", "--unhealthy-taint=example.com/old-sick=true:NoSchedule"),
+				revision(t, ds, 2, ds.Spec.Template.Spec.Containers[0].Args...),
+			}
+			return f
+		}, nil},
+		{"doctor-stranded-no-agent.txt", func(*testing.T) *fakeAPI {
+			return newFake(tainted("ip-10-0-3-1", api.CAStartupTaintKey), tainted("ip-10-0-3-2", api.CAStartupTaintKey), tainted("ip-10-0-3-3", api.UnhealthyTaintKey))
+		}, nil},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			code, out, errOut, _ := run(tt.fake(t), "", append([]string{"doctor"}, tt.args...)...)
+			if code != ExitError || !strings.Contains(errOut, "found: see the fixes above") {
+				t.Errorf("exit %d, want %d; stderr %q", code, ExitError, errOut)
+			}
+			golden(t, tt.file, []byte(out))
+		})
+	}
+}
+
+// TestDoctorStrandedOwnership: what each agent removes decides what is
+// stranded: an agent of this chart removes every preset's key, its own and
+// its previous keys; one before the presets only its own two; a node being
+// deleted and another's taint are never named.
+func TestDoctorStrandedOwnership(t *testing.T) {
+	keysOf := func(f *fakeAPI) map[string][]string {
+		r := readForDoctor(t.Context(), &invocation{opts: &Options{}, api: f})
+		out := map[string][]string{}
+		for _, s := range diagnoseAll(r).StrandedTaints {
+			out[s.Key] = s.Nodes
+		}
+		return out
+	}
+	f := strandedFake()
+	got := keysOf(f)
+	if len(got) != 2 || strings.Join(got[api.CAStatusTaintKey], ",") != "ip-10-0-1-1" || strings.Join(got[api.CAStartupTaintKey], ",") != "ip-10-0-1-2,ip-10-0-1-3" {
+		t.Errorf("after the rollback: stranded %v; want the status key on ip-10-0-1-1 and the startup key on ip-10-0-1-2 and -3", got)
+	}
+	// Rolled forward: this chart's agent removes every preset's key.
+	f.daemonSets = []appsv1.DaemonSet{presetDS(api.PresetClusterAutoscaler, caStartup)}
+	if got := keysOf(f); len(got) != 0 {
+		t.Errorf("rolled forward: stranded %v; want none", got)
+	}
+	// The same release given --previous-taint-keys only in the environment
+	// knows the presets too.
+	ds := previousReleaseDS()
+	ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KNR_AGENT_PREVIOUS_TAINT_KEYS", Value: "example.com/x"}}
+	f.daemonSets = []appsv1.DaemonSet{ds}
+	if got := keysOf(f); len(got) != 0 {
+		t.Errorf("agent with KNR_AGENT_PREVIOUS_TAINT_KEYS: stranded %v; want none", got)
+	}
+	// Nodes not read: nothing said about taints, and the read is named.
+	f = strandedFake()
+	f.forbid["list nodes"] = true
+	code, _, errOut, _ := run(f, "", "doctor")
+	if code != ExitIncomplete && code != ExitError || !strings.Contains(errOut, "not allowed to list nodes") {
+		t.Errorf("nodes forbidden: exit %d, stderr %s", code, errOut)
+	}
+	// Revisions not read: a warning, the presets' keys still recognized.
+	f = strandedFake()
+	f.forbid["list controllerrevisions.apps "+knrNS] = true
+	code, out, errOut, _ := run(f, "", "doctor")
+	if code != ExitError || !strings.Contains(errOut, "warning: not allowed to list controllerrevisions.apps in namespace kube-node-ready") ||
+		!strings.Contains(out, "stranded") {
+		t.Errorf("revisions forbidden: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+// TestStrandedFixesKeepOtherKeys: the helm fix lists the user's previous
+// keys and every stranded key at once, so applying the fix of one finding
+// never drops another's key; a key that may not be a previous key (a
+// Kubernetes domain) is handed to the agent's own taint instead.
+func TestStrandedFixesKeepOtherKeys(t *testing.T) {
+	in := autoscaler.Install{Namespace: "ops", Release: "knr", ChartVersion: "0.2.0", Agent: "DaemonSet ops/knr"}
+	o := agentOwner{in: in, presets: true, startup: "a.example/boot=true:NoSchedule", unhealthy: "a.example/sick=true:NoSchedule", previous: []string{"a.example/p"}}
+	fixes := strandedFixes(StrandedTaint{Key: "a.example/old", Role: autoscaler.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o},
+		[]string{"a.example/old", "x.kubernetes.io/boot"})
+	want := "helm upgrade knr oci://ghcr.io/kube-node-ready/charts/kube-node-ready --version 0.2.0 --namespace ops --reset-then-reuse-values --set 'agent.previousTaintKeys={a.example/p,a.example/old}'"
+	if len(fixes) != 1 || !strings.HasSuffix(fixes[0], want) {
+		t.Errorf("fixes %q; want one ending %s", fixes, want)
+	}
+	fixes = strandedFixes(StrandedTaint{Key: "x.kubernetes.io/boot", Role: autoscaler.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o}, nil)
+	want = `for node in n1 n2; do kubectl taint node "$node" --overwrite a.example/boot=true:NoSchedule x.kubernetes.io/boot-; done`
+	if len(fixes) != 1 || !strings.HasSuffix(fixes[0], want) {
+		t.Errorf("fixes %q; want one ending %s", fixes, want)
+	}
+}
+
+func TestChartVersion(t *testing.T) {
+	for _, tt := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{chartLabel: "kube-node-ready-0.1.0", nameLabel: "kube-node-ready"}, "0.1.0"},
+		{map[string]string{chartLabel: "kube-node-ready-1.2.0-rc.1", nameLabel: "renamed"}, "1.2.0-rc.1"},
+		{map[string]string{versionLabel: "0.3.0"}, "0.3.0"},
+		{map[string]string{}, ""},
+	} {
+		if got := chartVersion(tt.labels); got != tt.want {
+			t.Errorf("chartVersion(%v) = %q, want %q", tt.labels, got, tt.want)
+		}
+	}
+}
