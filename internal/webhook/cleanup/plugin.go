@@ -78,6 +78,9 @@ type Deps struct {
 	SecretsDir string
 	// Recorder records Events a plugin raises itself (nil: none).
 	Recorder events.EventRecorder
+	// Informers are the shared informers plugins scan instead of listing
+	// from the API server (nil: none; the Loader makes them from Client).
+	Informers *Informers
 }
 
 // Builtin is one row of the plugin table.

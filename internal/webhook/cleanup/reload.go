@@ -41,6 +41,9 @@ type Loader struct {
 	invalid error  // why the file is not the one in use; nil when it is
 	reloads *prometheus.CounterVec
 	valid   prometheus.Gauge
+
+	// informers makes Deps.Informers from Deps.Client when unset, once.
+	informers sync.Once
 }
 
 // RegisterMetrics adds node_cleanup_config_reloads_total{result} and
@@ -97,9 +100,12 @@ func (l *Loader) Err() error {
 }
 
 // Watch re-reads the file every interval until ctx ends. ConfigMap volumes
-// swap a symlink, so content (not mtime) decides whether it changed.
+// swap a symlink, so content (not mtime) decides whether it changed. When
+// ctx ends it stops the plugins' shared informers.
 func (l *Loader) Watch(ctx context.Context, interval time.Duration) {
+	defer func() { l.Deps.Informers.Stop() }()
 	if l.Path == "" || interval <= 0 {
+		<-ctx.Done()
 		return
 	}
 	t := time.NewTicker(interval)
@@ -192,6 +198,13 @@ func (l *Loader) read() ([]byte, error) {
 }
 
 func (l *Loader) build(data []byte) (*Pipeline, error) {
+	// One set of informers for every pipeline this loader builds: a reload
+	// keeps the watches the plugins opened.
+	l.informers.Do(func() {
+		if l.Deps.Informers == nil && l.Deps.Client != nil {
+			l.Deps.Informers = NewInformers(l.Deps.Client)
+		}
+	})
 	cfg, perr := ParseConfig(data, l.Table)
 	if cfg == nil {
 		return nil, fmt.Errorf("%s: %w", l.describe(), perr)

@@ -7,12 +7,17 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -36,8 +41,12 @@ const ReasonLocalVolumesHostnameShared = "LocalVolumesHostnameShared"
 // precondition, so a StatefulSet re-creates the claim and it is provisioned on
 // another node. It does not wait: the claim's protection finalizer holds
 // until the node's pods are garbage-collected, which needs the node gone.
+// It scans the shared PersistentVolume and StorageClass informers (one
+// watch each for the process), never lists them per node.
 type localVolumes struct {
 	client       kubernetes.Interface
+	pvs          cache.SharedIndexInformer
+	scs          cache.SharedIndexInformer
 	classes      []string
 	deleteClaims bool
 	recorder     events.EventRecorder
@@ -61,7 +70,15 @@ func newLocalVolumes(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugi
 			return nil, fmt.Errorf("%s.storageClasses[%d]: empty name", LocalVolumesName, i)
 		}
 	}
-	p := &localVolumes{client: deps.Client, classes: s.StorageClasses, deleteClaims: true, recorder: deps.Recorder, log: deps.Log}
+	pvs, err := deps.Informers.PersistentVolumes()
+	if err != nil {
+		return nil, fmt.Errorf("%s: watch persistentvolumes: %w", LocalVolumesName, err)
+	}
+	scs, err := deps.Informers.StorageClasses()
+	if err != nil {
+		return nil, fmt.Errorf("%s: watch storageclasses: %w", LocalVolumesName, err)
+	}
+	p := &localVolumes{client: deps.Client, pvs: pvs, scs: scs, classes: s.StorageClasses, deleteClaims: true, recorder: deps.Recorder, log: deps.Log}
 	if s.DeleteClaims != nil {
 		p.deleteClaims = *s.DeleteClaims
 	}
@@ -72,27 +89,30 @@ func (p *localVolumes) Name() string { return LocalVolumesName }
 
 func (p *localVolumes) ShouldRun(*corev1.Node) bool { return true }
 
-// Cleanup releases the opted-in volumes only node could serve. Just before
-// deleting it re-reads the Node (one re-created under the same name is left
-// alone) and the Nodes carrying its hostname (see leaveShared).
+// Cleanup releases the opted-in volumes only node could serve. It finds
+// them in the cache; just before deleting it re-reads the Node from the API
+// server (one re-created under the same name is left alone) and the Nodes
+// carrying its hostname (see leaveShared), and each volume is deleted only
+// as the cache showed it: UID and resourceVersion preconditions.
 func (p *localVolumes) Cleanup(ctx context.Context, node *corev1.Node) error {
-	classes, err := p.optedIn(ctx)
-	if err != nil || len(classes) == 0 {
+	if err := cleanup.WaitSynced(ctx, "local-volumes", p.scs, p.pvs); err != nil {
 		return err
 	}
-	pvs, err := p.client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("local-volumes: list persistentvolumes: %w", err)
+	classes := p.optedIn()
+	if len(classes) == 0 {
+		return nil
 	}
 	var mine []corev1.PersistentVolume
-	for _, pv := range pvs.Items {
-		if classes[pv.Spec.StorageClassName] && pv.DeletionTimestamp == nil && createdBeforeDeletion(&pv, node) && PinnedOnlyTo(&pv, node) {
-			mine = append(mine, pv)
+	for _, obj := range p.pvs.GetStore().List() {
+		pv, ok := obj.(*corev1.PersistentVolume)
+		if ok && classes[pv.Spec.StorageClassName] && pv.DeletionTimestamp == nil && createdBeforeDeletion(pv, node) && PinnedOnlyTo(pv, node) {
+			mine = append(mine, *pv.DeepCopy())
 		}
 	}
 	if len(mine) == 0 {
 		return nil
 	}
+	slices.SortFunc(mine, func(a, b corev1.PersistentVolume) int { return strings.Compare(a.Name, b.Name) })
 	if same, err := stillSameNode(ctx, p.client, node); err != nil || !same {
 		if !same && err == nil {
 			p.log.Info("node was re-created under the same name; leaving its volumes alone", "node", node.Name)
@@ -120,14 +140,75 @@ func (p *localVolumes) Cleanup(ctx context.Context, node *corev1.Node) error {
 				return fmt.Errorf("local-volumes: delete claim %s/%s of %s: %w", ref.Namespace, ref.Name, pv.Name, err)
 			}
 		}
-		err := p.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
-		if err = ignoreGone(err); err != nil {
-			return fmt.Errorf("local-volumes: delete persistentvolume %s: %w", pv.Name, err)
+		if err := p.deleteVolume(ctx, node, &pv, classes); err != nil {
+			return err
 		}
-		p.log.Info("local persistentvolume released", "node", node.Name, "persistentvolume", pv.Name, "claim", claimName(&pv))
 	}
 	return skip
 }
+
+// conflictRetries bounds how often one volume is judged again in an attempt
+// after it changed under the delete.
+const conflictRetries = 3
+
+// deleteVolume deletes pv exactly as the cache showed it: UID and
+// resourceVersion preconditions, so neither a newer volume of that name nor
+// a change since (its affinity, class or claim) is deleted on an older
+// judgement. When it changed — the PV controller marks a volume Released
+// once its claim is gone — it waits for the watch to bring the new version,
+// judges that by the same rules and tries again.
+func (p *localVolumes) deleteVolume(ctx context.Context, node *corev1.Node, pv *corev1.PersistentVolume, classes map[string]bool) error {
+	for range conflictRetries {
+		err := p.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID, ResourceVersion: &pv.ResourceVersion}})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			p.log.Info("local persistentvolume released", "node", node.Name, "persistentvolume", pv.Name, "claim", claimName(pv))
+			return nil
+		case !apierrors.IsConflict(err):
+			return fmt.Errorf("local-volumes: delete persistentvolume %s: %w", pv.Name, err)
+		}
+		cur, err := p.newer(ctx, pv)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur == nil || cur.UID != pv.UID || cur.DeletionTimestamp != nil:
+			return nil // gone, replaced, or being deleted already
+		case !classes[cur.Spec.StorageClassName] || !createdBeforeDeletion(cur, node) || !PinnedOnlyTo(cur, node) ||
+			pinnedByHostname(cur) != pinnedByHostname(pv):
+			p.log.Info("local persistentvolume changed and is no longer this node's alone; left alone", "node", node.Name, "persistentvolume", pv.Name)
+			return nil
+		}
+		pv = cur
+	}
+	return fmt.Errorf("local-volumes: persistentvolume %s changed %d times while it was being released; judged again at the next attempt", pv.Name, conflictRetries)
+}
+
+// newer waits until the cache holds a version of pv other than pv's (nil:
+// none, the volume is gone), at most newerWait or until ctx ends.
+func (p *localVolumes) newer(ctx context.Context, pv *corev1.PersistentVolume) (*corev1.PersistentVolume, error) {
+	var cur *corev1.PersistentVolume
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, newerWait, true, func(context.Context) (bool, error) {
+		obj, ok, err := p.pvs.GetStore().GetByKey(pv.Name)
+		if err != nil || !ok {
+			cur = nil
+			return err == nil, err
+		}
+		c, isPV := obj.(*corev1.PersistentVolume)
+		if !isPV || c.ResourceVersion == pv.ResourceVersion {
+			return false, nil
+		}
+		cur = c.DeepCopy()
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local-volumes: persistentvolume %s changed, and the new version did not arrive: %w", pv.Name, err)
+	}
+	return cur, nil
+}
+
+// newerWait bounds the wait for the watch to deliver a changed volume.
+const newerWait = 5 * time.Second
 
 // leaveShared drops from pvs the volumes pinned by kubernetes.io/hostname
 // when another live Node (not being deleted) carries node's hostname — a
@@ -207,22 +288,19 @@ func hostnameOf(node *corev1.Node) string {
 	return node.Name
 }
 
-// optedIn is the set of StorageClasses whose volumes this plugin may release.
-func (p *localVolumes) optedIn(ctx context.Context) (map[string]bool, error) {
+// optedIn is the set of StorageClasses whose volumes this plugin may
+// release: those configured, and those the cache shows annotated.
+func (p *localVolumes) optedIn() map[string]bool {
 	set := map[string]bool{}
 	for _, c := range p.classes {
 		set[c] = true
 	}
-	scs, err := p.client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("local-volumes: list storageclasses: %w", err)
-	}
-	for _, sc := range scs.Items {
-		if sc.Annotations[LocalVolumesAnnotation] == "true" {
+	for _, obj := range p.scs.GetStore().List() {
+		if sc, ok := obj.(*storagev1.StorageClass); ok && sc.Annotations[LocalVolumesAnnotation] == "true" {
 			set[sc.Name] = true
 		}
 	}
-	return set, nil
+	return set
 }
 
 // PinnedOnlyTo reports whether pv's node affinity admits node and no other

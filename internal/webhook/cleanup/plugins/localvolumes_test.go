@@ -66,7 +66,9 @@ func TestLocalVolumesLeaveAHostnameAnotherLiveNodeCarries(t *testing.T) {
 				localPV("pv-host", hostnameTerm("worker-1")), localPV("pv-name", byName)}, tt.others...)
 			client := fake.NewClientset(objs...)
 			rec := events.NewFakeRecorder(10)
-			p, err := newLocalVolumes(cleanup.Deps{Client: client, Log: quiet, Recorder: rec}, []byte(`{"storageClasses":["local"]}`))
+			deps := storageDeps(t, client)
+			deps.Recorder = rec
+			p, err := newLocalVolumes(deps, []byte(`{"storageClasses":["local"]}`))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
@@ -22,11 +24,15 @@ const VolumeAttachmentsName = "volumeattachments"
 
 // volumeAttachments deletes the node's VolumeAttachments and waits until they
 // are gone, so CSI volumes are detached before the node object disappears and
-// can attach elsewhere.
+// can attach elsewhere. It finds them, and sees them go, in the shared
+// VolumeAttachment informer (one watch for the process), never by listing:
+// a mass deletion costs the API server a delete per attachment and a GET of
+// each node that has any, not a list of every attachment per node and poll.
 type volumeAttachments struct {
-	client kubernetes.Interface
-	poll   time.Duration
-	log    *slog.Logger
+	client   kubernetes.Interface
+	informer cache.SharedIndexInformer
+	poll     time.Duration
+	log      *slog.Logger
 }
 
 type volumeAttachmentsSettings struct {
@@ -43,7 +49,11 @@ func newVolumeAttachments(deps cleanup.Deps, settings json.RawMessage) (cleanup.
 	if err != nil || poll <= 0 {
 		return nil, fmt.Errorf("%s.pollInterval: want a positive duration like 1s, got %q", VolumeAttachmentsName, s.PollInterval)
 	}
-	return &volumeAttachments{client: deps.Client, poll: poll, log: deps.Log}, nil
+	inf, err := deps.Informers.VolumeAttachments()
+	if err != nil {
+		return nil, fmt.Errorf("%s: watch volumeattachments: %w", VolumeAttachmentsName, err)
+	}
+	return &volumeAttachments{client: deps.Client, informer: inf, poll: poll, log: deps.Log}, nil
 }
 
 func (p *volumeAttachments) Name() string { return VolumeAttachmentsName }
@@ -51,7 +61,10 @@ func (p *volumeAttachments) Name() string { return VolumeAttachmentsName }
 func (p *volumeAttachments) ShouldRun(*corev1.Node) bool { return true }
 
 func (p *volumeAttachments) Cleanup(ctx context.Context, node *corev1.Node) error {
-	vas, err := p.attached(ctx, node)
+	if err := cleanup.WaitSynced(ctx, "volumeattachments", p.informer); err != nil {
+		return err
+	}
+	vas, err := p.attached(node)
 	if err != nil || len(vas) == 0 {
 		return err
 	}
@@ -70,19 +83,25 @@ func (p *volumeAttachments) Cleanup(ctx context.Context, node *corev1.Node) erro
 	uids := map[types.UID]bool{}
 	for _, va := range vas {
 		uids[va.UID] = true
+		if va.DeletionTimestamp != nil {
+			continue // deleted already (an earlier attempt): only wait
+		}
+		// The UID precondition: exactly the object judged here (its spec,
+		// and so its node, cannot change), not a newer one of that name.
 		err := p.client.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &va.UID}})
 		if err = ignoreGone(err); err != nil {
 			return fmt.Errorf("volumeattachments: delete %s: %w", va.Name, err)
 		}
 		p.log.Info("volumeattachment deleted", "node", node.Name, "volumeattachment", va.Name)
 	}
-	// Deletion completes when the attacher has detached (its finalizer goes).
+	// Deletion completes when the attacher has detached (its finalizer
+	// goes); the watch tells, the cache is looked at every poll.
 	for {
-		left, err := p.attached(ctx, node)
+		left, err := p.attached(node)
 		if err != nil {
 			return err
 		}
-		left = slices.DeleteFunc(left, func(va storagev1.VolumeAttachment) bool { return !uids[va.UID] })
+		left = slices.DeleteFunc(left, func(va *storagev1.VolumeAttachment) bool { return !uids[va.UID] })
 		if len(left) == 0 {
 			return nil
 		}
@@ -98,17 +117,19 @@ func (p *volumeAttachments) Cleanup(ctx context.Context, node *corev1.Node) erro
 	}
 }
 
-// attached lists the VolumeAttachments of node that predate its deletion.
-func (p *volumeAttachments) attached(ctx context.Context, node *corev1.Node) ([]storagev1.VolumeAttachment, error) {
-	list, err := p.client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+// attached is the VolumeAttachments of node in the cache that predate its
+// deletion, by name.
+func (p *volumeAttachments) attached(node *corev1.Node) ([]*storagev1.VolumeAttachment, error) {
+	objs, err := p.informer.GetIndexer().ByIndex(cleanup.VolumeAttachmentsByNode, node.Name)
 	if err != nil {
-		return nil, fmt.Errorf("volumeattachments: list: %w", err)
+		return nil, fmt.Errorf("volumeattachments: read the cache: %w", err)
 	}
-	var out []storagev1.VolumeAttachment
-	for _, va := range list.Items {
-		if va.Spec.NodeName == node.Name && createdBeforeDeletion(&va, node) {
+	var out []*storagev1.VolumeAttachment
+	for _, obj := range objs {
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok && va.Spec.NodeName == node.Name && createdBeforeDeletion(va, node) {
 			out = append(out, va)
 		}
 	}
+	slices.SortFunc(out, func(a, b *storagev1.VolumeAttachment) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
