@@ -159,6 +159,14 @@ func (o *observer) judge(n *corev1.Node, now time.Time) {
 	}
 }
 
+// restart gives every node a full deadline from now: a cluster-wide fault
+// just ended, and the time it lasted was not the nodes' fault.
+func (o *observer) restart(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resumed = now
+}
+
 // contacted records a contact with the API server (ok: it answered). A
 // contact after a failed one, or after a gap longer than maxGap (this
 // replica stalled), restarts the view: every node gets a fair chance again.

@@ -273,8 +273,15 @@ func TestHeldReplacementsAreTold(t *testing.T) {
 	if g := gauge(f, blockedFleet); g != 1 {
 		t.Errorf("blocked{fleet_budget} = %v, want 1", g)
 	}
-	// The budget frees up: a is replaced, p still held.
+	// The budget frees up: the cluster-wide fault is over, and a gets a full
+	// deadline from now before it is replaced (a node still recovering from
+	// the fault is not replaced the moment another's recovery frees a slot).
 	f.c.cfg.FleetBudget = mustBudget(t, "5")
+	freed := f.now
+	for f.now.Sub(freed) < 30*time.Minute { // scans every interval, a deadline long
+		f.expectActions(f.scan(cached...))
+		f.now = f.now.Add(30 * time.Second)
+	}
 	f.expectActions(f.scan(cached...), "get nodes a", "list nodes", "list pods", "patch nodes a", "delete nodes a")
 	if g := gauge(f, blockedFleet); g != 0 {
 		t.Errorf("blocked{fleet_budget} = %v after the budget freed up, want 0", g)

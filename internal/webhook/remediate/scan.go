@@ -36,6 +36,7 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 	if c.cfg.TotalNodes != nil {
 		total = max(total, c.cfg.TotalNodes())
 	}
+	c.fleetEpisode(nodes, total, now)
 	p := c.plan(nodes, total, now)
 	c.claimList = &claimCache{}
 	defer func() { c.claimList = nil }()
@@ -82,6 +83,23 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 	c.overdue.Set(float64(len(p.Overdue) - replaced))
 	c.circuitOpen.Set(float64(c.brks.open()))
 	return scanOK
+}
+
+// fleetEpisode restarts every node's time when the agents' fleet budget has
+// room again after it was used up. While it was, the fault was most likely
+// the cluster's (CoreDNS, the CNI, a resolver), and the nodes still
+// re-tainted when it ends recover one by one: without a fresh deadline the
+// last of them would become due the moment the first recovered freed the
+// budget, and be replaced while recovering.
+func (c *Controller) fleetEpisode(nodes []*corev1.Node, total int, now time.Time) {
+	cnt := c.countsOf(nodes, total)
+	full := cnt.retainted >= cnt.fleet
+	if c.fleetFull && !full {
+		c.obs.restart(now)
+		c.log.Warn("the agents' fleet budget has room again after it was used up; every unverified node gets a full deadline from now",
+			"retainted_nodes", cnt.retainted, "fleet_limit", cnt.fleet, "unverified_deadline", c.cfg.Deadline)
+	}
+	c.fleetFull = full
 }
 
 // contact asks the API server whether it serves. After an outage (or a gap

@@ -5,6 +5,7 @@ package remediation
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,7 +120,8 @@ func TestCapacityThatServesIsNeverDeleted(t *testing.T) {
 // stops for many deadlines. The agents re-taint up to their fleet budget of
 // 2 and no further; remediation, told to replace re-tainted nodes too, sees
 // the budget used up (the candidates' own re-taints counted) and deletes no
-// Node and no NodeClaim. When DNS is back every node verifies.
+// Node and no NodeClaim. When DNS is back every node verifies, none replaced
+// while it recovers.
 func TestClusterWideOutageReplacesNothing(t *testing.T) {
 	const count, budget = 6, 2
 	cp := harness.StartT(t, harness.Options{})
@@ -141,8 +143,10 @@ func TestClusterWideOutageReplacesNothing(t *testing.T) {
 		cp.WaitNode(t, a.Node.Name, 30*time.Second, "verified", agentkit.Verified)
 		claims = append(claims, e.nodeClaim(t, "claim-"+a.Node.Name, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: a.Node.Name}}, false).GetName())
 	}
+	// A deadline of 6 s, several times the nodes' recovery (2 passing 1 s
+	// rounds) once DNS is back.
 	e.startWebhook(t, "--remediation=replace", "--remediation-replace-retainted", fmt.Sprintf("--agent-fleet-budget=%d", budget),
-		"--max-replacing=3", "--remediation-breaker-threshold=off")
+		"--max-replacing=3", "--remediation-breaker-threshold=off", "--unverified-deadline=6s")
 
 	nothingDeleted := func() (bool, string) {
 		for _, a := range agents {
@@ -173,8 +177,8 @@ func TestClusterWideOutageReplacesNothing(t *testing.T) {
 		got := kit.Retainted(t)
 		return got == budget, fmt.Sprintf("%d nodes re-tainted, want %d", got, budget)
 	})
-	// Many deadlines (3 s each, a scan every 300 ms) with the budget used up.
-	e.scanned(t, 40, "scans through an outage of several deadlines", nothingDeleted)
+	// Several deadlines (6 s each, a scan every 300 ms) with the budget used up.
+	e.scanned(t, 70, "scans through an outage of several deadlines", nothingDeleted)
 	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="fleet_budget"`); got != budget {
 		t.Errorf("blocked{fleet_budget} = %v, want %d (each re-tainted node held by the budget its own re-taint helps use up)", got, budget)
 	}
@@ -182,8 +186,16 @@ func TestClusterWideOutageReplacesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	dnsStopped = false
+	// The re-tainted nodes recover one by one: the first to recover frees a
+	// budget slot while the other is still recovering, past the deadline it
+	// ran up during the outage. It is not replaced: when the budget has room
+	// again, every node's time restarts.
 	for _, a := range agents {
 		cp.WaitNode(t, a.Node.Name, 60*time.Second, "verified again after DNS returned", agentkit.Verified)
+	}
+	e.scanned(t, 2, "scans after every node verified", nil)
+	if !strings.Contains(e.log(t), "fleet budget has room again after it was used up") {
+		t.Error("the webhook did not say that every node's time restarted when the fleet budget had room again")
 	}
 	for _, action := range []string{"delete_node", "delete_nodeclaim"} {
 		if got := e.w.Metric(t, "node_remediation_actions_total", `action="`+action+`"`); got != 0 {
