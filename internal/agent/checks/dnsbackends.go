@@ -140,6 +140,21 @@ func (c *serviceAddrs) lookup(addr netip.Addr) (isService, known bool) {
 	return e.isService, true
 }
 
+// noneIsService reports whether every one of servers is known not to be
+// the Service's address, so its endpoints need not be asked.
+func (c *serviceAddrs) noneIsService(servers []string) bool {
+	for _, s := range servers {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			continue
+		}
+		if isService, known := c.lookup(ap.Addr().Unmap().WithZone("")); isService || !known {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *serviceAddrs) remember(addr netip.Addr, isService bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -277,6 +292,9 @@ func (d *DNS) resolve(ctx context.Context, servers []string, name string) nameRe
 // servers are the Service's addresses by reverse lookups at the same
 // endpoints, all at once.
 func (d *DNS) askBackends(ctx context.Context, p phases, servers []string, name string, viaService error) nameResult {
+	if d.addrs.noneIsService(servers) {
+		return nameResult{err: viaService}
+	}
 	eps, err := d.Endpoints.Endpoints(ctx, d.Service)
 	if err != nil {
 		return nameResult{err: viaService}

@@ -261,6 +261,35 @@ func TestDNSCheckRemembersTheServiceAddress(t *testing.T) {
 	}
 }
 
+// TestDNSCheckAsksNoBackendForTheNodesOwnResolver: once a reverse lookup
+// said the failing nameserver is not the Service's, later failures through
+// it ask no endpoint.
+func TestDNSCheckAsksNoBackendForTheNodesOwnResolver(t *testing.T) {
+	var asked atomic.Int32
+	other := fakeEndpoint(t, "127.0.0.2", func(w dns.ResponseWriter, r *dns.Msg) {
+		if r.Question[0].Qtype != dns.TypePTR {
+			asked.Add(1)
+		}
+		coreDNS("web.default.svc.cluster.local.")(w, r)
+	})
+	frontAddr := fakeResolverOn(t, "127.0.0.1", servfail)
+	d := &DNS{
+		Names: []string{"kubernetes.default.svc.cluster.local"}, Families: IPFamilies{IPv4}, Server: frontAddr,
+		Service: ServiceRef{"kube-system", "kube-dns"}, Endpoints: staticLister{other.ep}, NodeName: "self",
+	}
+	for i, want := range []int32{1, 1} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := d.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "SERVFAIL") {
+			t.Fatalf("run %d: %v, want the node's resolver's SERVFAIL", i, err)
+		}
+		if got := asked.Load(); got != want {
+			t.Errorf("after run %d the endpoint was asked %d times, want %d", i, got, want)
+		}
+	}
+}
+
 // TestDNSCheckNamesAtOnce: the names are resolved at the same time, and
 // every failing one is told.
 func TestDNSCheckNamesAtOnce(t *testing.T) {
