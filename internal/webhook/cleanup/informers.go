@@ -34,6 +34,27 @@ type Informers struct {
 	mu      sync.Mutex
 	stop    chan struct{}
 	stopped bool
+	changes map[cache.SharedIndexInformer]*changes
+}
+
+// changes wakes whoever waits for an informer's cache to change.
+type changes struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// next is closed at the informer's next change.
+func (c *changes) next() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ch
+}
+
+func (c *changes) signal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.ch)
+	c.ch = make(chan struct{})
 }
 
 // NewInformers returns informers on client; none is started until a plugin
@@ -42,6 +63,7 @@ func NewInformers(client kubernetes.Interface) *Informers {
 	return &Informers{
 		factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields)),
 		stop:    make(chan struct{}),
+		changes: map[cache.SharedIndexInformer]*changes{},
 	}
 }
 
@@ -95,8 +117,32 @@ func (i *Informers) start(get func(informers.SharedInformerFactory) cache.Shared
 			return nil, fmt.Errorf("add indexers: %w", err)
 		}
 	}
+	if i.changes[inf] == nil {
+		c := &changes{ch: make(chan struct{})}
+		signal := func(any) { c.signal() }
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: signal, UpdateFunc: func(_, obj any) { signal(obj) }, DeleteFunc: signal,
+		}); err != nil {
+			return nil, fmt.Errorf("watch changes: %w", err)
+		}
+		i.changes[inf] = c
+	}
 	i.factory.Start(i.stop) // starts only the informers not running yet
 	return inf, nil
+}
+
+// Changed is closed at the next change of inf's cache (an object added,
+// updated or deleted), so a plugin waiting for objects to go wakes when the
+// watch delivers their deletion rather than at its next poll. Take it
+// before reading the cache, so no change between the two is missed.
+func (i *Informers) Changed(inf cache.SharedIndexInformer) <-chan struct{} {
+	i.mu.Lock()
+	c := i.changes[inf]
+	i.mu.Unlock()
+	if c == nil {
+		return nil // never closes: the caller's poll decides
+	}
+	return c.next()
 }
 
 // Stop closes every watch and waits for the informers to end.

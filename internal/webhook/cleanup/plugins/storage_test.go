@@ -77,7 +77,9 @@ func attachment(name, node string, created time.Time) *storagev1.VolumeAttachmen
 // server gets one list and one watch of volumeattachments, a GET of each
 // node that has attachments (the fresh re-read) and a delete per
 // attachment with its UID as precondition — no list per node, no list per
-// poll. An attachment the attacher still holds (finalizer) is waited for.
+// poll. An attachment the attacher still holds (finalizer) is waited for,
+// and the wait ends when the watch delivers its deletion, not at the next
+// poll.
 func TestVolumeAttachmentsReadTheCache(t *testing.T) {
 	hourAgo := time.Now().Add(-time.Hour)
 	var nodes []*corev1.Node
@@ -111,7 +113,8 @@ func TestVolumeAttachmentsReadTheCache(t *testing.T) {
 		}()
 		return true, nil, client.Tracker().Update(vaGVR, va, "")
 	})
-	p, err := newVolumeAttachments(storageDeps(t, client), []byte(`{"pollInterval":"50ms"}`))
+	// An hour between polls: the watch's events must wake the wait.
+	p, err := newVolumeAttachments(storageDeps(t, client), []byte(`{"pollInterval":"1h"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

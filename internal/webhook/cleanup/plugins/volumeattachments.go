@@ -29,10 +29,11 @@ const VolumeAttachmentsName = "volumeattachments"
 // a mass deletion costs the API server a delete per attachment and a GET of
 // each node that has any, not a list of every attachment per node and poll.
 type volumeAttachments struct {
-	client   kubernetes.Interface
-	informer cache.SharedIndexInformer
-	poll     time.Duration
-	log      *slog.Logger
+	client    kubernetes.Interface
+	informers *cleanup.Informers
+	informer  cache.SharedIndexInformer
+	poll      time.Duration
+	log       *slog.Logger
 }
 
 type volumeAttachmentsSettings struct {
@@ -53,7 +54,7 @@ func newVolumeAttachments(deps cleanup.Deps, settings json.RawMessage) (cleanup.
 	if err != nil {
 		return nil, fmt.Errorf("%s: watch volumeattachments: %w", VolumeAttachmentsName, err)
 	}
-	return &volumeAttachments{client: deps.Client, informer: inf, poll: poll, log: deps.Log}, nil
+	return &volumeAttachments{client: deps.Client, informers: deps.Informers, informer: inf, poll: poll, log: deps.Log}, nil
 }
 
 func (p *volumeAttachments) Name() string { return VolumeAttachmentsName }
@@ -95,8 +96,10 @@ func (p *volumeAttachments) Cleanup(ctx context.Context, node *corev1.Node) erro
 		p.log.Info("volumeattachment deleted", "node", node.Name, "volumeattachment", va.Name)
 	}
 	// Deletion completes when the attacher has detached (its finalizer
-	// goes); the watch tells, the cache is looked at every poll.
+	// goes); the watch tells: the cache is looked at again when it changes,
+	// and every poll at the latest.
 	for {
+		changed := p.informers.Changed(p.informer)
 		left, err := p.attached(node)
 		if err != nil {
 			return err
@@ -112,6 +115,7 @@ func (p *volumeAttachments) Cleanup(ctx context.Context, node *corev1.Node) erro
 				names[i] = va.Name
 			}
 			return fmt.Errorf("volumeattachments: %d still present (%v): %w", len(left), names, ctx.Err())
+		case <-changed:
 		case <-time.After(p.poll):
 		}
 	}
