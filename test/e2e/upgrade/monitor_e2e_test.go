@@ -39,6 +39,22 @@ type monitor struct {
 	// conditions are the changes of our condition's status seen per node,
 	// with reason and message, to say why a condition changed.
 	conditions map[string][]conditionChange
+	// exempt are nodes the test re-taints on purpose: their taints, label
+	// and NodeRetainted Events are not violations.
+	exempt map[string]bool
+}
+
+// exemptNode stops checking node's taints, label and re-taint Events.
+func (m *monitor) exemptNode(node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.exempt[node] = true
+}
+
+func (m *monitor) exempted(node string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.exempt[node]
 }
 
 // conditionChange is one change of our condition's status on a node, as the
@@ -53,7 +69,7 @@ type conditionChange struct {
 // watch has listed every node.
 func startMonitor(ctx context.Context, t *testing.T, client kubernetes.Interface, rcv *receiver) *monitor {
 	t.Helper()
-	m := &monitor{rcv: rcv, deleted: map[string]time.Time{}, finalized: map[string]bool{}, conditions: map[string][]conditionChange{}}
+	m := &monitor{rcv: rcv, deleted: map[string]time.Time{}, finalized: map[string]bool{}, conditions: map[string][]conditionChange{}, exempt: map[string]bool{}}
 	f := informers.NewSharedInformerFactory(client, 0)
 	inf := f.Core().V1().Nodes().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -100,11 +116,14 @@ func (m *monitor) updated(o, n *corev1.Node) {
 		m.released(n.Name)
 	}
 	for _, t := range n.Spec.Taints {
+		if m.exempted(n.Name) {
+			break
+		}
 		if harness.OurTaint(t.Key) && !hasTaint(o, t.Key) {
 			m.violate("node %s gained the taint %s (taints %v)", n.Name, t.Key, n.Spec.Taints)
 		}
 	}
-	if was, ok := o.Labels[verifiedLabel]; ok && n.Labels[verifiedLabel] != was {
+	if was, ok := o.Labels[verifiedLabel]; ok && n.Labels[verifiedLabel] != was && !m.exempted(n.Name) {
 		m.violate("node %s: label %s flipped from %q to %q", n.Name, verifiedLabel, was, n.Labels[verifiedLabel])
 	}
 	if c, ok := ourCondition(n); ok {
@@ -201,14 +220,18 @@ func hasTaint(n *corev1.Node, key string) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
 }
 
-// noRetaintEvents fails the test if any agent ever emitted NodeRetainted.
-func noRetaintEvents(t *testing.T, client kubernetes.Interface, when string) {
+// noRetaintEvents fails the test if any agent ever emitted NodeRetainted
+// about a node the monitor m does not exempt.
+func noRetaintEvents(t *testing.T, client kubernetes.Interface, m *monitor, when string) {
 	t.Helper()
 	evs, err := client.CoreV1().Events(metav1.NamespaceAll).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=NodeRetainted"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
+		if m.exempted(e.InvolvedObject.Name) {
+			continue
+		}
 		t.Errorf("%s: NodeRetainted Event on %s at %s: %s", when, e.InvolvedObject.Name, e.CreationTimestamp.Format(time.RFC3339), e.Message)
 	}
 }

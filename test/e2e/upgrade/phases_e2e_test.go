@@ -91,14 +91,18 @@ func (e *env) joinsWithPreviousKey(t *testing.T) {
 }
 
 // rollback: helm rollback to the previous release, as safe: the cleanup the
-// new release started is carried on by the previous one.
+// new release started is carried on by the previous one. The node the new
+// release re-tainted keeps its status taint, which the previous release does
+// not know: doctor names it, with the fix.
 func (e *env) rollback(t *testing.T) {
 	held := "held-at-rollback"
 	e.startHeld(t, held, e.newTag)
+	e.holdOut = e.victim
 	e.roll(t, "rollback", e.prevTag, "rollback", release, "1", "--namespace", namespace, "--wait", "--timeout", "3m")
 	e.leaseHeldBy(t, e.prevTag)
 	e.finishHeld(t, held, e.prevTag)
 	e.afterRoll(t, "after the rollback")
+	e.strandedAfterRollback(t)
 }
 
 // imageOnlyUpgrade: the previous release's chart with the working tree's
@@ -244,7 +248,7 @@ func (e *env) afterRoll(t *testing.T, when string) {
 	t.Helper()
 	waitRounds(t, e.c)
 	e.mon.check(t, when)
-	noRetaintEvents(t, e.c.Client, when)
+	noRetaintEvents(t, e.c.Client, e.mon, when)
 }
 
 // newAgentStarted is when the first pod of the new release's agent on node

@@ -4,11 +4,14 @@
 // built by the test from the commit PREVIOUS_RELEASE names) with the real
 // helm on real nodes, lets it verify nodes and clean one up, then upgrades to
 // the working tree's chart and images and rolls back again, watching
-// throughout that no node is re-tainted or loses its verified label, that
-// every node created during a roll gets the finalizer, that a cleanup the
-// roll interrupts completes only once its critical plugin was reached, and
-// that each release understands what the other wrote; last, the previous
-// chart runs the working tree's images (the deprecated flag names).
+// throughout that no node is re-tainted or loses its verified label (but the
+// one node the working tree's agent re-taints on purpose), that every node
+// created during a roll gets the finalizer, that a cleanup the roll
+// interrupts completes only once its critical plugin was reached, and that
+// each release understands what the other wrote. The re-taint the rollback
+// strands (the previous release does not know the newer keys) is named by
+// kubectl node-ready doctor, and rolling forward removes it. Last, the
+// previous chart runs the working tree's images (the deprecated flag names).
 package upgrade
 
 import (
@@ -137,15 +140,20 @@ type env struct {
 	// Before the upgrade, as the previous release left them.
 	caCert     []byte
 	conditions map[string]metav1.Time
+
+	// victim is the real node the working tree's agent re-taints; while
+	// holdOut names it, the rolls do not wait for it to be verified.
+	victim, holdOut string
 }
 
 // values writes the chart values both releases install with: the images
 // of the release, a short check period, the chart's pods only on the real
 // nodes, a critical hook plugin aimed at the receiver and remediation that
-// replaces a node unverified past a short deadline.
-func values(t *testing.T, imageValues func(agent, webhook string) (string, error)) string {
+// replaces a node unverified past a short deadline; agentExtra adds values
+// of the agent.
+func values(t *testing.T, imageValues func(agent, webhook string) (string, error), agentExtra string) string {
 	t.Helper()
-	agent := fmt.Sprintf("checkPeriod: %s\nnetwork: {peerRefresh: 10s}\nnodeSelector: {kubernetes.io/os: linux}", checkPeriod)
+	agent := fmt.Sprintf("checkPeriod: %s\nnetwork: {peerRefresh: 10s}\nnodeSelector: {kubernetes.io/os: linux}\n%s", checkPeriod, agentExtra)
 	webhook := fmt.Sprintf(`nodeSelector: {kubernetes.io/os: linux}
 cleanup:
   plugins:
@@ -192,7 +200,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	e := &env{c: cluster, prev: prev, rcv: newReceiver(), newChart: filepath.Join(root, "charts", "kube-node-ready")}
 	harness.ServeHTTP(t, hookAddr, e.rcv)
 	e.prevTag, e.newTag = tagOf(t, prev.AgentImage), tagOf(t, filepath.Join(e.c.BinDir, "images", "kube-node-ready-agent.tar"))
-	e.prevVals, e.newVals = values(t, prev.ImageValues), values(t, e.c.LocalImageValues)
+	e.prevVals, e.newVals = values(t, prev.ImageValues, ""), values(t, e.c.LocalImageValues, faultGate)
 	e.mon = startMonitor(t.Context(), t, e.c.Client, e.rcv)
 	for _, s := range []struct {
 		name string
@@ -200,14 +208,16 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	}{
 		{"install-previous", e.installPrevious},
 		{"upgrade", e.upgrade},
+		{"retaint", e.retaint},
 		{"rollback", e.rollback},
+		{"roll-forward", e.rollForward},
 		{"image-only-upgrade", e.imageOnlyUpgrade},
 	} {
 		if !t.Run(s.name, s.run) {
 			t.Fatalf("step %s failed; later steps build on it", s.name)
 		}
 	}
-	t.Logf("install, upgrade, rollback and image-only upgrade took %s (the cluster and the previous release are TestMain's)", time.Since(begin).Round(time.Second))
+	t.Logf("install, upgrade, re-taint, rollback, roll forward and image-only upgrade took %s (the cluster and the previous release are TestMain's)", time.Since(begin).Round(time.Second))
 }
 
 func (e *env) helm(t *testing.T, args ...string) {
@@ -247,10 +257,14 @@ func (e *env) installPrevious(t *testing.T) {
 	e.mon.check(t, "under the previous release")
 }
 
-// verified reports whether every real node is untainted and labelled verified.
+// verified reports whether every real node (but e.holdOut) is untainted
+// and labelled verified.
 func (e *env) verified(ctx context.Context) (bool, string) {
 	var notYet []string
 	for _, rn := range e.c.Nodes {
+		if rn.Name == e.holdOut {
+			continue
+		}
 		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, rn.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
