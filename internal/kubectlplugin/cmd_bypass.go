@@ -2,7 +2,6 @@ package kubectlplugin
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
@@ -13,7 +12,11 @@ var bypassCommand = &command{
 	short: "Let a node through: set " + api.SkipVerificationAnnotation + "=true",
 	long: `Sets the annotation ` + api.SkipVerificationAnnotation + `=true on the node (a merge patch of that one
 annotation). The agent then removes its taints at once and never re-taints the node while the
-annotation is there. Undo with unbypass.`,
+annotation is there. Undo with unbypass.
+
+The annotation's name is the deployed agent's (--skip-verification-annotation of each agent
+DaemonSet, the chart's agent.skipAnnotation, looked for as doctor looks); with no agent DaemonSet
+found, the default, and a note says so.`,
 	run: runBypass,
 }
 
@@ -23,19 +26,21 @@ func runBypass(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if node.Annotations[api.SkipVerificationAnnotation] == "true" {
-		fmt.Fprintf(inv.out, "node/%s already bypassed (%s=true): nothing changed\n", name, api.SkipVerificationAnnotation)
+	names, notes := readAnnotationNames(ctx, inv, skipVerification)
+	printNotes(inv, notes)
+	if allSet(node, names, "true") {
+		printf(inv.out, "node/%s already bypassed (%s): nothing changed\n", name, setTo(names, "true"))
 		return nil
 	}
 	value := "true"
-	patch, err := annotationPatch(string(node.UID), api.SkipVerificationAnnotation, &value)
+	patch, err := annotationPatch(string(node.UID), names, &value)
 	if err != nil {
 		return err
 	}
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(inv.out, "node/%s bypassed: %s=true; the agent removes its taints now and does not re-taint the node until `%s unbypass %s`\n",
-		name, api.SkipVerificationAnnotation, Name, name)
+	printf(inv.out, "node/%s bypassed: %s; the agent removes its taints now and does not re-taint the node until `%s unbypass %s`\n",
+		name, setTo(names, "true"), Name, name)
 	return nil
 }

@@ -24,7 +24,11 @@ that is not being deleted, the annotation waits there for its deletion.
 Without --yes it shows where the node's cleanup stands and asks "[y/N]" on stderr, reading
 the answer from stdin, also when stdin is not a terminal (echo y | kubectl node-ready cleanup
 skip NODE). Anything but y or yes, or no answer at all (stdin empty or closed), leaves the node
-untouched and exits with status 1.`,
+untouched and exits with status 1.
+
+The annotation's name is the deployed webhook's (--skip-cleanup-annotation of each webhook
+Deployment, looked for as doctor looks); with no webhook Deployment found, the default, and a note
+says so.`,
 	run: runCleanupSkip,
 }
 
@@ -34,17 +38,19 @@ func runCleanupSkip(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if node.Annotations[api.SkipCleanupAnnotation] == "true" {
-		fmt.Fprintf(inv.out, "node/%s already has %s=true: nothing changed\n", name, api.SkipCleanupAnnotation)
+	names, notes := readAnnotationNames(ctx, inv, skipCleanup)
+	printNotes(inv, notes)
+	if allSet(node, names, "true") {
+		printf(inv.out, "node/%s already has %s: nothing changed\n", name, setTo(names, "true"))
 		return nil
 	}
 	c := CleanupOf(node)
 	if !inv.opts.Yes {
-		fmt.Fprintf(inv.err, "Node %s: cleanup %s.\n", name, c.Summary)
+		printf(inv.err, "Node %s: cleanup %s.\n", name, c.Summary)
 		if c.State != CleanupDeleting {
-			fmt.Fprintf(inv.err, "The node is not being deleted: the annotation waits for its deletion.\n")
+			printf(inv.err, "The node is not being deleted: the annotation waits for its deletion.\n")
 		}
-		fmt.Fprintf(inv.err, "The webhook will remove the finalizer %s without running the cleanup plugins;\n"+
+		printf(inv.err, "The webhook will remove the finalizer %s without running the cleanup plugins;\n"+
 			"what they would clean up (volume attachments, storage, inventories, notifications) stays as it is.\n"+
 			"Skip cleanup of node %s? [y/N] ", api.Finalizer, name)
 		yes, err := readYes(inv.stdin)
@@ -56,14 +62,14 @@ func runCleanupSkip(ctx context.Context, inv *invocation) error {
 		}
 	}
 	value := "true"
-	patch, err := annotationPatch(string(node.UID), api.SkipCleanupAnnotation, &value)
+	patch, err := annotationPatch(string(node.UID), names, &value)
 	if err != nil {
 		return err
 	}
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(inv.out, "node/%s annotated %s=true: the webhook removes the finalizer %s without cleanup\n", name, api.SkipCleanupAnnotation, api.Finalizer)
+	printf(inv.out, "node/%s annotated %s: the webhook removes the finalizer %s without cleanup\n", name, setTo(names, "true"), api.Finalizer)
 	return nil
 }
 

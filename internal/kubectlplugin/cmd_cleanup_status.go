@@ -2,7 +2,6 @@ package kubectlplugin
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
@@ -34,7 +33,7 @@ func runCleanupStatus(ctx context.Context, inv *invocation) error {
 	}
 	reports := InCleanup(Reports(nodes, PresetTaintKeys()))
 	if len(reports) == 0 {
-		fmt.Fprintln(inv.err, noneFound("No node is being deleted with the finalizer "+api.Finalizer, inv.opts.Selector))
+		printf(inv.err, "%s\n", noneFound("No node is being deleted with the finalizer "+api.Finalizer, inv.opts.Selector))
 		return nil
 	}
 	return PrintCleanup(inv.out, reports, inv.now)

@@ -2,7 +2,6 @@ package kubectlplugin
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -49,7 +48,7 @@ func runStatus(ctx context.Context, inv *invocation) error {
 		return PrintList(inv.out, reports, inv.opts.Output)
 	}
 	if len(reports) == 0 {
-		fmt.Fprintln(inv.err, noneFound("No nodes found", inv.opts.Selector))
+		printf(inv.err, "%s\n", noneFound("No nodes found", inv.opts.Selector))
 		return nil
 	}
 	return PrintStatus(inv.out, reports, inv.opts.Output == OutputWide, inv.now)

@@ -2,7 +2,7 @@ package kubectlplugin
 
 import (
 	"context"
-	"fmt"
+	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
@@ -12,7 +12,8 @@ var unbypassCommand = &command{
 	path: "unbypass", usage: "NODE", nargs: 1,
 	short: "Verify a node again: remove " + api.SkipVerificationAnnotation,
 	long: `Removes the annotation ` + api.SkipVerificationAnnotation + ` from the node (a merge patch of that one
-annotation). The agent resumes its checks, and re-taints the node if they keep failing.`,
+annotation). The agent resumes its checks, and re-taints the node if they keep failing. The name
+is the deployed agent's, as bypass reads it (the default's is removed too).`,
 	run: runUnbypass,
 }
 
@@ -22,17 +23,25 @@ func runUnbypass(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := node.Annotations[api.SkipVerificationAnnotation]; !ok {
-		fmt.Fprintf(inv.out, "node/%s is not bypassed (no %s): nothing changed\n", name, api.SkipVerificationAnnotation)
+	deployed, notes := readAnnotationNames(ctx, inv, skipVerification)
+	printNotes(inv, notes)
+	var present []string
+	for _, n := range appendNew(deployed, api.SkipVerificationAnnotation) {
+		if _, ok := node.Annotations[n]; ok {
+			present = append(present, n)
+		}
+	}
+	if len(present) == 0 {
+		printf(inv.out, "node/%s is not bypassed (no %s): nothing changed\n", name, strings.Join(deployed, ", "))
 		return nil
 	}
-	patch, err := annotationPatch(string(node.UID), api.SkipVerificationAnnotation, nil)
+	patch, err := annotationPatch(string(node.UID), present, nil)
 	if err != nil {
 		return err
 	}
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(inv.out, "node/%s unbypassed: %s removed; the agent checks the node again and re-taints it if its checks keep failing\n", name, api.SkipVerificationAnnotation)
+	printf(inv.out, "node/%s unbypassed: %s removed; the agent checks the node again and re-taints it if its checks keep failing\n", name, strings.Join(present, ", "))
 	return nil
 }

@@ -2,7 +2,6 @@ package kubectlplugin
 
 import (
 	"context"
-	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +56,7 @@ func runWhy(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	if why.EventsErr != "" {
-		fmt.Fprintf(inv.err, "warning: Events not shown: %s\n", why.EventsErr)
+		printf(inv.err, "warning: Events not shown: %s\n", why.EventsErr)
 	}
 	printWarnings(inv.err, warnings)
 	return nil

@@ -3,7 +3,6 @@ package kubectlplugin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -122,14 +121,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 	opts.commandFlags(fs)
 	helpHint := Name + " --help"
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(env.Stderr, "error: "+format+"\nSee '%s'.\n", append(a, helpHint)...)
+		printf(env.Stderr, "error: "+format+"\nSee '%s'.\n", append(a, helpHint)...)
 		return ExitUsage
 	}
 	if err := fs.Parse(args); err != nil {
 		return usageErr("%v", err)
 	}
 	if opts.Version {
-		fmt.Fprintln(env.Stdout, version.String("kubectl-node_ready"))
+		printf(env.Stdout, "%s\n", version.String("kubectl-node_ready"))
 		return ExitOK
 	}
 	pos := fs.Args()
@@ -182,7 +181,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	api, namespace, explicit, err := env.Connect(&opts.Connection)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "error: %v\n", err)
+		printf(env.Stderr, "error: %v\n", err)
 		return ExitError
 	}
 	inv := &invocation{opts: opts, args: rest, api: api, namespace: namespace, explicit: explicit,
@@ -191,13 +190,13 @@ func Run(ctx context.Context, args []string, env Env) int {
 		var d declined
 		var st exitStatus
 		if errors.As(err, &st) {
-			fmt.Fprintln(env.Stderr, st.msg)
+			printf(env.Stderr, "%s\n", st.msg)
 			return st.code
 		}
 		if errors.As(err, &d) {
-			fmt.Fprintln(env.Stderr, d.Error())
+			printf(env.Stderr, "%s\n", d.Error())
 		} else {
-			fmt.Fprintf(env.Stderr, "error: %v\n", err)
+			printf(env.Stderr, "error: %v\n", err)
 		}
 		return ExitError
 	}

@@ -82,20 +82,20 @@ func installView(in autoscaler.Install, d autoscaler.Diagnosis) InstallReport {
 func PrintDoctor(w io.Writer, rep DoctorReport) error {
 	tw := newTable(w)
 	for _, c := range rep.ClusterAutoscalers {
-		fmt.Fprintf(tw, "Cluster Autoscaler:\tDeployment %s (--max-node-provision-time=%s, --max-node-startup-time=%s)\n", c.Deployment, c.MaxNodeProvisionTime, c.MaxNodeStartupTime)
+		printf(tw, "Cluster Autoscaler:\tDeployment %s (--max-node-provision-time=%s, --max-node-startup-time=%s)\n", c.Deployment, c.MaxNodeProvisionTime, c.MaxNodeStartupTime)
 	}
 	if len(rep.ClusterAutoscalers) == 0 {
-		fmt.Fprintf(tw, "Cluster Autoscaler:\tno Deployment visible (a managed one, as on GKE or AKS, runs outside the cluster)\n")
+		printf(tw, "Cluster Autoscaler:\tno Deployment visible (a managed one, as on GKE or AKS, runs outside the cluster)\n")
 	}
 	switch {
 	case rep.Karpenter.ReadError != "":
-		fmt.Fprintf(tw, "Karpenter:\tinstalled; NodePools not read (see below)\n")
+		printf(tw, "Karpenter:\tinstalled; NodePools not read (see below)\n")
 	case !rep.Karpenter.Installed:
-		fmt.Fprintf(tw, "Karpenter:\tnot installed (no karpenter.sh/v1 NodePools)\n")
+		printf(tw, "Karpenter:\tnot installed (no karpenter.sh/v1 NodePools)\n")
 	case len(rep.Karpenter.NodePools) == 0:
-		fmt.Fprintf(tw, "Karpenter:\tinstalled, no NodePools\n")
+		printf(tw, "Karpenter:\tinstalled, no NodePools\n")
 	default:
-		fmt.Fprintf(tw, "Karpenter:\tNodePools %s\n", strings.Join(rep.Karpenter.NodePools, ", "))
+		printf(tw, "Karpenter:\tNodePools %s\n", strings.Join(rep.Karpenter.NodePools, ", "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -108,19 +108,19 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 	}
 	printStranded(w, rep.StrandedTaints, &n)
 	if len(rep.ReadErrors) > 0 {
-		fmt.Fprintf(w, "\nNot read (the verdict is incomplete):\n")
+		printf(w, "\nNot read (the verdict is incomplete):\n")
 		for _, e := range rep.ReadErrors {
-			fmt.Fprintf(w, "  - %s\n", e)
+			printf(w, "  - %s\n", e)
 		}
 	}
 	advice := n - rep.Problems
 	switch {
 	case rep.Problems > 0:
-		fmt.Fprintf(w, "\n%d %s, %d advice.\n", rep.Problems, plural(rep.Problems, "problem", "problems"), advice)
+		printf(w, "\n%d %s, %d advice.\n", rep.Problems, plural(rep.Problems, "problem", "problems"), advice)
 	case advice > 0:
-		fmt.Fprintf(w, "\nNo problems; %d advice.\n", advice)
+		printf(w, "\nNo problems; %d advice.\n", advice)
 	default:
-		fmt.Fprintf(w, "\nNo problems: every autoscaler present treats our taints as it should.\n")
+		printf(w, "\nNo problems: every autoscaler present treats our taints as it should.\n")
 	}
 	return nil
 }
@@ -128,32 +128,32 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 // printInstall writes one installation: its keys, how each autoscaler
 // treats them, and its findings numbered on from *n.
 func printInstall(w io.Writer, in InstallReport, n *int) error {
-	fmt.Fprintln(w)
+	printf(w, "\n")
 	tw := newTable(w)
 	agent := in.Agent
 	if in.Release != "" {
 		agent += " (Helm release " + in.Release + ")"
 	}
-	fmt.Fprintf(tw, "kube-node-ready:\t%s\n", agent)
-	fmt.Fprintf(tw, "  startup taint:\t%s\n", in.Startup)
-	fmt.Fprintf(tw, "  unhealthy taint:\t%s\n", in.Unhealthy)
+	printf(tw, "kube-node-ready:\t%s\n", agent)
+	printf(tw, "  startup taint:\t%s\n", in.Startup)
+	printf(tw, "  unhealthy taint:\t%s\n", in.Unhealthy)
 	switch {
 	case in.Webhook == "":
-		fmt.Fprintf(tw, "  webhook:\tnot found\n")
+		printf(tw, "  webhook:\tnot found\n")
 	case in.UnverifiedDeadline == "":
-		fmt.Fprintf(tw, "  webhook:\t%s, remediation off\n", in.Webhook)
+		printf(tw, "  webhook:\t%s, remediation off\n", in.Webhook)
 	default:
-		fmt.Fprintf(tw, "  webhook:\t%s, remediation %s after --unverified-deadline=%s\n", in.Webhook, in.Remediation, in.UnverifiedDeadline)
+		printf(tw, "  webhook:\t%s, remediation %s after --unverified-deadline=%s\n", in.Webhook, in.Remediation, in.UnverifiedDeadline)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(in.Treatments) > 0 {
-		fmt.Fprintln(w)
+		printf(w, "\n")
 		tw = newTable(w)
 		fmt.Fprintln(tw, "TAINT\tROLE\tAUTOSCALER\tTREATS IT AS\tBECAUSE")
 		for _, t := range in.Treatments {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Key, t.Role, t.Autoscaler, t.Class, t.Rule)
+			printf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Key, t.Role, t.Autoscaler, t.Class, t.Rule)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -162,19 +162,19 @@ func printInstall(w io.Writer, in InstallReport, n *int) error {
 	if len(in.Findings) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nFindings:\n")
+	printf(w, "\nFindings:\n")
 	for _, f := range in.Findings {
 		*n++
-		fmt.Fprintf(w, "%d. %s: %s, %s taint %s: %s\n", *n, f.Severity, f.Autoscaler, f.Role, f.Key, f.Summary)
+		printf(w, "%d. %s: %s, %s taint %s: %s\n", *n, f.Severity, f.Autoscaler, f.Role, f.Key, f.Summary)
 		for _, line := range wrap(f.Detail, 96) {
-			fmt.Fprintf(w, "   %s\n", line)
+			printf(w, "   %s\n", line)
 		}
 		for i, fix := range f.Fixes {
 			label := "fix:"
 			if i > 0 {
 				label = "or: "
 			}
-			fmt.Fprintf(w, "   %s %s\n", label, fix)
+			printf(w, "   %s %s\n", label, fix)
 		}
 	}
 	return nil
@@ -186,19 +186,19 @@ func printStranded(w io.Writer, stranded []StrandedTaint, n *int) {
 	if len(stranded) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nTaints no running agent removes:\n")
+	printf(w, "\nTaints no running agent removes:\n")
 	for _, s := range stranded {
 		*n++
-		fmt.Fprintf(w, "%d. problem: %s taint %s on %d %s (%s): stranded\n", *n, s.Role, s.Key, len(s.Nodes), plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", "))
+		printf(w, "%d. problem: %s taint %s on %d %s (%s): stranded\n", *n, s.Role, s.Key, len(s.Nodes), plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", "))
 		for _, line := range wrap(s.Detail, 96) {
-			fmt.Fprintf(w, "   %s\n", line)
+			printf(w, "   %s\n", line)
 		}
 		for i, fix := range s.Fixes {
 			label := "fix:"
 			if i > 0 {
 				label = "or: "
 			}
-			fmt.Fprintf(w, "   %s %s\n", label, fix)
+			printf(w, "   %s %s\n", label, fix)
 		}
 	}
 }

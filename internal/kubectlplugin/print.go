@@ -63,15 +63,15 @@ func PrintStatus(w io.Writer, reports []NodeReport, wide bool, now time.Time) er
 		if len(r.Taints) > 0 {
 			taint = strings.Join(r.Taints, ",")
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Verified, taint, list(r.Failing), age(r.CreationTimestamp.Time, now), r.Cleanup.Summary)
+		line := sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Verified, taint, list(r.Failing), age(r.CreationTimestamp.Time, now), r.Cleanup.Summary)
 		if wide {
 			reason := "-"
 			if r.Condition != nil {
 				reason = r.Condition.Reason
 			}
-			line += fmt.Sprintf("\t%s\t%t\t%t", reason, r.Bypass, r.Finalizer)
+			line += sprintf("\t%s\t%t\t%t", reason, r.Bypass, r.Finalizer)
 		}
-		fmt.Fprintln(tw, line)
+		fmt.Fprintln(tw, line) // its values escaped by sprintf
 	}
 	return tw.Flush()
 }
@@ -88,7 +88,7 @@ func PrintCleanup(w io.Writer, reports []NodeReport, now time.Time) error {
 			deleting = age(c.DeletionTimestamp.Time, now)
 		}
 		row := func(attempt, retry, plugin, state string) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, deleting, attempt, retry, plugin, state)
+			printf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, deleting, attempt, retry, plugin, state)
 		}
 		switch {
 		case c.StatusError != "":
@@ -172,48 +172,48 @@ func PrintWhy(w io.Writer, why Why, now time.Time) error {
 	if len(r.Taints) > 0 {
 		taint, keys = strings.Join(r.Taints, ","), strings.Join(r.TaintKeys, ", ")
 	}
-	fmt.Fprintf(tw, "Node:\t%s\n", r.Name)
-	fmt.Fprintf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, api.VerifiedLabel)
-	fmt.Fprintf(tw, "Taint:\t%s\t(%s)\n", taint, keys)
-	fmt.Fprintf(tw, "Bypass:\t%t\t(annotation %s)\n", r.Bypass, api.SkipVerificationAnnotation)
-	fmt.Fprintf(tw, "Cleanup:\t%s\n", r.Cleanup.Summary)
+	printf(tw, "Node:\t%s\n", r.Name)
+	printf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, api.VerifiedLabel)
+	printf(tw, "Taint:\t%s\t(%s)\n", taint, keys)
+	printf(tw, "Bypass:\t%t\t(annotation %s)\n", r.Bypass, api.SkipVerificationAnnotation)
+	printf(tw, "Cleanup:\t%s\n", r.Cleanup.Summary)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nCondition %s:\n", api.ConditionType)
+	printf(w, "\nCondition %s:\n", api.ConditionType)
 	if c := r.Condition; c == nil {
-		fmt.Fprintf(w, "  not set: no kube-node-ready agent has reported on this node\n")
+		printf(w, "  not set: no kube-node-ready agent has reported on this node\n")
 	} else {
 		tw = newTable(w)
-		fmt.Fprintf(tw, "  Status:\t%s\n", c.Status)
-		fmt.Fprintf(tw, "  Reason:\t%s\n", c.Reason)
-		fmt.Fprintf(tw, "  Message:\t%s\n", c.Message)
-		fmt.Fprintf(tw, "  Last transition:\t%s\n", stamp(c.LastTransitionTime.Time, now))
-		fmt.Fprintf(tw, "  Last written:\t%s\n", stamp(c.LastHeartbeatTime.Time, now))
+		printf(tw, "  Status:\t%s\n", c.Status)
+		printf(tw, "  Reason:\t%s\n", c.Reason)
+		printf(tw, "  Message:\t%s\n", c.Message)
+		printf(tw, "  Last transition:\t%s\n", stamp(c.LastTransitionTime.Time, now))
+		printf(tw, "  Last written:\t%s\n", stamp(c.LastHeartbeatTime.Time, now))
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		printRound(w, c, now)
 	}
 
-	fmt.Fprintf(w, "\nEvents (events.k8s.io/v1 about Node %s, %s, newest last", r.Name, why.EventsScope)
+	printf(w, "\nEvents (events.k8s.io/v1 about Node %s, %s, newest last", r.Name, why.EventsScope)
 	switch {
 	case why.EventsErr != "":
-		fmt.Fprintf(w, "):\n  cannot list them: %s\n", why.EventsErr)
+		printf(w, "):\n  cannot list them: %s\n", why.EventsErr)
 		return nil
 	case why.EventsTotal == 0:
-		fmt.Fprintf(w, "):\n  none\n")
+		printf(w, "):\n  none\n")
 		return nil
 	case len(why.Events) < why.EventsTotal:
-		fmt.Fprintf(w, "; the last %d of %d):\n", len(why.Events), why.EventsTotal)
+		printf(w, "; the last %d of %d):\n", len(why.Events), why.EventsTotal)
 	default:
-		fmt.Fprintf(w, "):\n")
+		printf(w, "):\n")
 	}
 	tw = newTable(w)
 	fmt.Fprintln(tw, "  LAST SEEN\tTYPE\tREASON\tFROM\tCOUNT\tNOTE")
 	for _, e := range why.Events {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", age(e.LastSeen, now), e.Type, e.Reason, e.From, e.Count, e.Note)
+		printf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", age(e.LastSeen, now), e.Type, e.Reason, e.From, e.Count, e.Note)
 	}
 	return tw.Flush()
 }
@@ -222,7 +222,7 @@ func PrintWhy(w io.Writer, why Why, now time.Time) error {
 // and what it cannot tell.
 func printRound(w io.Writer, c *Condition, now time.Time) {
 	round := RoundOf(c.Reason, c.Message)
-	fmt.Fprintf(w, "\nAgent's last reported round (read from the condition above: the agent rewrites it only when\n"+
+	printf(w, "\nAgent's last reported round (read from the condition above: the agent rewrites it only when\n"+
 		"the outcome changes, so this is the latest change, not necessarily the latest round):\n")
 	tw := newTable(w)
 	outcome := round.Outcome
@@ -249,10 +249,10 @@ func printRound(w io.Writer, c *Condition, now time.Time) {
 	default:
 		outcome += ": " + round.Detail
 	}
-	fmt.Fprintf(tw, "  Outcome:\t%s\n", outcome)
+	printf(tw, "  Outcome:\t%s\n", outcome)
 	if round.Message.HasModes {
-		fmt.Fprintf(tw, "  Continuous checks:\t%s\n", orNone(round.Message.Continuous))
-		fmt.Fprintf(tw, "  Bootstrap checks:\t%s\n", orNone(round.Message.Bootstrap))
+		printf(tw, "  Continuous checks:\t%s\n", orNone(round.Message.Continuous))
+		printf(tw, "  Bootstrap checks:\t%s\n", orNone(round.Message.Bootstrap))
 	}
 	_ = tw.Flush()
 }

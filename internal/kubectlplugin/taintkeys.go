@@ -127,6 +127,6 @@ func readTaintKeys(ctx context.Context, inv *invocation) (TaintKeys, []string) {
 // printWarnings writes each warning to w, prefixed as kubectl does.
 func printWarnings(w io.Writer, warnings []string) {
 	for _, msg := range warnings {
-		fmt.Fprintf(w, "warning: %s\n", msg)
+		printf(w, "warning: %s\n", msg)
 	}
 }

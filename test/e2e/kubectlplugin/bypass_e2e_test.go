@@ -134,7 +134,7 @@ func TestKubeconfigContextAndPermissions(t *testing.T) {
 	if r := run("", "status", "--kubeconfig", kubeconfig); r.code != 0 || len(rowsOf(table(t, r.stdout), "kp-ctx")) != 1 {
 		t.Errorf("status with --kubeconfig: %s", r)
 	}
-	forbidden := regexp.MustCompile(`^error: not allowed to patch nodes kp-ctx: nodes "kp-ctx" is forbidden: User "system:serviceaccount:` + ns + `:kp-viewer" cannot patch resource "nodes"`)
+	forbidden := regexp.MustCompile(`(?m)^error: not allowed to patch nodes kp-ctx: nodes "kp-ctx" is forbidden: User "system:serviceaccount:` + ns + `:kp-viewer" cannot patch resource "nodes"`)
 	if r := run("", "bypass", "kp-ctx", "--kubeconfig", kubeconfig); r.code != 1 || !forbidden.MatchString(r.stderr) {
 		t.Errorf("bypass as the viewer: %s; want exit 1 and %s", r, forbidden)
 	}

@@ -70,7 +70,10 @@ func TestDoctorNamesStrandedTaints(t *testing.T) {
 	cp.NewNode(t, "kp-stranded-custom", taint("example.com/old-boot"))
 	cp.KubectlOK(t, rolledBackAgent, "apply", "-f", "-")
 	t.Cleanup(func() {
-		_, _ = cp.Kubectl(context.Background(), nil, "delete", "namespace", strandedNamespace, "--wait=false", "--ignore-not-found")
+		ctx := context.Background()
+		// No namespace controller runs here: delete what it would.
+		_, _ = cp.Kubectl(ctx, nil, "delete", "daemonset,controllerrevision", "--all", "-n", strandedNamespace, "--ignore-not-found")
+		_, _ = cp.Kubectl(ctx, nil, "delete", "namespace", strandedNamespace, "--wait=false", "--ignore-not-found")
 	})
 
 	doctor := func(t *testing.T) (result, kubectlplugin.DoctorReport) {
