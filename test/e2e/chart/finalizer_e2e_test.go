@@ -23,16 +23,27 @@ const finRelease = "fin"
 // runners counts the nodes created to run hook Jobs on.
 var runners int
 
-// TestSchemaRefusesAStrandedFinalizer: values under which the finalizer
+// TestChartRefusesAStrandedFinalizer: values under which the finalizer
 // would be added with nothing to remove it are refused before anything
-// reaches the cluster; turning cleanup off together with back-fill renders
-// no admission webhook at all.
-func TestSchemaRefusesAStrandedFinalizer(t *testing.T) {
+// reaches the cluster (by the chart's render-time checks, which say the
+// value set and why, or by the schema); turning cleanup off together with
+// back-fill renders no admission webhook at all.
+func TestChartRefusesAStrandedFinalizer(t *testing.T) {
+	// Cleanup off alone keeps back-fill's default: refused with the value
+	// set, why, and the fix, by helm install and upgrade too.
+	for _, sets := range [][]string{
+		{"webhook.cleanup.enabled=false"},
+		{"webhook.cleanup.enabled=false", "webhook.backfill=true"},
+	} {
+		t.Run(strings.Join(sets, ","), func(t *testing.T) {
+			refusedEverywhere(t, sets, "webhook.cleanup.enabled=false is refused while webhook.backfill=true",
+				"adds the finalizer "+finalizer+" to every node", "nothing removes it", "Set webhook.backfill=false as well")
+		})
+	}
 	for _, tc := range []struct {
 		sets []string
 		want string
 	}{
-		{[]string{"webhook.cleanup.enabled=false"}, "backfill"},
 		{[]string{"webhook.cleanup.deadlineMinAttempts=0"}, "deadlineMinAttempts"},
 		{[]string{"webhook.uninstall.cleanupWait=soon"}, "cleanupWait"},
 		{[]string{"webhook.legacyFinalizers={old-name}"}, "legacyFinalizers"},
@@ -55,6 +66,9 @@ func TestSchemaRefusesAStrandedFinalizer(t *testing.T) {
 	}
 	if strings.Contains(out, "kind: MutatingWebhookConfiguration") {
 		t.Errorf("a MutatingWebhookConfiguration is rendered with cleanup off: admission would add a finalizer nothing removes")
+	}
+	if !strings.Contains(out, "- --backfill=false\n") || !strings.Contains(out, "- --cleanup=false\n") {
+		t.Errorf("the webhook is not run with --backfill=false --cleanup=false: back-fill would add a finalizer nothing removes")
 	}
 }
 
