@@ -1,9 +1,12 @@
 //go:build e2e
 
 // Package cleanup benchmarks node cleanup with the real webhook binary at its
-// default settings (16 workers, client QPS 50 / burst 100) against the real
+// default settings (16 workers, client QPS 200 / burst 400) against the real
 // kube-apiserver: how long 500 nodes (-cleanup.burst) deleted at once take
-// to disappear with one 200 ms plugin, and the watcher's resident memory with
+// to disappear with one 200 ms plugin (and, with -cleanup.storage, the
+// volumeattachments and local-volumes plugins before it), the API requests
+// per deleted node by verb and resource (apiserver_request_total, less the
+// benchmark's own), and the watcher's resident memory with
 // 5 000 realistic nodes (-cleanup.cache-nodes) in its cache, which with
 // -cleanup.backfill it back-fills first; BenchmarkRemediationScan times the
 // remediation scans with as many unverified nodes cached. It prints the "## Cleanup" section's tables for
@@ -90,6 +93,8 @@ type variant struct {
 	times     []time.Duration
 	// statusWrites per cleaned-up node, per round.
 	statusWrites []float64
+	// requests per deleted node by verb and resource, per round.
+	requests []map[request]float64
 }
 
 func benchCleanup(b *testing.B) {
@@ -105,9 +110,14 @@ func benchCleanup(b *testing.B) {
 	defer srv.Close()
 
 	// Two plugins, so the cleanup status annotation has progress to show:
-	// the 200 ms portworx decommission and the log plugin.
+	// the 200 ms portworx decommission and the log plugin; with
+	// -cleanup.storage the storage plugins before portworx.
+	plugins := "plugins:\n  log: {}\n  portworx:\n    endpoint: http://" + pxAddr + "\n"
+	if *storage {
+		plugins += "    after: [volumeattachments, local-volumes]\n" + storagePlugins()
+	}
 	config := filepath.Join(cp.Dir, "cleanup.yaml")
-	if err := os.WriteFile(config, []byte("plugins:\n  log: {}\n  portworx:\n    endpoint: http://"+pxAddr+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(plugins), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	fast := rest.CopyConfig(cp.Config)
@@ -115,6 +125,9 @@ func benchCleanup(b *testing.B) {
 	client, err := kubernetes.NewForConfig(fast)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if *storage {
+		setupStorage(b, client)
 	}
 	args := []string{"--kubeconfig=" + cp.Kubeconfig, "--namespace=kube-system", "--webhook-config-name=", "--config=" + config}
 
@@ -127,20 +140,29 @@ func benchCleanup(b *testing.B) {
 		hook := cp.StartWebhookBinary(b, v.bin, fmt.Sprintf("webhook-%d", round), webhookIP, args...)
 		hook.WaitReady(b, 30*time.Second)
 		createNodes(b, client, "burst-", *burst, false, true)
+		if *storage {
+			createStorage(b, client, "burst-", *burst)
+		}
 		waitMetric(b, hook, "node_cleanup_nodes_with_finalizer", float64(*burst), 60*time.Second)
 		waitMetric(b, hook, "node_cleanup_leader", 1, 60*time.Second)
 		before := px.deletes.Load()
+		requestsBefore := apiserverRequests(b, client)
+		polls := 0
 		start := time.Now()
 		if err := client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "bench=burst"}); err != nil {
 			b.Fatal(err)
 		}
-		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 15*time.Minute, true, func(ctx context.Context) (bool, error) {
+			polls++
 			l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench=burst"})
 			return err == nil && len(l.Items) == 0, nil
 		}); err != nil {
 			b.Fatalf("round %d: nodes never all gone: %v", round, err)
 		}
 		d := time.Since(start)
+		// The benchmark's own requests in that window: the deletion and its polls.
+		own := map[request]float64{{"DELETECOLLECTION", "nodes"}: 1, {"LIST", "nodes"}: float64(polls)}
+		reqs := perNode(requestsBefore, apiserverRequests(b, client), own, *burst)
 		if got := px.deletes.Load() - before; got != int64(*burst) {
 			b.Fatalf("round %d: %d decommissions for %d nodes", round, got, *burst)
 		}
@@ -150,7 +172,19 @@ func benchCleanup(b *testing.B) {
 		}
 		v.times = append(v.times, d)
 		v.statusWrites = append(v.statusWrites, writes/float64(*burst))
-		b.Logf("round %d (%s): %d nodes gone in %s, %.2f status writes per node", round, v.name, *burst, d.Round(time.Millisecond), writes/float64(*burst))
+		v.requests = append(v.requests, reqs)
+		var all float64
+		var parts []string
+		for r, n := range reqs {
+			all += n
+			parts = append(parts, fmt.Sprintf("%s %.2f", r, n))
+		}
+		slices.Sort(parts)
+		b.Logf("round %d (%s): %d nodes gone in %s, %.2f status writes per node, %.2f API requests per node (%s)", round, v.name, *burst, d.Round(time.Millisecond),
+			writes/float64(*burst), all, strings.Join(parts, ", "))
+		if *storage {
+			checkAndClearStorage(b, client)
+		}
 		if err := hook.Stop(10 * time.Second); err != nil {
 			b.Fatal(err)
 		}
@@ -158,7 +192,11 @@ func benchCleanup(b *testing.B) {
 	}
 
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| %d nodes deleted at once (DeleteCollection), portworx (%s) + log | round 1 | round 2 | round 3 | median | status writes per node |\n| --- | --- | --- | --- | --- | --- |\n", *burst, pluginTime)
+	what := fmt.Sprintf("portworx (%s) + log", pluginTime)
+	if *storage {
+		what = fmt.Sprintf("volumeattachments + local-volumes (one each per node) + portworx (%s) + log", pluginTime)
+	}
+	fmt.Fprintf(&sb, "\n| %d nodes deleted at once (DeleteCollection), %s | round 1 | round 2 | round 3 | median | status writes per node |\n| --- | --- | --- | --- | --- | --- |\n", *burst, what)
 	for _, v := range variants {
 		sorted := slices.Clone(v.times)
 		slices.Sort(sorted)
@@ -169,6 +207,7 @@ func benchCleanup(b *testing.B) {
 		m := func(v *variant) float64 { s := slices.Clone(v.times); slices.Sort(s); return s[len(s)/2].Seconds() }
 		fmt.Fprintf(&sb, "\nRatio of medians, this build to %s: **%.3f**.\n", variants[1].name, m(variants[0])/m(variants[1]))
 	}
+	sb.WriteString(requestTable(variants, *burst))
 
 	// Memory: a fresh replica lists -cleanup.cache-nodes realistic nodes.
 	createNodes(b, client, "cache-", *cache, true, !*backfill)
