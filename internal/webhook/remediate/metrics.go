@@ -105,10 +105,3 @@ func (m metrics) zero() {
 		m.blocked.WithLabelValues(reason).Set(0)
 	}
 }
-
-func boolGauge(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}

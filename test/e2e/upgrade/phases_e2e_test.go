@@ -92,16 +92,18 @@ func (e *env) joinsWithPreviousKey(t *testing.T) {
 
 // rollback: helm rollback to the previous release, as safe: the cleanup the
 // new release started is carried on by the previous one. The node the new
-// release re-tainted keeps its status taint, which the previous release does
-// not know: doctor names it, with the fix.
+// release re-tainted keeps its status taint, and a node that joins with the
+// new release's startup key is never verified: the previous release knows
+// neither key. Doctor names both, with the fix.
 func (e *env) rollback(t *testing.T) {
 	held := "held-at-rollback"
 	e.startHeld(t, held, e.newTag)
-	e.holdOut = e.victim
+	e.holdOut = []string{e.victim}
 	e.roll(t, "rollback", e.prevTag, "rollback", release, "1", "--namespace", namespace, "--wait", "--timeout", "3m")
 	e.leaseHeldBy(t, e.prevTag)
 	e.finishHeld(t, held, e.prevTag)
 	e.afterRoll(t, "after the rollback")
+	e.joinsWithNewerKey(t)
 	e.strandedAfterRollback(t)
 }
 

@@ -141,9 +141,11 @@ type env struct {
 	caCert     []byte
 	conditions map[string]metav1.Time
 
-	// victim is the real node the working tree's agent re-taints; while
-	// holdOut names it, the rolls do not wait for it to be verified.
-	victim, holdOut string
+	// victim is the real node the working tree's agent re-taints; joined
+	// the one that joins after the rollback with the working tree's startup
+	// key. The rolls do not wait for the nodes in holdOut to be verified.
+	victim, joined string
+	holdOut        []string
 }
 
 // values writes the chart values both releases install with: the images
@@ -257,12 +259,12 @@ func (e *env) installPrevious(t *testing.T) {
 	e.mon.check(t, "under the previous release")
 }
 
-// verified reports whether every real node (but e.holdOut) is untainted
+// verified reports whether every real node (but those in e.holdOut) is untainted
 // and labelled verified.
 func (e *env) verified(ctx context.Context) (bool, string) {
 	var notYet []string
 	for _, rn := range e.c.Nodes {
-		if rn.Name == e.holdOut {
+		if slices.Contains(e.holdOut, rn.Name) {
 			continue
 		}
 		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, rn.Name, metav1.GetOptions{})
