@@ -33,3 +33,19 @@ func ShippedFinalizersText() string {
 	}
 	return strings.Join(shippedFinalizers, ", ")
 }
+
+// HonouredFinalizers are the older names a webhook whose finalizer is
+// current must honour: legacy (its --legacy-finalizers) and every shipped
+// name, always, whatever its configuration says, less current itself. A
+// shipped name is the project's own, so a rename rendered without Helm's
+// lookup (helm template, Argo CD, Flux) still removes it after cleanup and
+// replaces it on live nodes. Legacy names come first, each name once.
+func HonouredFinalizers(current string, legacy []string) []string {
+	var out []string
+	for _, name := range slices.Concat(legacy, shippedFinalizers) {
+		if name != current && name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}

@@ -36,3 +36,33 @@ func TestShippedFinalizers(t *testing.T) {
 		}
 	}
 }
+
+// TestHonouredFinalizers: every shipped name is honoured whatever the
+// configuration names, the current finalizer never counts as an older one,
+// and each name appears once.
+func TestHonouredFinalizers(t *testing.T) {
+	const custom = "example.com/custom-cleanup"
+	for _, tt := range []struct {
+		name    string
+		current string
+		legacy  []string
+		want    []string
+	}{
+		{"the default name: nothing older", Finalizer, nil, nil},
+		{"renamed without --legacy-finalizers", custom, nil, []string{Finalizer}},
+		{"renamed, the shipped name also given", custom, []string{Finalizer}, []string{Finalizer}},
+		{"the current name among the legacy ones", Finalizer, []string{Finalizer}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := HonouredFinalizers(tt.current, tt.legacy)
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("HonouredFinalizers(%q, %q) = %q, want %q", tt.current, tt.legacy, got, tt.want)
+			}
+		})
+	}
+	for _, name := range ShippedFinalizers() {
+		if got := HonouredFinalizers(name+"-renamed", nil); !strings.Contains(strings.Join(got, ","), name) {
+			t.Errorf("renamed away from %s: %q does not honour it", name, got)
+		}
+	}
+}

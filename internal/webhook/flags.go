@@ -50,6 +50,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PluginHealthInterval, "plugin-health-interval", o.PluginHealthInterval, "how often cleanup plugins that offer a health probe (portworx, notify, hook) are probed; they are also probed before a cleanup starts, and one whose probe fails is not run in that attempt; 0 turns probing off")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "plugins report what they would do and change nothing; finalizers are still removed")
 	fs.DurationVar(&o.CleanupWait, "cleanup-wait", o.CleanupWait, "remove-finalizers: longest wait for node cleanups in progress to finish before their finalizer is removed anyway (each node whose cleanup is cut short is named); 0 does not wait")
+	fs.StringVar(&o.FinalizerRecord, "finalizer-record", o.FinalizerRecord, "remove-finalizers: ConfigMap in --namespace recording the finalizer names this release's webhook used (data key finalizers, comma-separated); when set, only this release's names are removed, and only if its webhook ran here (the ConfigMap or the Lease --leader-elect-lease-name exists); empty removes --finalizer, --legacy-finalizers and the shipped names unconditionally")
 	fs.StringVar(&o.SkipAnnotation, "skip-cleanup-annotation", o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to back-fill and clean up")
 	fs.StringVar(&o.LeaseName, "leader-elect-lease-name", o.LeaseName, "name of the leader Lease")

@@ -36,7 +36,9 @@ type Options struct {
 	// cleanup and remove-finalizers remove them too, and back-fill replaces
 	// them, so renaming the finalizer never strands a node. Only names in
 	// api.ShippedFinalizers are accepted: anything else would be stripped
-	// from every node.
+	// from every node. The shipped names are honoured whether given or not
+	// (api.HonouredFinalizers), so a chart rendered without lookup strands
+	// none of them.
 	LegacyFinalizers []string
 	// MaxBodyBytes bounds an admission request body.
 	MaxBodyBytes int64
@@ -124,6 +126,13 @@ type Options struct {
 	// CleanupWait bounds how long remove-finalizers waits for cleanups in
 	// progress to finish before it strips their finalizer anyway; 0 waits not.
 	CleanupWait time.Duration
+	// FinalizerRecord, for remove-finalizers, is the ConfigMap in Namespace
+	// that says which finalizer names this release's webhook used (the
+	// chart renders it whenever the webhook is enabled and never prunes
+	// it). Set, remove-finalizers removes only this release's names, and
+	// only when its webhook ran here: the record or the leader Lease exists.
+	// Empty removes the names given, unconditionally.
+	FinalizerRecord string
 
 	// LeaderElect makes replicas elect one leader that back-fills and cleans up.
 	LeaderElect bool

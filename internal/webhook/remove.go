@@ -14,15 +14,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 )
 
 // RemoveFinalizers is the uninstall (and disable) command: it deletes the
 // MutatingWebhookConfiguration first (no new Node gets the finalizer, and a
 // running leader stops back-filling), waits up to opts.CleanupWait for
-// cleanups in progress to finish, then strips our finalizer (and its legacy
-// names) from every Node, so nothing is left stuck in Terminating. Each node
-// whose cleanup it cuts short is named, with where its cleanup stood.
+// cleanups in progress to finish, then strips our finalizer (its legacy
+// names, the shipped ones and, with --finalizer-record, the names the
+// release's record lists: releaseFinalizers) from every Node, so nothing is
+// left stuck in Terminating. Each node whose cleanup it cuts short is named,
+// with where its cleanup stood.
 func RemoveFinalizers(ctx context.Context, opts Options, out io.Writer) error {
 	cfg, err := restConfig(opts.Kubeconfig, opts.KubeAPIQPS, opts.KubeAPIBurst)
 	if err != nil {
@@ -48,7 +51,14 @@ func RemoveFinalizers(ctx context.Context, opts Options, out io.Writer) error {
 			logf("mutatingwebhookconfiguration %s: deleted", name)
 		}
 	}
-	owned := append([]string{opts.Finalizer}, opts.LegacyFinalizers...)
+	owned, err := releaseFinalizers(ctx, client, opts)
+	if err != nil {
+		return err
+	}
+	if len(owned) == 0 {
+		logf("no webhook of this release ran here (neither configmap %s/%s nor lease %s/%s exists): no finalizer of its own to remove", opts.Namespace, opts.FinalizerRecord, opts.LeaseNS(), opts.LeaseName)
+		return nil
+	}
 	if opts.CleanupWait > 0 {
 		waitForCleanups(ctx, mc, owned, opts.CleanupWait, logf)
 	}
@@ -147,6 +157,47 @@ func removeAll(ctx context.Context, client metadata.Interface, owned []string, l
 		return left == 0 && passes >= 2, nil
 	})
 	return changed, err
+}
+
+// RecordKey is the key of a finalizer record's data that lists the names,
+// comma-separated.
+const RecordKey = "finalizers"
+
+// releaseFinalizers are the finalizer names remove-finalizers removes:
+// --finalizer, --legacy-finalizers and every shipped name
+// (api.HonouredFinalizers). With --finalizer-record, they are this
+// release's only: the record's names are added, and when neither the record
+// nor the release's leader Lease exists, no webhook of this release ever ran
+// here (an agent-only release) and there is nothing of its own to remove:
+// none, so another release's finalizer is never taken off.
+func releaseFinalizers(ctx context.Context, client kubernetes.Interface, opts Options) ([]string, error) {
+	owned := append([]string{opts.Finalizer}, api.HonouredFinalizers(opts.Finalizer, opts.LegacyFinalizers)...)
+	if opts.FinalizerRecord == "" {
+		return owned, nil
+	}
+	cm, err := client.CoreV1().ConfigMaps(opts.Namespace).Get(ctx, opts.FinalizerRecord, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		for _, name := range strings.Split(cm.Data[RecordKey], ",") {
+			name = strings.TrimSpace(name)
+			if domainQualified(name) == nil && !slices.Contains(owned, name) {
+				owned = append(owned, name)
+			}
+		}
+		return owned, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("read the finalizer record configmap %s/%s: %w", opts.Namespace, opts.FinalizerRecord, err)
+	}
+	// A webhook older than the record leaves its leader Lease behind.
+	_, err = client.CoordinationV1().Leases(opts.LeaseNS()).Get(ctx, opts.LeaseName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return owned, nil
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("read lease %s/%s: %w", opts.LeaseNS(), opts.LeaseName, err)
+	}
 }
 
 func carriesAny(finalizers, owned []string) bool {

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
@@ -63,7 +64,8 @@ type Config struct {
 	// Legacy are older names of ours: a node being deleted that carries one
 	// is cleaned up like one with Finalizer and loses them all; back-fill
 	// replaces them with Finalizer on the others. So a renamed finalizer
-	// never holds a deletion that nothing removes.
+	// never holds a deletion that nothing removes. New adds every name the
+	// project shipped (api.HonouredFinalizers), whatever is given here.
 	Legacy []string
 	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
 	SkipAnnotation string
@@ -138,6 +140,7 @@ var (
 // factory.Start after New so the informer has its handlers.
 func New(client metadata.Interface, factory metadatainformer.SharedInformerFactory, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Controller, error) {
 	inf := factory.ForResource(NodesResource)
+	cfg.Legacy = api.HonouredFinalizers(cfg.Finalizer, cfg.Legacy)
 	c := &Controller{
 		client:    client,
 		cfg:       cfg,

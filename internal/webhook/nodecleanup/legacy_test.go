@@ -63,3 +63,29 @@ func TestLegacyFinalizers(t *testing.T) {
 		}
 	})
 }
+
+// TestShippedNamesAreAlwaysHonoured: a webhook renamed to a custom
+// finalizer with no --legacy-finalizers (a chart rendered without Helm's
+// lookup) still replaces the shipped name on a live node and removes it
+// from a node being deleted after cleanup; someone else's stays.
+func TestShippedNamesAreAlwaysHonoured(t *testing.T) {
+	const custom = "example.com/custom-cleanup"
+	renamed := func(c *Config) { c.Finalizer, c.Legacy = custom, nil }
+	t.Run("back-fill replaces the shipped name", func(t *testing.T) {
+		f := newFixture(t, renamed, meta("live", finalizers("a/b", fin)))
+		got, err := f.syncBackfill("live")
+		f.expect(got, err, "patch nodes live")
+		if fs := f.finalizers("live"); !reflect.DeepEqual(fs, []string{"a/b", custom}) {
+			t.Errorf("finalizers %q, want the shipped name replaced by %s", fs, custom)
+		}
+	})
+	t.Run("cleanup removes the shipped name", func(t *testing.T) {
+		f := newFixture(t, renamed, deleting("gone", finalizers(fin, "a/b")))
+		f.pipeline = pipelineOf([]*plugin{{name: "p"}})
+		got, err := f.syncCleanup("gone", 0)
+		f.expect(got, err, "patch nodes gone")
+		if fs := f.finalizers("gone"); !reflect.DeepEqual(fs, []string{"a/b"}) {
+			t.Errorf("finalizers %q, want only someone else's left", fs)
+		}
+	})
+}
