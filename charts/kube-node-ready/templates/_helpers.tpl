@@ -103,22 +103,45 @@ seccompProfile:
 {{- end -}}
 
 {{- /*
-Older names of the webhook's finalizer, comma-separated: webhook.legacyFinalizers,
-plus the --finalizer and --legacy-finalizers of the webhook Deployment this
-release runs now (lookup; empty in `helm template`), minus the current name.
-So changing webhook.finalizer by `helm upgrade` leaves the old name to the
-webhook and to the uninstall Job, which remove it; nothing is stranded.
+The finalizer names kube-node-ready shipped, as a JSON list: the same list
+as internal/api/finalizers.go (test/e2e/chart checks that they agree). The
+webhook honours every one of them whatever the values say.
+*/}}
+{{- define "knr.shippedFinalizers" -}}
+{{- toJson (list "infra.894.io/node-cleanup") -}}
+{{- end -}}
+
+{{- /*
+Older names of the webhook's finalizer, comma-separated: webhook.legacyFinalizers
+and every shipped name, minus the current one. No lookup: `helm template`,
+Argo CD and Flux render the same list as `helm upgrade`, so renaming
+webhook.finalizer away from a shipped name strands nothing.
 */}}
 {{- define "knr.legacyFinalizers" -}}
-{{- $names := list }}
-{{- range .Values.webhook.legacyFinalizers }}{{ $names = append $names . }}{{ end }}
+{{- $names := concat (.Values.webhook.legacyFinalizers | default list) (include "knr.shippedFinalizers" . | fromJsonArray) }}
+{{- without ($names | compact | uniq) .Values.webhook.finalizer | join "," }}
+{{- end -}}
+
+{{- /*
+A custom finalizer name (one the project never shipped) is honoured only
+while it is webhook.finalizer: renaming away from it would leave it on every
+node. Where Helm can see the running Deployment (install, upgrade: lookup),
+such a rename fails here; under `helm template` lookup is empty, so this is
+a refusal Helm users get, never something safety depends on (docs/install.md,
+GitOps).
+*/}}
+{{- define "knr.refuseStrandedRename" -}}
+{{- $shipped := include "knr.shippedFinalizers" . | fromJsonArray }}
 {{- with lookup "apps/v1" "Deployment" .Release.Namespace (include "knr.webhookName" .) }}
 {{- range (index .spec.template.spec.containers 0).args }}
-{{- if hasPrefix "--finalizer=" . }}{{ $names = append $names (trimPrefix "--finalizer=" .) }}{{ end }}
-{{- if hasPrefix "--legacy-finalizers=" . }}{{ $names = concat $names (splitList "," (trimPrefix "--legacy-finalizers=" .)) }}{{ end }}
+{{- if hasPrefix "--finalizer=" . }}
+{{- $old := trimPrefix "--finalizer=" . }}
+{{- if and (ne $old $.Values.webhook.finalizer) (not (has $old $shipped)) }}
+{{- fail (printf "webhook.finalizer: the running webhook uses the custom finalizer %q, which kube-node-ready never shipped; renaming it to %q would leave %q on every node. Keep webhook.finalizer=%s, or first remove the old name from every node (kube-node-ready-webhook remove-finalizers --finalizer=%s), then rename." $old $.Values.webhook.finalizer $old $old $old) }}
 {{- end }}
 {{- end }}
-{{- without ($names | compact | uniq) .Values.webhook.finalizer | join "," }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* A Go duration ("1h30m", "900s") in seconds, for comparisons. */}}

@@ -62,12 +62,6 @@ func (f *flakyReceiver) state() (posts, probes int) {
 	return f.posts, f.probes
 }
 
-func (f *flakyReceiver) failedPosts() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.failed
-}
-
 // checkedHookConfig writes a webhook configuration whose only plugin is a
 // critical hook at addr, with its health probe and no retries.
 func checkedHookConfig(t *testing.T, dir, addr string) string {
