@@ -152,6 +152,10 @@ func (r *Runner) Run(ctx context.Context) Round {
 	return Round{Results: results, Duration: time.Since(start)}
 }
 
+// timeoutGrace is how long past its timeout the runner waits for a check
+// that honours its context to say why it did not finish.
+const timeoutGrace = 250 * time.Millisecond
+
 func (r *Runner) runOne(ctx context.Context, c Check) (res Result) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
@@ -166,11 +170,21 @@ func (r *Runner) runOne(ctx context.Context, c Check) (res Result) {
 		}()
 		done <- c.Run(ctx)
 	}()
-	// A check that ignores its context must not hold the round past its timeout.
+	// A check that ignores its context must not hold the round past its
+	// timeout. One that honours it returns as the context ends, with an
+	// error that says what did not answer (the network check names the
+	// peer): a short grace lets that error win the race against the
+	// deadline on a busy node instead of the runner's own.
 	select {
 	case res.Err = <-done:
 	case <-ctx.Done():
-		res.Err = fmt.Errorf("%s: no answer within %s: %w", c.Name(), r.timeout, ctx.Err())
+		grace := time.NewTimer(timeoutGrace)
+		defer grace.Stop()
+		select {
+		case res.Err = <-done:
+		case <-grace.C:
+			res.Err = fmt.Errorf("%s: no answer within %s: %w", c.Name(), r.timeout, ctx.Err())
+		}
 	}
 	res.Duration = time.Since(start)
 	if r.metrics != nil {

@@ -81,3 +81,21 @@ func TestNewMetricsTwiceFails(t *testing.T) {
 		t.Fatal("second NewMetrics on one registry: no error")
 	}
 }
+
+// A check that honours its context and says why it did not finish (the
+// network check names the peer that did not answer) is heard, even when it
+// returns just after the deadline: the runner's own "no answer" is only for
+// checks that ignore their context.
+func TestRunnerKeepsTheErrorOfACheckThatHonoursItsDeadline(t *testing.T) {
+	late := fakeCheck{"network", func(ctx context.Context) error {
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond) // a busy node: woken a little after the deadline
+		return errors.New("network: pod-to-pod: 0 of 1 peers answered: tcp 10.244.2.2:8080: i/o timeout")
+	}}
+	for range 20 { // without the grace the runner's deadline wins this race every time
+		res := NewRunner([]Check{late}, 10*time.Millisecond, nil).Run(context.Background()).Results[0]
+		if res.Err == nil || !strings.Contains(res.Err.Error(), "10.244.2.2") {
+			t.Fatalf("err = %v, want the check's own error naming the peer", res.Err)
+		}
+	}
+}
