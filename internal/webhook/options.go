@@ -126,12 +126,15 @@ type Options struct {
 	// CleanupWait bounds how long remove-finalizers waits for cleanups in
 	// progress to finish before it strips their finalizer anyway; 0 waits not.
 	CleanupWait time.Duration
-	// FinalizerRecord, for remove-finalizers, is the ConfigMap in Namespace
-	// that says which finalizer names this release's webhook used (the
-	// chart renders it whenever the webhook is enabled and never prunes
-	// it). Set, remove-finalizers removes only this release's names, and
-	// only when its webhook ran here: the record or the leader Lease exists.
-	// Empty removes the names given, unconditionally.
+	// FinalizerRecord is the ConfigMap in Namespace that records the
+	// finalizer names of this release (the chart's <webhook>-finalizers,
+	// rendered whenever the webhook is and never pruned). The webhook writes
+	// Finalizer into it before adding it anywhere, and refuses to start
+	// while nodes carry a custom name it used before and may not remove.
+	// remove-finalizers then removes only this release's names, the
+	// record's included, and only when its webhook ran here (the record or
+	// the leader Lease exists). Empty: no record; remove-finalizers removes
+	// the names given, unconditionally.
 	FinalizerRecord string
 
 	// LeaderElect makes replicas elect one leader that back-fills and cleans up.

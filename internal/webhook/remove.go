@@ -159,10 +159,6 @@ func removeAll(ctx context.Context, client metadata.Interface, owned []string, l
 	return changed, err
 }
 
-// RecordKey is the key of a finalizer record's data that lists the names,
-// comma-separated.
-const RecordKey = "finalizers"
-
 // releaseFinalizers are the finalizer names remove-finalizers removes:
 // --finalizer, --legacy-finalizers and every shipped name
 // (api.HonouredFinalizers). With --finalizer-record, they are this
@@ -178,8 +174,8 @@ func releaseFinalizers(ctx context.Context, client kubernetes.Interface, opts Op
 	cm, err := client.CoreV1().ConfigMaps(opts.Namespace).Get(ctx, opts.FinalizerRecord, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		for _, name := range strings.Split(cm.Data[RecordKey], ",") {
-			name = strings.TrimSpace(name)
+		// The chart's names, and those the webhook recorded itself.
+		for _, name := range nodecleanup.RecordNames(cm.Data[nodecleanup.RecordChartKey] + "," + cm.Data[nodecleanup.RecordUsedKey]) {
 			if domainQualified(name) == nil && !slices.Contains(owned, name) {
 				owned = append(owned, name)
 			}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 )
 
 // TestReleaseFinalizers: remove-finalizers takes off the names of its own
@@ -28,7 +29,7 @@ func TestReleaseFinalizers(t *testing.T) {
 		older  = "example.com/older-cleanup"
 	)
 	recordOf := func(names string) runtime.Object {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record, Namespace: ns}, Data: map[string]string{RecordKey: names}}
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record, Namespace: ns}, Data: map[string]string{nodecleanup.RecordChartKey: names}}
 	}
 	leaseObj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: ns}}
 	for _, tt := range []struct {
@@ -42,6 +43,8 @@ func TestReleaseFinalizers(t *testing.T) {
 		{"agent-only release: nothing", record, api.Finalizer, nil, nil},
 		{"a webhook older than the record ran: its Lease", record, api.Finalizer, []runtime.Object{leaseObj}, []string{api.Finalizer}},
 		{"the record's names", record, custom, []runtime.Object{recordOf(older + ", " + custom + ",not a name,")}, []string{custom, api.Finalizer, older}},
+		{"the names the webhook recorded itself", record, custom, []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record, Namespace: ns},
+			Data: map[string]string{nodecleanup.RecordChartKey: custom, nodecleanup.RecordUsedKey: older + "," + custom}}}, []string{custom, api.Finalizer, older}},
 		{"an empty record still says the webhook ran", record, api.Finalizer, []runtime.Object{recordOf("")}, []string{api.Finalizer}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,6 +49,10 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 	if err != nil {
 		return fmt.Errorf("watcher: client: %w", err)
 	}
+	// Before anything adds the finalizer: admission serves after this returns.
+	if err := recordFinalizer(ctx, opts, client, mc, log); err != nil {
+		return err
+	}
 	// Events are best effort and must not eat the cleanup's request budget:
 	// their own client, so their own rate limiter.
 	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))

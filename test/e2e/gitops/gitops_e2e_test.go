@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -171,6 +173,15 @@ func stringsOf(v any) []string {
 // token and the rendered cleanup configuration.
 func (g *gitops) startWebhook(objs []object) *harness.Daemon {
 	g.t.Helper()
+	w := g.startWebhookProcess(objs)
+	w.WaitReady(g.t, 30*time.Second)
+	return w
+}
+
+// startWebhookProcess starts the webhook as startWebhook does, without
+// waiting for it to serve.
+func (g *gitops) startWebhookProcess(objs []object) *harness.Daemon {
+	g.t.Helper()
 	d, ok := find(objs, "Deployment", func(o object) bool { return o.meta("name") == g.webhook })
 	if !ok {
 		g.t.Fatal("no webhook Deployment rendered")
@@ -197,10 +208,8 @@ func (g *gitops) startWebhook(objs []object) *harness.Daemon {
 	ip := g.ips[g.replicas%len(g.ips)]
 	g.replicas++
 	name := fmt.Sprintf("%s-webhook-%d", g.release, g.replicas)
-	w := cp.StartWebhook(g.t, name, ip, append(args, "--kubeconfig="+kubeconfig, "--namespace="+g.ns,
+	return cp.StartWebhook(g.t, name, ip, append(args, "--kubeconfig="+kubeconfig, "--namespace="+g.ns,
 		"--pod-name="+name, "--extra-sans="+ip, "--log-level=debug")...)
-	w.WaitReady(g.t, 30*time.Second)
-	return w
 }
 
 // runJob runs the rendered Job's container command as a process under the
@@ -409,4 +418,108 @@ func TestHelmRefusesLeavingACustomFinalizer(t *testing.T) {
 	if _, err := cp.Helm(t.Context(), "uninstall", release, "-n", ns, "--no-hooks"); err != nil {
 		t.Error(err)
 	}
+}
+
+// recordUsed is what the release's webhook recorded in its finalizer record.
+func (g *gitops) recordUsed() string {
+	g.t.Helper()
+	cm, err := cp.Client.CoreV1().ConfigMaps(g.ns).Get(g.t.Context(), g.webhook+"-finalizers", metav1.GetOptions{})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return cm.Data["used"]
+}
+
+// TestGitOpsRenameAwayFromACustomFinalizer: a custom finalizer is recorded
+// by the webhook that adds it. Renamed away through GitOps (no lookup, so no
+// render can refuse it), the new webhook does not start while nodes carry
+// the old name, which it may not remove, and says the way out. The way out, disabling the webhook, takes the
+// recorded name off every node even though the values no longer name it;
+// the webhook then starts under the new name. Its token may add to the
+// record only the name it runs with.
+func TestGitOpsRenameAwayFromACustomFinalizer(t *testing.T) {
+	const c2 = "example.com/gitops-second"
+	g := newGitOps(t, "custom-rename", "10.213.0.74", "10.213.0.75", "10.213.0.76")
+	first := g.render(false, "webhook.finalizer="+renamed)
+	g.sync(first)
+	w := g.startWebhook(first)
+	createNode(t, "custom-held")
+	waitFinalizers(t, "custom-held", renamed)
+	if got := g.recordUsed(); got != renamed {
+		t.Fatalf("the record's used names = %q, want %q", got, renamed)
+	}
+
+	t.Run("the record admits only the webhook's own name", func(t *testing.T) {
+		kubeconfig, err := cp.ServiceAccountKubeconfig(t.Context(), g.ns, g.webhook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cms := client.CoreV1().ConfigMaps(g.ns)
+		for _, tc := range []struct{ key, value, want string }{
+			{"used", renamed + ",karpenter.sh/termination", "may add to its finalizer record only the name it runs with"},
+			{"finalizers", "karpenter.sh/termination", "may change only the used names"},
+		} {
+			var err error
+			for range 50 { // the policy is compiled asynchronously
+				cm, gerr := cms.Get(t.Context(), g.webhook+"-finalizers", metav1.GetOptions{})
+				if gerr != nil {
+					t.Fatal(gerr)
+				}
+				cm.Data[tc.key] = tc.value
+				if _, err = cms.Update(t.Context(), cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("the webhook writing %s=%s into its record: %v, want denied: %s", tc.key, tc.value, err, tc.want)
+			}
+		}
+	})
+
+	second := g.render(false, "webhook.finalizer="+c2)
+	g.sync(second)
+	refused := g.startWebhookProcess(second)
+	select {
+	case <-refused.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the webhook renamed away from a custom finalizer that nodes carry started anyway")
+	}
+	if log := refused.Tail(20); !strings.Contains(log, "finalizer "+renamed+", which this release's webhook added before") || !strings.Contains(log, "custom-held") ||
+		!strings.Contains(log, "set webhook.finalizer back to "+renamed) {
+		t.Errorf("the refused webhook does not name the stranded name, its node and the way out:\n%s", log)
+	}
+	// The running replica keeps serving, but the node policy applied with
+	// the new render no longer lets it remove the old name: deletions wait
+	// for the way out (docs/install.md, GitOps).
+
+	// The way out: disable (the values name only the new finalizer now).
+	disabled := g.render(false, "webhook.finalizer="+c2, "webhook.enabled=false")
+	g.sync(disabled)
+	if err := w.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Client.CoreV1().Nodes().Delete(t.Context(), "custom-held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g.runJob(removalJob(t, disabled))
+	waitGone(t, "custom-held")
+
+	enabled := g.render(false, "webhook.finalizer="+c2)
+	g.sync(enabled)
+	g.startWebhook(enabled)
+	createNode(t, "custom-after")
+	waitFinalizers(t, "custom-after", c2)
+	if got := g.recordUsed(); got != c2 {
+		t.Errorf("the record's used names = %q, want only %q (the old name is on no node)", got, c2)
+	}
+	deletionCompletes(t, "custom-after")
 }
