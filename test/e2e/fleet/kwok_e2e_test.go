@@ -22,17 +22,20 @@ const smallFleet = 200
 // smallFleetArgs are short periods, so the outage plays out in seconds.
 var smallFleetArgs = []string{"--check-period=3s", "--check-timeout=1s", "--initial-backoff=200ms"}
 
-// maxRequestsPerRound is what a healthy agent may ask of the API server per
+// maxReadsPerRound is what a healthy agent may read from the API server per
 // round, on average over the fleet: the api check's read of its node (the
-// floor), and a little for watches the server ended and the agent opened
-// again. The EndpointSlices of kube-dns and of the peers come from watches.
-const maxRequestsPerRound = 1.1
+// floor), and a little for a watch the server ended with a relist. The
+// EndpointSlices of kube-dns and of the peers come from watches. Watch
+// requests themselves are not counted: a busy API server ends watches (its
+// handler timeouts), and the agents opening them again is not per-round
+// work; the benchmark reports every request.
+const maxReadsPerRound = 1.1
 
 // TestKWOKFleet runs a fleet of KWOK Nodes (Ready, heart-beating with
 // Leases) with a simulated agent on each, and checks what the scale
 // benchmarks measure at 10 000 nodes, as invariants: every node verified;
 // while healthy, no agent writes, reads etcd or asks for more than
-// maxRequestsPerRound requests a round; while DNS is down everywhere, never
+// maxReadsPerRound reads a round; while DNS is down everywhere, never
 // more nodes re-tainted than the fleet budget (10 %) at any moment, and the
 // fleet verified again once DNS is back.
 func TestKWOKFleet(t *testing.T) {
@@ -72,13 +75,18 @@ func TestKWOKFleet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rounds, total float64
+		var rounds, reads, watches float64
 		for i := range after {
 			rounds += after[i] - before[i]
 		}
 		for node, kinds := range reqs {
 			for k, c := range kinds {
-				total += float64(c)
+				switch k.Verb {
+				case "get", "list":
+					reads += float64(c)
+				case "watch":
+					watches += float64(c)
+				}
 				if k.Verb != "get" && k.Verb != "list" && k.Verb != "watch" {
 					t.Errorf("healthy agent of %s wrote: %d × %s", node, c, k)
 				}
@@ -87,10 +95,10 @@ func TestKWOKFleet(t *testing.T) {
 				}
 			}
 		}
-		perRound := total / rounds
-		t.Logf("%d agents: %.0f requests in %.0f rounds: %.2f per agent per round", len(all), total, rounds, perRound)
-		if perRound > maxRequestsPerRound {
-			t.Errorf("%.2f requests per agent per round, want at most %.2f", perRound, maxRequestsPerRound)
+		perRound := reads / rounds
+		t.Logf("%d agents: %.0f reads and %.0f watches in %.0f rounds: %.2f reads per agent per round", len(all), reads, watches, rounds, perRound)
+		if perRound > maxReadsPerRound {
+			t.Errorf("%.2f reads per agent per round, want at most %.2f", perRound, maxReadsPerRound)
 		}
 	})
 
