@@ -312,7 +312,9 @@ func playHookJobs(ctx context.Context, t *testing.T, runner harness.Node, ns str
 				continue
 			}
 			for _, job := range jobs.Items {
-				if seen[string(job.UID)] {
+				// A Job completed before (the plain removal Job stays until its
+				// TTL, which no controller runs here) is not run again.
+				if seen[string(job.UID)] || job.Status.Succeeded > 0 {
 					continue
 				}
 				seen[string(job.UID)] = true

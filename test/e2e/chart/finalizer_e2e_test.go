@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,8 +109,11 @@ func onlyForeignLeft(t *testing.T, names []string) {
 	}
 }
 
-// helmWithHooks runs helm while playing the hook Jobs it creates in
-// namespace ns (on a node of their own), and returns the Jobs run.
+// helmWithHooks runs helm while playing the Jobs it creates in namespace
+// ns (on a node of their own): its hooks, which helm waits for, and plain
+// Jobs such as the finalizer removal a disabling upgrade renders, which it
+// does not wait for, so the player goes on until every Job completed (30 s
+// at most). It returns the Jobs run.
 func helmWithHooks(t *testing.T, ns string, args ...string) []string {
 	t.Helper()
 	runners++
@@ -120,6 +124,20 @@ func helmWithHooks(t *testing.T, ns string, args ...string) []string {
 	hookCtx, stop := context.WithCancel(t.Context())
 	ran := playHookJobs(hookCtx, t, runner, ns)
 	out, err := helm(t, args...)
+	if err == nil {
+		harness.Eventually(t, 30*time.Second, "every Job in "+ns+" completed", func() (bool, string) {
+			jobs, lerr := cp.Client.BatchV1().Jobs(ns).List(t.Context(), metav1.ListOptions{})
+			if lerr != nil {
+				return false, lerr.Error()
+			}
+			for _, j := range jobs.Items {
+				if j.Status.Succeeded == 0 {
+					return false, "job " + j.Name + " not completed"
+				}
+			}
+			return true, ""
+		})
+	}
 	stop()
 	jobs := <-ran
 	if err != nil {
