@@ -270,9 +270,12 @@ func diagnoseAll(r *doctorRead) DoctorReport {
 	}
 	rep.Warnings = append(r.warnings, warnings...)
 	rep.StrandedTaints = []StrandedTaint{}
+	rep.HeldFinalizers = []HeldFinalizer{}
 	if r.agentsRead && r.nodesRead {
 		rep.StrandedTaints = strandedTaints(r.nodes, knownKeysOf(r), ownersOf(r))
 		rep.Problems += len(rep.StrandedTaints)
+		rep.HeldFinalizers = heldFinalizers(r.nodes, r.deployments)
+		rep.Problems += len(rep.HeldFinalizers)
 	}
 	return rep
 }

@@ -23,6 +23,9 @@ type DoctorReport struct {
 	// StrandedTaints are taints of ours on nodes that no running agent
 	// removes (each a problem), with the fixes.
 	StrandedTaints []StrandedTaint `json:"strandedTaints"`
+	// HeldFinalizers are finalizers of ours on nodes that no running
+	// webhook removes (each a problem: those nodes' deletions hang).
+	HeldFinalizers []HeldFinalizer `json:"heldFinalizers"`
 	// Problems counts the findings of severity problem.
 	Problems int `json:"problems"`
 	// ReadErrors are the reads that failed: the verdict is incomplete.
@@ -107,6 +110,7 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 		}
 	}
 	printStranded(w, rep.StrandedTaints, &n)
+	printHeld(w, rep.HeldFinalizers, &n)
 	if len(rep.ReadErrors) > 0 {
 		printf(w, "\nNot read (the verdict is incomplete):\n")
 		for _, e := range rep.ReadErrors {
@@ -197,6 +201,33 @@ func printStranded(w io.Writer, stranded []StrandedTaint, n *int) {
 			label := "fix:"
 			if i > 0 {
 				label = "or: "
+			}
+			printf(w, "   %s %s\n", label, fix)
+		}
+	}
+}
+
+// printHeld writes the finalizers no running webhook removes, numbered on
+// from *n.
+func printHeld(w io.Writer, held []HeldFinalizer, n *int) {
+	if len(held) == 0 {
+		return
+	}
+	printf(w, "\nFinalizers no running webhook removes:\n")
+	for _, h := range held {
+		*n++
+		stuck := ""
+		if len(h.Deleting) > 0 {
+			stuck = fmt.Sprintf("; %d being deleted, stuck: %s", len(h.Deleting), strings.Join(h.Deleting, ", "))
+		}
+		printf(w, "%d. problem: finalizer %s on %d %s (%s)%s\n", *n, h.Finalizer, len(h.Nodes), plural(len(h.Nodes), "node", "nodes"), strings.Join(h.Nodes, ", "), stuck)
+		for _, line := range wrap(h.Detail, 96) {
+			printf(w, "   %s\n", line)
+		}
+		for i, fix := range h.Fixes {
+			label := "fix:"
+			if i > 0 {
+				label = "and:"
 			}
 			printf(w, "   %s %s\n", label, fix)
 		}

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -109,7 +110,11 @@ func TestGoldenDoctorStranded(t *testing.T) {
 			return f
 		}, nil},
 		{"doctor-stranded-no-agent.txt", func(*testing.T) *fakeAPI {
-			return newFake(tainted("ip-10-0-3-1", api.CAStartupTaintKey), tainted("ip-10-0-3-2", api.CAStartupTaintKey), tainted("ip-10-0-3-3", api.UnhealthyTaintKey))
+			f := newFake(tainted("ip-10-0-3-1", api.CAStartupTaintKey), tainted("ip-10-0-3-2", api.CAStartupTaintKey), tainted("ip-10-0-3-3", api.UnhealthyTaintKey))
+			for name, n := range f.nodes {
+				n.UID = types.UID("uid-" + name) // printed in the fixes
+			}
+			return f
 		}, nil},
 	} {
 		t.Run(tt.file, func(t *testing.T) {

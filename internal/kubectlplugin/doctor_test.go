@@ -106,6 +106,8 @@ func webhookDep(args ...string) appsv1.Deployment {
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "webhook", Image: "ghcr.io/kube-node-ready/kube-node-ready-webhook:v1",
 				Args: append([]string{"--listen-address=:8443"}, args...)}}},
 		}},
+		// Running: it removes the finalizer (doctor's held finalizers).
+		Status: appsv1.DeploymentStatus{ReadyReplicas: 1},
 	}
 }
 
