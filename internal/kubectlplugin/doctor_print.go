@@ -194,16 +194,23 @@ func printStranded(w io.Writer, stranded []StrandedTaint, n *int) {
 	for _, s := range stranded {
 		*n++
 		printf(w, "%d. problem: %s taint %s on %d %s (%s): stranded\n", *n, s.Role, s.Key, len(s.Nodes), plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", "))
-		for _, line := range wrap(s.Detail, 96) {
-			printf(w, "   %s\n", line)
+		printDetailAndFixes(w, s.Detail, s.Fixes, "or: ")
+	}
+}
+
+// printDetailAndFixes writes a finding's detail, wrapped, then its fixes:
+// the first labelled "fix:", the others next (alternatives "or: ", steps
+// "and:").
+func printDetailAndFixes(w io.Writer, detail string, fixes []string, next string) {
+	for _, line := range wrap(detail, 96) {
+		printf(w, "   %s\n", line)
+	}
+	for i, fix := range fixes {
+		label := "fix:"
+		if i > 0 {
+			label = next
 		}
-		for i, fix := range s.Fixes {
-			label := "fix:"
-			if i > 0 {
-				label = "or: "
-			}
-			printf(w, "   %s %s\n", label, fix)
-		}
+		printf(w, "   %s %s\n", label, fix)
 	}
 }
 
@@ -221,16 +228,7 @@ func printHeld(w io.Writer, held []HeldFinalizer, n *int) {
 			stuck = fmt.Sprintf("; %d being deleted, stuck: %s", len(h.Deleting), strings.Join(h.Deleting, ", "))
 		}
 		printf(w, "%d. problem: finalizer %s on %d %s (%s)%s\n", *n, h.Finalizer, len(h.Nodes), plural(len(h.Nodes), "node", "nodes"), strings.Join(h.Nodes, ", "), stuck)
-		for _, line := range wrap(h.Detail, 96) {
-			printf(w, "   %s\n", line)
-		}
-		for i, fix := range h.Fixes {
-			label := "fix:"
-			if i > 0 {
-				label = "and:"
-			}
-			printf(w, "   %s %s\n", label, fix)
-		}
+		printDetailAndFixes(w, h.Detail, h.Fixes, "and:")
 	}
 }
 
