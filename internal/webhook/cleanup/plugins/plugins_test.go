@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,10 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
@@ -91,10 +95,10 @@ func secretFile(t *testing.T, content string) string {
 	return f.Name()
 }
 
-// testDeps are the plugins' dependencies in tests: no API server, secret
-// files in secretsDir.
+// testDeps are the plugins' dependencies in tests: an API server that holds
+// no Node (the deleted one is gone), secret files in secretsDir.
 func testDeps(c *http.Client) cleanup.Deps {
-	return cleanup.Deps{HTTP: c, Log: quiet, SecretsDir: secretsDir}
+	return cleanup.Deps{HTTP: c, Client: fake.NewClientset(), Log: quiet, SecretsDir: secretsDir}
 }
 
 func build(t *testing.T, b func(cleanup.Deps, json.RawMessage) (cleanup.Plugin, error), settings string) (cleanup.Plugin, error) {
@@ -192,6 +196,77 @@ func TestPortworx(t *testing.T) {
 				if a != "Bearer s3cret" {
 					t.Errorf("Authorization = %q, want the token from the file", a)
 				}
+			}
+		})
+	}
+}
+
+// deleting is n marked for deletion a minute ago, as the cleanup sees it.
+func deleting(n *corev1.Node) *corev1.Node {
+	n.DeletionTimestamp = &metav1.Time{Time: time.Now().Add(-time.Minute)}
+	n.Finalizers = []string{"infra.894.io/node-cleanup"}
+	return n
+}
+
+// The Portworx node decommissioned is the deleted Node's incarnation's,
+// as the storage plugins' volumes are: a Node re-created under the same name
+// (another UID, seen by a fresh GET after the enumerate) owns the Portworx
+// node of that name now, and a Portworx node matched by hostname alone is
+// left while another live Node carries that hostname. Both are a
+// cleanup.Skip with the reason, not a failure.
+func TestPortworxLeavesAnotherIncarnationsNodeAlone(t *testing.T) {
+	withHostname := func(n *corev1.Node, h string) *corev1.Node {
+		n.Labels[corev1.LabelHostname] = h
+		return n
+	}
+	old := deleting(node("n1"))
+	tests := []struct {
+		name        string
+		node        *corev1.Node
+		cluster     []runtime.Object
+		enumerate   string
+		wantDeleted string
+		wantSkip    string
+	}{
+		{"the Node being deleted: decommissioned", old, []runtime.Object{old},
+			`{"nodes":[{"id":"px-1","scheduler_node_name":"n1"}]}`, "px-1?forceRemove=false", ""},
+		{"the Node already gone: decommissioned", old, nil,
+			`{"nodes":[{"id":"px-1","scheduler_node_name":"n1"}]}`, "px-1?forceRemove=false", ""},
+		{"re-created under the same name: left alone", old, []runtime.Object{node("n1")},
+			`{"nodes":[{"id":"px-1","scheduler_node_name":"n1"}]}`, "", "re-created"},
+		{"re-created, matched by hostname: left alone", old, []runtime.Object{node("n1")},
+			`{"nodes":[{"id":"px-9","hostname":"n1"}]}`, "", "re-created"},
+		{"hostname another live node carries: left alone", withHostname(deleting(node("n2")), "h2"),
+			[]runtime.Object{withHostname(node("n2b"), "h2")},
+			`{"nodes":[{"id":"px-9","Hostname":"h2"}]}`, "", "n2b"},
+		{"hostname only a deleting node also carries: decommissioned", withHostname(deleting(node("n3")), "h3"),
+			[]runtime.Object{withHostname(deleting(node("n3b")), "h3")},
+			`{"nodes":[{"id":"px-9","hostname":"h3"}]}`, "px-9?forceRemove=false", ""},
+		{"scheduler name wins over a shared hostname", withHostname(deleting(node("n4")), "h4"),
+			[]runtime.Object{withHostname(node("n4b"), "h4")},
+			`{"nodes":[{"id":"px-4","SchedulerNodeName":"n4","Hostname":"h4"}]}`, "px-4?forceRemove=false", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := &pxServer{enumerate: tt.enumerate, deleteCode: 200}
+			ts := httptest.NewServer(srv)
+			defer ts.Close()
+			deps := testDeps(http.DefaultClient)
+			deps.Client = fake.NewClientset(tt.cluster...)
+			p, err := newPortworx(deps, json.RawMessage(`{"endpoint":"`+ts.URL+`"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = p.Cleanup(context.Background(), tt.node)
+			var skip *cleanup.Skip
+			switch {
+			case tt.wantSkip == "" && err != nil:
+				t.Errorf("err = %v, want success", err)
+			case tt.wantSkip != "" && (!errors.As(err, &skip) || !strings.Contains(skip.Reason, tt.wantSkip) || !strings.Contains(skip.Reason, "px-")):
+				t.Errorf("err = %v, want a cleanup.Skip naming the portworx node and %q", err, tt.wantSkip)
+			}
+			if got := strings.Join(srv.deleted, ","); got != tt.wantDeleted {
+				t.Errorf("deleted %q, want %q", got, tt.wantDeleted)
 			}
 		})
 	}

@@ -12,6 +12,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
@@ -23,8 +27,11 @@ const PortworxName = "portworx"
 // OpenStorage cluster REST API Portworx serves: it finds the Portworx node
 // whose scheduler node name (or hostname) is this node's name with
 // GET /v1/cluster/enumerate, then removes it with DELETE /v1/cluster/{id}.
-// A node Portworx does not know, or a 404 on removal, is success.
+// A node Portworx does not know, or a 404 on removal, is success. Like the
+// storage plugins it acts for the deleted Node's incarnation only (see
+// owner): Portworx knows a node by name, not by the Node's UID.
 type portworx struct {
+	client      kubernetes.Interface
 	endpoint    *url.URL
 	tokenFile   string
 	secrets     secretFiles
@@ -57,7 +64,7 @@ func newPortworx(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugin, e
 			return nil, err
 		}
 	}
-	return &portworx{endpoint: u, tokenFile: s.TokenFile, secrets: secrets, forceRemove: s.ForceRemove, http: noRedirectsAway(deps.HTTP), log: deps.Log}, nil
+	return &portworx{client: deps.Client, endpoint: u, tokenFile: s.TokenFile, secrets: secrets, forceRemove: s.ForceRemove, http: noRedirectsAway(deps.HTTP), log: deps.Log}, nil
 }
 
 func (p *portworx) Name() string { return PortworxName }
@@ -81,14 +88,21 @@ func (p *portworx) Cleanup(ctx context.Context, node *corev1.Node) error {
 		p.log.Info("dry run: would decommission the node from portworx", "node", node.Name, "endpoint", p.endpoint.Redacted())
 		return nil
 	}
-	id, err := p.find(ctx, node)
+	px, err := p.find(ctx, node)
 	if err != nil {
 		return err
 	}
-	if id == "" {
+	if px == nil {
 		p.log.Info("node not in the portworx cluster; nothing to decommission", "node", node.Name)
 		return nil
 	}
+	if skip, err := p.owner(ctx, node, px); err != nil || skip != nil {
+		if skip != nil {
+			return skip
+		}
+		return err
+	}
+	id := px.ID
 	q := url.Values{"forceRemove": {strconv.FormatBool(p.forceRemove)}}
 	status, body, err := p.do(ctx, http.MethodDelete, "/v1/cluster/"+url.PathEscape(id)+"?"+q.Encode())
 	switch {
@@ -110,22 +124,24 @@ type pxNode struct {
 	Hostname           string `json:"hostname"`
 	SchedulerNodeName  string `json:"scheduler_node_name"`
 	SchedulerNodeName2 string `json:"schedulerNodeName"`
+	// byHostname: matched by Hostname, Portworx naming no scheduler node.
+	byHostname bool
 }
 
-// find returns the Portworx node id of node, or "" when Portworx does not know it.
-func (p *portworx) find(ctx context.Context, node *corev1.Node) (string, error) {
+// find returns the Portworx node of node, or nil when Portworx does not know it.
+func (p *portworx) find(ctx context.Context, node *corev1.Node) (*pxNode, error) {
 	status, body, err := p.do(ctx, http.MethodGet, "/v1/cluster/enumerate")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if status/100 != 2 {
-		return "", fmt.Errorf("portworx: enumerate cluster: %s: %s", statusText(status), snippet(body))
+		return nil, fmt.Errorf("portworx: enumerate cluster: %s: %s", statusText(status), snippet(body))
 	}
 	var cluster struct {
 		Nodes []pxNode `json:"nodes"`
 	}
 	if err := json.Unmarshal(body, &cluster); err != nil {
-		return "", fmt.Errorf("portworx: enumerate cluster: answer is not the expected JSON (%v): %s", err, snippet(body))
+		return nil, fmt.Errorf("portworx: enumerate cluster: answer is not the expected JSON (%v): %s", err, snippet(body))
 	}
 	hostname := node.Labels[corev1.LabelHostname]
 	for _, n := range cluster.Nodes {
@@ -135,12 +151,53 @@ func (p *portworx) find(ctx context.Context, node *corev1.Node) (string, error) 
 		}
 		if sched == node.Name || (sched == "" && (n.Hostname == node.Name || (hostname != "" && n.Hostname == hostname))) {
 			if n.ID == "" {
-				return "", fmt.Errorf("portworx: node %s has no id in the enumerate answer", node.Name)
+				return nil, fmt.Errorf("portworx: node %s has no id in the enumerate answer", node.Name)
 			}
-			return n.ID, nil
+			n.byHostname = sched == ""
+			return &n, nil
 		}
 	}
-	return "", nil
+	return nil, nil
+}
+
+// owner says whether px is still the deleted node's, read from the API
+// server after the enumerate: a Portworx node runs on a Node that existed
+// before it, so one that belongs to a Node re-created since under the same
+// name shows that Node here. It is not the deleted node's, and is left alone
+// (a cleanup.Skip with the reason), when the Node of that name now has
+// another UID, or when px was matched by hostname alone and another live
+// Node (not being deleted) carries that hostname. A Node already gone is
+// the deleted one, as for the storage plugins (stillSameNode).
+func (p *portworx) owner(ctx context.Context, node *corev1.Node, px *pxNode) (*cleanup.Skip, error) {
+	same, err := stillSameNode(ctx, p.client, node)
+	if err != nil {
+		return nil, fmt.Errorf("portworx: %w", err)
+	}
+	if !same {
+		p.log.Info("node was re-created under the same name; leaving its portworx node alone", "node", node.Name, "portworx_node_id", px.ID)
+		return &cleanup.Skip{Reason: fmt.Sprintf("left portworx node %s alone: node %s was re-created under the same name, and the portworx node of that name is the new node's", px.ID, node.Name)}, nil
+	}
+	if !px.byHostname || len(validation.IsValidLabelValue(px.Hostname)) > 0 {
+		return nil, nil
+	}
+	nodes, err := p.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromValidatedSet(labels.Set{corev1.LabelHostname: px.Hostname}).String()})
+	if err != nil {
+		return nil, fmt.Errorf("portworx: list nodes with hostname %s: %w", px.Hostname, err)
+	}
+	var live []string
+	for _, n := range nodes.Items {
+		if n.UID != node.UID && n.DeletionTimestamp == nil {
+			live = append(live, n.Name)
+		}
+	}
+	if len(live) == 0 {
+		return nil, nil
+	}
+	p.log.Warn("portworx node left alone: it names no scheduler node, and another live node carries its hostname",
+		"node", node.Name, "portworx_node_id", px.ID, "hostname", px.Hostname, "live_nodes", live)
+	return &cleanup.Skip{Reason: fmt.Sprintf("left portworx node %s alone: it names no scheduler node, and its hostname %s is also live node %s's",
+		px.ID, px.Hostname, strings.Join(live, ", "))}, nil
 }
 
 func (p *portworx) do(ctx context.Context, method, path string) (int, []byte, error) {
