@@ -38,12 +38,28 @@ const (
 	// ReplacingAnnotation marks a node remediation is replacing (value: a
 	// JSON mark only remediation reads).
 	ReplacingAnnotation = "infra.894.io/replacing"
+	// StartupTaintAdmissionAnnotation is written by the webhook's admission
+	// on every Node whose creation it decided while startup taint injection
+	// is on; its value says what it did (added, present, not-selected,
+	// no-key). A node created after the oldest node so marked that carries
+	// none joined without admission: the webhook was down or not called.
+	StartupTaintAdmissionAnnotation = "infra.894.io/startup-taint"
 	// LocalVolumesAnnotation on a node names the local-volumes plugin's
 	// storage classes for it.
 	LocalVolumesAnnotation = "infra.894.io/cleanup-local-volumes"
 
 	// ConditionType is the agent's condition on its node.
 	ConditionType = "KubeNodeReady"
+
+	// RetaintLease is the Lease, in the agents' namespace, that serializes
+	// re-taints across agents.
+	RetaintLease = "kube-node-ready-retaint"
+	// FleetBudgetRefusedAnnotation on RetaintLease changes each time the
+	// fleet budget refuses an agent's re-taint (value: the node and the
+	// agent's time, for people; a reader takes only its change as the
+	// signal, dated on its own clock). Remediation holds while it is recent:
+	// an outage that fills the budget is the cluster's fault, not the nodes'.
+	FleetBudgetRefusedAnnotation = "infra.894.io/fleet-budget-refused"
 )
 
 // The reasons of the agent's condition.

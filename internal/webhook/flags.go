@@ -75,8 +75,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.UnhealthyTaint, "agent-unhealthy-taint", o.UnhealthyTaint, "the agent's --unhealthy-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
 	fs.Var((*flagenv.StringList)(&o.PreviousTaintKeys), "previous-taint-keys", "the agents' --previous-taint-keys: a node carrying one of them, or any preset's startup or unhealthy key, not verified, is unverified")
 	fs.StringVar(&o.VerifiedLabel, "agent-verified-label", o.VerifiedLabel, "the agent's --verified-label: \"true\" once verified, \"false\" while re-tainted; remediation watches the nodes where it is not \"true\"")
+	fs.StringVar(&o.AgentRetaintLease, "agent-retaint-lease", o.AgentRetaintLease, "the agents' re-taint Lease in --namespace: while an agent was refused a re-taint by --agent-fleet-budget within --unverified-deadline (the Lease's "+api.FleetBudgetRefusedAnnotation+" annotation changed), nothing is replaced; empty: not read")
 	fs.StringVar(&o.AgentSkipAnnotation, "agent-skip-verification-annotation", o.AgentSkipAnnotation, "the agent's --skip-verification-annotation: a node carrying it set to \"true\" is never replaced and does not count against --agent-fleet-budget")
 	fs.StringVar(&o.ProtectAnnotation, "protect-annotation", o.ProtectAnnotation, "node annotation that, set to \"true\", keeps remediation from replacing the node (the chart's deletion protection uses the same)")
+	o.addStartupTaintFlags(fs)
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate limit to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
 }

@@ -193,8 +193,26 @@ type Options struct {
 	// --skip-verification-annotation): a bypassed node is never replaced and
 	// does not count against the fleet budget.
 	AgentSkipAnnotation string
+	// AgentRetaintLease is the agents' re-taint Lease in Namespace: while an
+	// agent was refused a re-taint by the fleet budget within the deadline,
+	// nothing is replaced. Empty: not read.
+	AgentRetaintLease string
 	// ProtectAnnotation set to "true" keeps a node from being replaced.
 	ProtectAnnotation string
+
+	// InjectStartupTaint makes admission add the startup taint to every new
+	// Node the agent DaemonSet will run on (startuptaint.Decide), and mark
+	// each with its decision; the leader names the nodes that joined
+	// without it.
+	InjectStartupTaint bool
+	// AgentPlacement is the agent DaemonSet's pod placement as JSON of a
+	// PodSpec's nodeSelector, affinity and tolerations: the chart renders
+	// it from the values that render the DaemonSet.
+	AgentPlacement string
+	// KarpenterReadinessKeys says Karpenter, if any, is v1.13 or later and
+	// ignores readiness.k8s.io/ keys until a node is initialized; false: a
+	// node of a NodePool declaring none of our keys gets no taint.
+	KarpenterReadinessKeys bool
 
 	// KubeAPIQPS and KubeAPIBurst are the client-side rate limits of the
 	// API client (Events use a separate client with the same limits). The
@@ -233,29 +251,32 @@ func NewOptions() *Options {
 		ResyncPeriod:      10 * time.Minute,
 		ShutdownGrace:     10 * time.Second,
 
-		Cleanup:               true,
-		ConfigReloadInterval:  10 * time.Second,
-		SecretsDir:            "/etc/kube-node-ready/secrets",
-		CleanupWorkers:        16,
-		CleanupRetryBase:      5 * time.Second,
-		CleanupRetryMax:       5 * time.Minute,
-		SkipAnnotation:        api.SkipCleanupAnnotation,
-		LeaderElect:           true,
-		LeaseName:             "kube-node-ready-webhook",
-		LeaseDuration:         15 * time.Second,
-		RenewDeadline:         10 * time.Second,
-		RetryPeriod:           2 * time.Second,
-		Remediation:           "off",
-		MaxReplacing:          "1",
-		RemediationInterval:   30 * time.Second,
-		FleetBudget:           "10%",
-		RemediationNodeClaims: true,
-		Autoscaler:            api.DefaultPreset,
-		VerifiedLabel:         api.VerifiedLabel,
-		AgentSkipAnnotation:   api.SkipVerificationAnnotation,
-		ProtectAnnotation:     api.ProtectAnnotation,
-		KubeAPIQPS:            200,
-		KubeAPIBurst:          400,
+		Cleanup:                true,
+		ConfigReloadInterval:   10 * time.Second,
+		SecretsDir:             "/etc/kube-node-ready/secrets",
+		CleanupWorkers:         16,
+		CleanupRetryBase:       5 * time.Second,
+		CleanupRetryMax:        5 * time.Minute,
+		SkipAnnotation:         api.SkipCleanupAnnotation,
+		LeaderElect:            true,
+		LeaseName:              "kube-node-ready-webhook",
+		LeaseDuration:          15 * time.Second,
+		RenewDeadline:          10 * time.Second,
+		RetryPeriod:            2 * time.Second,
+		Remediation:            "off",
+		MaxReplacing:           "1",
+		RemediationInterval:    30 * time.Second,
+		FleetBudget:            "10%",
+		RemediationNodeClaims:  true,
+		Autoscaler:             api.DefaultPreset,
+		VerifiedLabel:          api.VerifiedLabel,
+		AgentSkipAnnotation:    api.SkipVerificationAnnotation,
+		AgentRetaintLease:      api.RetaintLease,
+		ProtectAnnotation:      api.ProtectAnnotation,
+		AgentPlacement:         "{}",
+		KarpenterReadinessKeys: true,
+		KubeAPIQPS:             200,
+		KubeAPIBurst:           400,
 
 		CleanupDeadlineMinAttempts: 3,
 		CleanupWait:                time.Minute,

@@ -108,12 +108,17 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	injector, err := newInjector(opts, cfg)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, &admission.Handler{
 		Finalizer:    opts.Finalizer,
 		MaxBodyBytes: opts.MaxBodyBytes,
 		Metrics:      admissionMetrics,
 		Log:          log,
+		StartupTaint: injector,
 	})
 	srv := &http.Server{
 		Handler:           mux,

@@ -21,6 +21,7 @@ func (o *Options) Validate() error {
 		o.validateCleanup(&p)
 	}
 	o.validateRemediation(&p)
+	o.validateStartupTaint(&p)
 	o.validateLeaderElection(&p)
 	if o.KubeAPIQPS <= 0 {
 		p.Add("kube-api-qps", "%v must be positive", o.KubeAPIQPS)

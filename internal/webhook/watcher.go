@@ -109,6 +109,12 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 	if err != nil {
 		return err
 	}
+	var missed *missedReporter
+	if opts.InjectStartupTaint {
+		if missed, err = newMissedReporter(factory.ForResource(nodecleanup.NodesResource).Informer(), recorder, reg, log.With("component", "startup-taint")); err != nil {
+			return err
+		}
+	}
 	factory.Start(ctx.Done())
 	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
 	lead := func(ctx context.Context) {
@@ -119,6 +125,9 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 					log.Error("remediation stopped", "error", err)
 				}
 			})
+		}
+		if missed != nil {
+			both.Go(func() { missed.Lead(ctx) })
 		}
 		if err := ctrl.Lead(ctx); err != nil && ctx.Err() == nil {
 			log.Error("node watcher stopped", "error", err)
@@ -184,6 +193,8 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 		Breaker:             remediate.Breaker{Threshold: threshold, Window: opts.RemediationBreakerWindow},
 		PoolLabel:           opts.RemediationPoolLabel,
 		ReplaceInService:    opts.RemediationReplaceRetainted,
+		Namespace:           opts.Namespace,
+		RetaintLease:        opts.AgentRetaintLease,
 		TotalNodes:          total,
 		Recorder:            recorder,
 	}, reg, log.With("component", "remediation"))

@@ -17,9 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/placement"
 )
 
 // DaemonSetSource is what the daemonsets gate reads: caches kept by
@@ -266,36 +265,10 @@ func podState(ds *appsv1.DaemonSet, pods []*corev1.Pod) string {
 	return "no pod on this node yet"
 }
 
-// daemonPodTolerations are the tolerations the DaemonSet controller adds to
-// every DaemonSet pod, so they count when deciding where one will run.
-var daemonPodTolerations = []corev1.Toleration{
-	{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-	{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-	{Key: corev1.TaintNodeDiskPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodeMemoryPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodePIDPressure, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-}
-
 // WillRunOn reports whether ds places a pod on node, as the DaemonSet
 // controller decides it (node name, node selector, required node affinity,
 // NoSchedule and NoExecute taints against its tolerations), with the taints
 // whose keys are in ignore left out.
 func WillRunOn(ds *appsv1.DaemonSet, node *corev1.Node, ignore []string) bool {
-	spec := &ds.Spec.Template.Spec
-	if spec.NodeName != "" && spec.NodeName != node.Name {
-		return false
-	}
-	pod := &corev1.Pod{Spec: *spec}
-	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
-		return false
-	}
-	tolerations := append(slices.Clone(spec.Tolerations), daemonPodTolerations...)
-	if spec.HostNetwork {
-		tolerations = append(tolerations, corev1.Toleration{Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
-	}
-	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, tolerations, func(t *corev1.Taint) bool {
-		return (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && !slices.Contains(ignore, t.Key)
-	}, false)
-	return !untolerated
+	return placement.DaemonPodRunsOn(&ds.Spec.Template.Spec, node, ignore)
 }

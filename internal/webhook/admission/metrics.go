@@ -5,12 +5,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/startuptaint"
 )
 
 // Metrics are the admission handler's Prometheus series.
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	startup  *prometheus.CounterVec
 }
 
 // NewMetrics registers the admission series on reg; it fails when one of them
@@ -26,8 +29,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time to answer an admission request, by operation.",
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5},
 		}, []string{"operation"}),
+		startup: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_cleanup_webhook_startup_taint_total",
+			Help: "Node creations whose startup taint admission decided, by outcome (added, present, not-selected, no-key, off).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.startup} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("admission: register metrics: %w", err)
 		}
@@ -41,4 +48,11 @@ func (m *Metrics) observe(operation, result string, d time.Duration) {
 	}
 	m.requests.WithLabelValues(operation, result).Inc()
 	m.duration.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeStartupTaint(outcome startuptaint.Outcome) {
+	if m == nil {
+		return
+	}
+	m.startup.WithLabelValues(string(outcome)).Inc()
 }

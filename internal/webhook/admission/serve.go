@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/startuptaint"
 )
 
 // DefaultMaxBodyBytes bounds a request body. A Node is a few KiB; the API
@@ -27,6 +30,9 @@ type Handler struct {
 	Metrics *Metrics
 	// Log receives one line per unusual request; nil discards.
 	Log *slog.Logger
+	// StartupTaint, when set, also decides the startup taint of every new
+	// Node (startuptaint.Decide) and marks the node with the decision.
+	StartupTaint *startuptaint.Injector
 
 	// policy replaces MutateNode in tests that need a panicking policy.
 	policy func(req *admissionv1.AdmissionRequest, finalizer string) (*admissionv1.AdmissionResponse, string)
@@ -77,12 +83,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) outcome {
 		}
 		return failed(http.StatusBadRequest, "read body: "+err.Error())
 	}
-	return h.review(body)
+	return h.review(r.Context(), body)
 }
 
 // review answers one request body. A panic in the policy becomes an allowed
 // answer for the request's UID, recorded as ResultPanic.
-func (h *Handler) review(body []byte) (out outcome) {
+func (h *Handler) review(ctx context.Context, body []byte) (out outcome) {
 	var rev admissionv1.AdmissionReview
 	defer func() {
 		if p := recover(); p != nil {
@@ -112,6 +118,9 @@ func (h *Handler) review(body []byte) (out outcome) {
 	}
 	resp, result := policy(rev.Request, h.Finalizer)
 	resp.UID = rev.Request.UID
+	if h.StartupTaint != nil && (result == ResultPatched || result == ResultPresent) {
+		h.inject(ctx, rev.Request, resp)
+	}
 	reason := ""
 	if result == ResultInvalid {
 		reason = "request allowed unchanged: not a well-formed Node CREATE"

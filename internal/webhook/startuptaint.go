@@ -1,0 +1,117 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/cli"
+	"github.com/kube-node-ready/kube-node-ready/internal/startuptaint"
+)
+
+func (o *Options) addStartupTaintFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.InjectStartupTaint, "inject-startup-taint", o.InjectStartupTaint, "admission adds the agent's startup taint to every new Node the agent DaemonSet will run on (--agent-placement), never on update, never to a node already carrying a startup key of ours; a node Karpenter launched gets its NodePool's declared key of ours or a readiness.k8s.io/ key, never the Cluster Autoscaler key; each node is marked with the decision (annotation infra.894.io/startup-taint), and the leader names the nodes that joined without one (Event StartupTaintMissed, metric)")
+	fs.StringVar(&o.AgentPlacement, "agent-placement", o.AgentPlacement, "the agent DaemonSet's pod placement, JSON {\"nodeSelector\":{},\"affinity\":{},\"tolerations\":[]} as in a PodSpec: with --inject-startup-taint only nodes it selects are tainted; the chart renders it from the values that render the DaemonSet")
+	fs.BoolVar(&o.KarpenterReadinessKeys, "karpenter-readiness-keys", o.KarpenterReadinessKeys, "the cluster's Karpenter (v1.13 and later) ignores readiness.k8s.io/ taints until a node is initialized: with --inject-startup-taint, a node of a NodePool that declares none of our keys gets readiness.k8s.io/node-ready; false (older Karpenter): it gets none")
+}
+
+// placement is --agent-placement as a PodSpec.
+func (o *Options) placement() (corev1.PodSpec, error) {
+	var spec corev1.PodSpec
+	dec := json.NewDecoder(strings.NewReader(o.AgentPlacement))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return corev1.PodSpec{}, fmt.Errorf("want JSON with nodeSelector, affinity and tolerations: %w", err)
+	}
+	return corev1.PodSpec{NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations}, nil
+}
+
+func (o *Options) validateStartupTaint(p *cli.Problems) {
+	if !o.InjectStartupTaint {
+		return
+	}
+	_, err := o.placement()
+	p.Check("agent-placement", err)
+	o.taintFlags().Check(p, "agent-startup-taint", "agent-unhealthy-taint")
+}
+
+// startupTaintConfig is the decision's configuration from the options.
+func (o *Options) startupTaintConfig() (startuptaint.Config, error) {
+	keys, err := o.taintKeys()
+	if err != nil {
+		return startuptaint.Config{}, err
+	}
+	t, err := cli.ParseTaint(keys.Startup)
+	if err != nil {
+		return startuptaint.Config{}, err
+	}
+	agent, err := o.placement()
+	if err != nil {
+		return startuptaint.Config{}, fmt.Errorf("--agent-placement: %w", err)
+	}
+	return startuptaint.Config{
+		Inject:                 o.InjectStartupTaint,
+		Startup:                t,
+		Ours:                   append([]string{t.Key}, keys.PreviousStartup...),
+		Agent:                  agent,
+		KarpenterReadinessKeys: o.KarpenterReadinessKeys,
+	}, nil
+}
+
+// newInjector is admission's startup taint decision, or nil when injection
+// is off. cfg nil (no API access): NodePools are never read.
+func newInjector(o Options, cfg *rest.Config) (*startuptaint.Injector, error) {
+	if !o.InjectStartupTaint {
+		return nil, nil
+	}
+	c, err := o.startupTaintConfig()
+	if err != nil {
+		return nil, err
+	}
+	in := &startuptaint.Injector{Config: c}
+	if cfg != nil {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("startup taint: dynamic client: %w", err)
+		}
+		in.Pools = nodePools{dyn}
+	}
+	return in, nil
+}
+
+var nodePoolsGVR = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+
+// nodePools reads Karpenter NodePools (karpenter.sh/v1).
+type nodePools struct{ dyn dynamic.Interface }
+
+func (p nodePools) StartupTaints(ctx context.Context, name string) ([]corev1.Taint, error) {
+	u, err := p.dyn.Resource(nodePoolsGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var pool struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					StartupTaints []corev1.Taint `json:"startupTaints"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, &pool); err != nil {
+		return nil, err
+	}
+	return pool.Spec.Template.Spec.StartupTaints, nil
+}
