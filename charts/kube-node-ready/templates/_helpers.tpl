@@ -90,6 +90,25 @@ so changing the keys strands no node.
 {{- toJson $out -}}
 {{- end -}}
 
+{{/*
+Where the agent DaemonSet's pods run, as JSON of a PodSpec's nodeSelector,
+affinity and tolerations: the DaemonSet renders its placement from it, and
+the webhook gets the same text (--agent-placement) to taint only the new
+nodes the DaemonSet will run on. One source, so the two never disagree.
+*/}}
+{{- define "knr.agentPlacement" -}}
+{{- $a := .Values.agent -}}
+{{- $p := dict "tolerations" ($a.tolerations | default list) -}}
+{{- with $a.nodeSelector }}{{ $_ := set $p "nodeSelector" . }}{{ end -}}
+{{- with $a.affinity }}{{ $_ := set $p "affinity" . }}{{ end -}}
+{{- toJson $p -}}
+{{- end -}}
+
+{{/* Whether admission adds the startup taint; absent after `helm upgrade --reuse-values` from an older chart: off. */}}
+{{- define "knr.injectStartupTaint" -}}
+{{- and .Values.webhook.enabled .Values.webhook.cleanup.enabled (dig "startupTaint" "inject" false .Values.webhook) -}}
+{{- end -}}
+
 {{- define "knr.securityContext" -}}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
