@@ -56,10 +56,15 @@ func (cp *ControlPlane) StartAgent(tb testing.TB, node Node, args ...string) *Da
 const maxEndpointsPerSlice = 100
 
 // PublishAgentPeers (re)writes the agents' headless Service EndpointSlices
-// with one ready endpoint per node address, as the endpointslice controller
-// would: slices per address family the nodes have, at most
-// maxEndpointsPerSlice endpoints each; IPv4 ones named AgentPeerService,
-// AgentPeerService-1, ..., IPv6 ones AgentPeerService-ipv6, -ipv6-1, ...
+// with one ready endpoint per node, at its primary address (Node.IP), as
+// the endpointslice controller does for the chart's Service: a headless
+// Service with a selector and no ipFamilyPolicy is single-stack in the
+// cluster's primary family, so its slices list each pod at that family's IP
+// only, even on a dual-stack cluster. It is also the one address a
+// simulated agent listens on (AgentArgs), while a real one listens on all
+// of its pod's. Slices per address family, at most maxEndpointsPerSlice
+// endpoints each; IPv4 ones named AgentPeerService, AgentPeerService-1,
+// ..., IPv6 ones AgentPeerService-ipv6, -ipv6-1, ...
 func (cp *ControlPlane) PublishAgentPeers(ctx context.Context, nodes ...Node) error {
 	slices := cp.Client.DiscoveryV1().EndpointSlices(AgentNamespace)
 	sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + AgentPeerService + "," + discoveryv1.LabelManagedBy + "=harness.kube-node-ready"}
@@ -68,17 +73,11 @@ func (cp *ControlPlane) PublishAgentPeers(ctx context.Context, nodes ...Node) er
 	}
 	byType := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
 	for _, n := range nodes {
-		ips := n.IPs
-		if len(ips) == 0 {
-			ips = []string{n.IP}
-		}
-		for _, ip := range ips {
-			t := AddressType(ip)
-			byType[t] = append(byType[t], discoveryv1.Endpoint{
-				Addresses: []string{ip}, NodeName: ptr.To(n.Name),
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-			})
-		}
+		t := AddressType(n.IP)
+		byType[t] = append(byType[t], discoveryv1.Endpoint{
+			Addresses: []string{n.IP}, NodeName: ptr.To(n.Name),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		})
 	}
 	if len(byType) == 0 {
 		byType[discoveryv1.AddressTypeIPv4] = nil

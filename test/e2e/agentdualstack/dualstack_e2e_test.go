@@ -3,10 +3,13 @@
 package agentdualstack_test
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kube-node-ready/kube-node-ready/test/e2e/agentkit"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -32,4 +35,57 @@ func TestNodesVerifyOnDualStack(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "no A record") {
 		t.Errorf("check with --ip-families=ipv4: err=%v, want a failure naming no A record:\n%s", err, out)
 	}
+}
+
+// TestDualStackFleetEveryPeerAnswers: five agents on the dual-stack plane,
+// each told to dial every peer it is given (--check.network.peers and
+// --check.network.min-peers above their number), verify their nodes and keep
+// passing the network check. The peers are what the chart's headless
+// Service lists: the API server makes it single-stack in the cluster's
+// primary family, so the endpointslice controller publishes each agent pod
+// at its primary address only (a real agent listens on all of its
+// addresses, --metrics-bind-address=:port). The harness publishes the
+// simulated agents the same way, at the address each listens on. Before, it
+// also published every agent's IPv4 address, where nothing listened: a
+// round dialing one failed, and in a fleet of four or more, agents that
+// drew only such peers failed the check for the harness's reason.
+func TestDualStackFleetEveryPeerAnswers(t *testing.T) {
+	chart, err := harness.ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := kit.CP.HelmT(t, "template", harness.ChartRelease, chart, "--namespace", harness.AgentNamespace, "--show-only", "templates/agent-service.yaml")
+	got := kit.CP.KubectlT(t, svc, "create", "--dry-run=server", "-f", "-", "-o", "jsonpath={.spec.ipFamilyPolicy} {.spec.ipFamilies}")
+	if want := fmt.Sprintf(`SingleStack ["%s"]`, kit.CP.Primary().Family); got != want {
+		t.Fatalf("the chart's agent Service on the dual-stack plane: %s, want %s (the harness publishes peers as its slices would list them)", got, want)
+	}
+
+	agents := kit.StartFleet(t, "peers-dual", 5, "--check.network.peers=20", "--check.network.min-peers=20")
+	for _, a := range agents {
+		kit.CP.WaitNode(t, a.Node.Name, 30*time.Second, "verified", agentkit.Verified)
+	}
+	failures := harness.Counter{Name: "node_check_failures_total", Match: []string{`check="network"`}}
+	before := make([]float64, len(agents))
+	for i, a := range agents {
+		before[i] = scrape(t, a, failures)
+	}
+	harness.WaitCounters(t, agentkit.Daemons(agents), agentkit.Iterations, 3, "three rounds after every node verified", nil)
+	for i, a := range agents {
+		if after := scrape(t, a, failures); after != before[i] {
+			t.Errorf("agent %s: %v failed network rounds after its node verified, want none:\n%s", a.Node.Name, after-before[i], a.Tail(20))
+		}
+		if ok := scrape(t, a, harness.Counter{Name: "node_check_success", Match: []string{`check="network"`}}); ok != 1 {
+			t.Errorf("agent %s: node_check_success{check=\"network\"} = %v, want 1", a.Node.Name, ok)
+		}
+	}
+}
+
+// scrape reads counter c from a's metrics.
+func scrape(t *testing.T, a *agentkit.Agent, c harness.Counter) float64 {
+	t.Helper()
+	v, err := harness.ScrapeMetric(a.URL("/metrics"), c.Name, c.Match...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
