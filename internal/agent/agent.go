@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Event reasons recorded on the Node.
@@ -124,7 +125,7 @@ func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMe
 		view: newNodeView(client, cfg.NodeName, log),
 		wake: make(chan struct{}, 1),
 		lock: &retaintLock{
-			client: client, namespace: cfg.LeaseNamespace, name: "kube-node-ready-retaint",
+			client: client, namespace: cfg.LeaseNamespace, name: api.RetaintLease,
 			holder: cfg.NodeName, duration: 15 * time.Second, now: time.Now,
 		},
 	}

@@ -57,6 +57,9 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 	limit := a.cfg.FleetBudget.Limit(total)
 	if !RetaintAllowed(others, limit) {
 		a.metrics.retaintSuppressed.Inc()
+		// Said on the Lease as well: remediation replaces nothing while
+		// the budget refuses re-taints (the fault is most likely the cluster's).
+		a.lock.refuseBy(node.Name)
 		a.logBlocked("fleet_budget", "re-taint suppressed by the fleet budget", "retainted_nodes", others, "limit", limit, "nodes", total,
 			"consecutive_failures", a.loop.failures)
 		// The note stays the same while the outage lasts, so repeats count into

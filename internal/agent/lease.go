@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // retaintLock is a Lease that serializes the count-then-taint of the fleet
@@ -40,6 +42,11 @@ type retaintLock struct {
 	// acquiredAt is when this agent last took the lease: before it even
 	// read the Lease, so never after any other agent first saw its record.
 	acquiredAt time.Time
+
+	// refused, when set, is written into the Lease as
+	// api.FleetBudgetRefusedAnnotation when the holder releases it: the
+	// fleet budget refused this holder's re-taint. Remediation reads it.
+	refused string
 }
 
 // concurrentTaker names the holder when another agent's write beat ours:
@@ -119,8 +126,13 @@ func (l *retaintLock) fill(lease *coordinationv1.Lease, now time.Time) {
 // next taker by duration. It waits for the API server at most duration:
 // the caller runs it past its own cancellation, and a Lease left behind is
 // taken over after duration anyway.
+//
+// A refusal of the fleet budget (refuseBy) is written in the same update:
+// the signal costs no request of its own. If the release fails, so does the
+// signal this round; the refused agent says it again the next.
 func (l *retaintLock) release(ctx context.Context) {
-	l.acquiredAt = time.Time{}
+	refused := l.refused
+	l.acquiredAt, l.refused = time.Time{}, ""
 	ctx, cancel := context.WithTimeout(ctx, l.duration)
 	defer cancel()
 	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
@@ -128,5 +140,18 @@ func (l *retaintLock) release(ctx context.Context) {
 		return
 	}
 	lease.Spec.HolderIdentity = ptr.To("")
+	if refused != "" {
+		if lease.Annotations == nil {
+			lease.Annotations = map[string]string{}
+		}
+		lease.Annotations[api.FleetBudgetRefusedAnnotation] = refused
+	}
 	_, _ = l.client.UpdateLease(ctx, lease)
+}
+
+// refuseBy records that the fleet budget refused node's re-taint, to be
+// written when the lease is released. The value changes every time (the
+// holder's clock, to the nanosecond): readers take a change as a refusal.
+func (l *retaintLock) refuseBy(node string) {
+	l.refused = node + " " + l.now().UTC().Format(time.RFC3339Nano)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // fakeClock is a clock the test moves.
@@ -266,5 +269,49 @@ func TestRetaintLockReleaseIsBounded(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("release still waiting for the API server after 10s (its lease duration is 200ms)")
+	}
+}
+
+// TestFleetBudgetRefusalIsSaidOnTheLease: a re-taint the fleet budget
+// refuses is written on the re-taint Lease (remediation holds while it is
+// recent), changed at every refusal, in the release's own update; a re-taint
+// the budget allows writes nothing there.
+func TestFleetBudgetRefusalIsSaidOnTheLease(t *testing.T) {
+	refusal := func(f *fakeCluster) string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.lease == nil {
+			return ""
+		}
+		return f.lease.Annotations[api.FleetBudgetRefusedAnnotation]
+	}
+	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil),
+		testNode("n2", []corev1.Taint{unhealthy}, retaintedLabel, nil))
+	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(c *Config) { c.FleetBudget = mustBudget(t, "1") })
+	a.loop.failures = a.cfg.Thresholds.Retaint - 1
+	a.loop.startupOver = true
+	a.step(t.Context())
+	first := refusal(f)
+	if !strings.HasPrefix(first, "n1 ") {
+		t.Fatalf("%s on the Lease = %q after a refusal, want it to name n1", api.FleetBudgetRefusedAnnotation, first)
+	}
+	if holder := ptr.Deref(f.lease.Spec.HolderIdentity, ""); holder != "" {
+		t.Errorf("Lease holder %q after the round, want it released", holder)
+	}
+	a.step(t.Context())
+	if second := refusal(f); second == first || !strings.HasPrefix(second, "n1 ") {
+		t.Errorf("%s = %q after a second refusal, first %q: want a new value naming n1", api.FleetBudgetRefusedAnnotation, second, first)
+	}
+
+	g := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	b, _ := startTestAgent(t, g, stubCheck{err: errDNS}, nil)
+	b.loop.failures = b.cfg.Thresholds.Retaint - 1
+	b.loop.startupOver = true
+	b.step(t.Context())
+	if !HasTaint(g.node("n1").Spec.Taints, unhealthy) {
+		t.Fatal("not re-tainted with room in the budget")
+	}
+	if got := refusal(g); got != "" {
+		t.Errorf("%s = %q after an allowed re-taint, want none", api.FleetBudgetRefusedAnnotation, got)
 	}
 }

@@ -29,6 +29,8 @@ type Controller struct {
 	noted     map[types.UID]string    // last Event reason recorded per node, so a state is told once
 	tripped   bool                    // fleet budget hold logged
 	fleetFull bool                    // the agents' fleet budget was used up at the last scan
+	refused   refusals                // the agents' fleet-budget refusals, as last read
+	held      bool                    // an agent was refused by the fleet budget recently, at this scan's read
 	down      bool                    // API server outage logged
 	claimsLog map[string]bool         // NodeClaim API trouble ("absent", "forbidden") logged once
 	retried   map[types.UID]time.Time // first sight of a valid mark, or its last retry

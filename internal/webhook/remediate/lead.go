@@ -25,6 +25,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 	// A new leader, or this one again, judges nothing it has not watched for
 	// a deadline itself.
 	c.obs, c.brks = newObserver(c, c.now()), newBreakers(c.cfg.Breaker)
+	c.refused, c.held = refusals{}, false // a refusal seen first is dated now
 	if c.cfg.Policy != PolicyReplace {
 		c.brks.cfg = Breaker{} // nothing to stop: never opens
 	}

@@ -50,6 +50,10 @@ type counts struct {
 	inFlight  int // nodes going away: being deleted, or validly marked
 	fleet     int // the fleet budget's limit
 	replace   int // --max-replacing's limit
+	// refused: an agent was refused a re-taint by the fleet budget within
+	// the deadline (budgetRefused): the budget was used up, whatever the
+	// labels count now.
+	refused bool
 }
 
 // countsOf counts the unverified nodes for a cluster of total nodes.
@@ -86,7 +90,10 @@ func (c *Controller) retainted(n *corev1.Node) bool {
 // "used up" is a state they do reach in a cluster-wide fault, and then
 // nothing is replaced. With a budget of 1 (clusters under 20 nodes at the
 // default 10 %), one re-tainted node holds every replacement: in a small
-// cluster one node's fault cannot be told from the cluster's.
+// cluster one node's fault cannot be told from the cluster's. And while an
+// agent was refused a re-taint by the budget within the deadline, nothing
+// is replaced either: the budget was used up even if a node has recovered
+// or been bypassed since, and the nodes still failing are not at fault.
 func (c *Controller) gate(n *corev1.Node, since time.Time, cnt counts, now time.Time) string {
 	_, unverified := c.state(n)
 	_, marked := c.validMark(n)
@@ -105,7 +112,7 @@ func (c *Controller) gate(n *corev1.Node, since time.Time, cnt counts, now time.
 		return blockedInService
 	case c.brks != nil && c.brks.of(c.pool(n)).open:
 		return blockedBreaker
-	case cnt.retainted >= cnt.fleet:
+	case cnt.retainted >= cnt.fleet || cnt.refused:
 		return blockedFleet
 	case !c.cfg.DryRun && inFlight >= cnt.replace:
 		return blockedMax
@@ -123,6 +130,7 @@ const (
 // which of those pass the gates now.
 func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 	cnt := c.countsOf(nodes, total)
+	cnt.refused = c.held
 	p := Plan{
 		FleetLimit: cnt.fleet, ReplaceLimit: cnt.replace,
 		Retainted: cnt.retainted, Replacing: cnt.inFlight,

@@ -142,6 +142,11 @@ type Config struct {
 	// without a NodeClaim it is only reported. Off: such a node is only
 	// reported.
 	ReplaceInService bool
+	// Namespace and RetaintLease locate the agents' re-taint Lease: while an
+	// agent was refused a re-taint by the fleet budget within Deadline (its
+	// api.FleetBudgetRefusedAnnotation changed), nothing is replaced. An
+	// empty RetaintLease reads none.
+	Namespace, RetaintLease string
 	// TotalNodes counts every node (for percentages).
 	TotalNodes func() int
 	// Recorder records Events on Nodes; nil records none.

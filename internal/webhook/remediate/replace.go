@@ -167,7 +167,11 @@ func (c *Controller) freshCounts(ctx context.Context, total int) (counts, error)
 	for i := range list.Items {
 		nodes[i] = &list.Items[i]
 	}
-	return c.countsOf(nodes, max(total, len(nodes))), nil
+	cnt := c.countsOf(nodes, max(total, len(nodes)))
+	if cnt.refused, err = c.budgetRefused(ctx, c.now()); err != nil {
+		return counts{}, err
+	}
+	return cnt, nil
 }
 
 // delete deletes claim (unless Karpenter is deleting it already) or, with

@@ -36,6 +36,8 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 	if c.cfg.TotalNodes != nil {
 		total = max(total, c.cfg.TotalNodes())
 	}
+	// An unreadable Lease holds (c.held is true); budgetRefused logs it.
+	c.held, _ = c.budgetRefused(ctx, now)
 	c.fleetEpisode(nodes, total, now)
 	p := c.plan(nodes, total, now)
 	c.claimList = &claimCache{}
@@ -93,11 +95,12 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 // budget, and be replaced while recovering.
 func (c *Controller) fleetEpisode(nodes []*corev1.Node, total int, now time.Time) {
 	cnt := c.countsOf(nodes, total)
-	full := cnt.retainted >= cnt.fleet
+	full := cnt.retainted >= cnt.fleet || c.held
 	if c.fleetFull && !full {
 		c.obs.restart(now)
 		c.log.Warn("the agents' fleet budget has room again after it was used up; every unverified node gets a full deadline from now",
-			"retainted_nodes", cnt.retainted, "fleet_limit", cnt.fleet, "unverified_deadline", c.cfg.Deadline)
+			"retainted_nodes", cnt.retainted, "fleet_limit", cnt.fleet, "unverified_deadline", c.cfg.Deadline,
+			"last_refusal", c.refused.value)
 	}
 	c.fleetFull = full
 }
