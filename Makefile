@@ -33,7 +33,7 @@ GO      ?= go
 # its own. The streams are balanced by the times per package in
 # docs/benchmarks.md; E2E_STREAM5 takes every package the others do not name.
 E2E_STREAM1 ?= ./test/e2e/install/... ./test/e2e/installipv6/... ./test/e2e/monitoring/... ./test/e2e/certmanager/...
-E2E_STREAM2 ?= ./test/e2e/faults/... ./test/e2e/upgrade/... ./test/harness/... ./test/e2e/release/...
+E2E_STREAM2 ?= ./test/e2e/faults/... ./test/e2e/upgrade/... ./test/harness/... ./test/e2e/release/... ./test/e2e/netpol/...
 E2E_STREAM3 ?= ./test/e2e/karpenter/... ./test/e2e/chart/... ./test/e2e/kustomize/...
 E2E_STREAM4 ?= ./test/e2e/agent/... ./test/e2e/agentipv6/... ./test/e2e/agentdualstack/... ./test/e2e/webhook/... ./test/e2e/clientca/...
 E2E_STREAM5 ?= $(filter-out $(E2E_STREAM1) $(E2E_STREAM2) $(E2E_STREAM3) $(E2E_STREAM4),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
@@ -75,7 +75,7 @@ dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and 
 	@ls -l $(DIST)
 
 .PHONY: tools
-tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, cert-manager (controller, CA injector), KWOK, Karpenter (KWOK provider), helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
+tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, cert-manager (controller, CA injector), KWOK, Karpenter (KWOK provider), kube-network-policies, helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
 	./test/tools/build.sh
 
 # make test runs lint and compiles the unit and fuzz tests (CPU only, mostly

@@ -79,6 +79,10 @@ type ClusterOptions struct {
 	// node's Ready condition Unknown and taints it node.kubernetes.io/unreachable;
 	// zero keeps its default (50 s). Fault tests shorten it.
 	NodeMonitorGracePeriod time.Duration
+	// NetworkPolicies runs SIG Network's reference NetworkPolicy enforcer
+	// (kube-network-policies) on every real node, so NetworkPolicies are
+	// enforced for real (netpol.go).
+	NetworkPolicies bool
 }
 
 // Cluster is a control plane with real nodes.

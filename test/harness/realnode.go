@@ -105,6 +105,11 @@ func (c *Cluster) AddNode(ctx context.Context, opts RealNodeOptions) (*RealNode,
 	if err := n.configurePodNetwork(ctx); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
+	if c.opts.NetworkPolicies {
+		if err := n.startNetworkPolicies(ctx); err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
 	c.mu.Lock()
 	c.Nodes = append(c.Nodes, n)
 	c.mu.Unlock()

@@ -142,6 +142,13 @@ crd karpenter-kwok "sigs.k8s.io/karpenter@$karpv" kwok/apis/crds
 [[ "$(cat "$bin/.stamp-crds-karpenter")" == "sigs.k8s.io/karpenter@$karpv" ]] ||
 	{ echo "test/tools/karpenter pins Karpenter $karpv, but its CRDs come from $(cat "$bin/.stamp-crds-karpenter"): pin one version" >&2; exit 1; }
 
+# SIG Network's reference NetworkPolicy enforcer, which real nodes run when a
+# test asks for enforced policies (harness.ClusterOptions.NetworkPolicies):
+# it judges each connection's first packet from the NetworkPolicies, Pods and
+# Namespaces it watches, handed to it on a netfilter queue.
+build kube-network-policies "$tools/kube-network-policies" sigs.k8s.io/kube-network-policies \
+	kube-network-policies=sigs.k8s.io/kube-network-policies/cmd
+
 # Debian packages: hey (HTTP load), ip (iproute2),
 # unshare and nsenter (util-linux); for real nodes runc, the CNI plugins
 # (/usr/lib/cni), iptables and conntrack.
