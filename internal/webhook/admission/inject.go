@@ -17,15 +17,15 @@ import (
 // chose and mark the node with the decision (api.StartupTaintAdmissionAnnotation),
 // for the raw Node of a CREATE that MutateNode accepted. No ops when
 // injection is off or the object cannot be read.
-func injectOps(ctx context.Context, in *startuptaint.Injector, raw []byte) ([]jsonpatch.Op, startuptaint.Decision) {
+func injectOps(ctx context.Context, in *startuptaint.Injector, raw []byte) ([]jsonpatch.Op, string, startuptaint.Decision) {
 	var top map[string]json.RawMessage
 	var node corev1.Node
 	if json.Unmarshal(raw, &top) != nil || top == nil || json.Unmarshal(raw, &node) != nil {
-		return nil, startuptaint.Decision{Outcome: startuptaint.Off, Why: "unreadable object"}
+		return nil, "", startuptaint.Decision{Outcome: startuptaint.Off, Why: "unreadable object"}
 	}
 	d := in.Decide(ctx, &node)
 	if d.Outcome == startuptaint.Off {
-		return nil, d
+		return nil, node.Name, d
 	}
 	var ops []jsonpatch.Op
 	if d.Taint != nil {
@@ -33,7 +33,7 @@ func injectOps(ctx context.Context, in *startuptaint.Injector, raw []byte) ([]js
 		if spec != nil {
 			var m map[string]json.RawMessage
 			if json.Unmarshal(spec, &m) != nil {
-				return nil, startuptaint.Decision{Outcome: startuptaint.Off, Why: "unreadable spec"}
+				return nil, node.Name, startuptaint.Decision{Outcome: startuptaint.Off, Why: "unreadable spec"}
 			}
 			taints = member(m, "taints")
 		}
@@ -60,7 +60,7 @@ func injectOps(ctx context.Context, in *startuptaint.Injector, raw []byte) ([]js
 	} else {
 		ops = append(ops, jsonpatch.Add("/metadata/annotations/"+jsonpatch.EscapePointer(api.StartupTaintAdmissionAnnotation), string(d.Outcome)))
 	}
-	return ops, d
+	return ops, node.Name, d
 }
 
 // member is m[key], nil when absent or null. Keys match exactly, as JSON
@@ -104,13 +104,13 @@ func appendOps(resp *admissionv1.AdmissionResponse, ops []jsonpatch.Op) error {
 // CREATE that MutateNode accepted. A failure leaves resp as it was: the node
 // is admitted with the finalizer alone, never refused.
 func (h *Handler) inject(ctx context.Context, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
-	ops, d := injectOps(ctx, h.StartupTaint, req.Object.Raw)
+	ops, name, d := injectOps(ctx, h.StartupTaint, req.Object.Raw)
 	if err := appendOps(resp, ops); err != nil {
 		d = startuptaint.Decision{Outcome: startuptaint.Off, Why: "patch: " + err.Error()}
 	}
 	h.Metrics.observeStartupTaint(d.Outcome)
 	if h.Log != nil && d.Outcome != startuptaint.Off {
-		attrs := []any{"node", req.Name, "outcome", string(d.Outcome), "why", d.Why}
+		attrs := []any{"node", name, "outcome", string(d.Outcome), "why", d.Why}
 		if d.Taint != nil {
 			attrs = append(attrs, "taint", d.Taint.ToString())
 		}
