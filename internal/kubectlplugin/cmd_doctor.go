@@ -98,6 +98,7 @@ type doctorRead struct {
 func runDoctor(ctx context.Context, inv *invocation) error {
 	r := readForDoctor(ctx, inv)
 	report := diagnoseAll(r)
+	report.Warnings = append(report.Warnings, missedWarnings(r.nodes)...)
 	if inv.opts.Output == OutputJSON || inv.opts.Output == OutputYAML {
 		if err := printObject(inv.out, report, inv.opts.Output); err != nil {
 			return err

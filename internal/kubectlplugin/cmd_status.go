@@ -42,7 +42,7 @@ func runStatus(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	keys, warnings := readTaintKeys(ctx, inv)
-	printWarnings(inv.err, warnings)
+	printWarnings(inv.err, append(warnings, missedWarnings(nodes)...))
 	reports := Reports(nodes, keys)
 	if inv.opts.Output == OutputJSON || inv.opts.Output == OutputYAML {
 		return PrintList(inv.out, reports, inv.opts.Output)
