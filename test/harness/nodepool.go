@@ -36,6 +36,11 @@ type NodePoolOptions struct {
 	// ConsolidateAfter is how long a node stays consolidatable before it is
 	// disrupted when Consolidation is set (default 0s).
 	ConsolidateAfter time.Duration
+	// TerminationGracePeriod is spec.template.spec.terminationGracePeriod:
+	// how long Karpenter drains a deleted NodeClaim's Node, honouring
+	// PodDisruptionBudgets, before it deletes the pods still there; zero
+	// leaves it unset (drained for as long as it takes).
+	TerminationGracePeriod time.Duration
 }
 
 // nodePool is the NodePool object of opts: linux/amd64 on-demand nodes of
@@ -56,6 +61,9 @@ func nodePool(opts NodePoolOptions) *unstructured.Unstructured {
 	}
 	if len(opts.Taints) > 0 {
 		spec["taints"] = taintList(opts.Taints)
+	}
+	if opts.TerminationGracePeriod > 0 {
+		spec["terminationGracePeriod"] = opts.TerminationGracePeriod.String()
 	}
 	meta := map[string]any{}
 	if len(opts.Labels) > 0 {

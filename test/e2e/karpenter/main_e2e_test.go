@@ -87,7 +87,7 @@ type env struct {
 // TestKarpenter brings up the environment once and runs the scenarios on
 // it, in parallel but for Replace, which runs after them.
 func TestKarpenter(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, harness.Options{})
 	t.Run("scenarios", func(t *testing.T) {
 		t.Run("NoRunaway", func(t *testing.T) { t.Parallel(); e.testNoRunaway(t) })
 		t.Run("ScaleUp", func(t *testing.T) { t.Parallel(); e.testScaleUp(t) })
@@ -102,10 +102,11 @@ func TestKarpenter(t *testing.T) {
 	t.Run("Replace", func(t *testing.T) { e.startReplacer(t); e.testReplace(t) })
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv starts the environment on a control plane of opts.
+func newEnv(t *testing.T, opts harness.Options) *env {
 	t.Helper()
 	start := time.Now()
-	cp := harness.StartT(t, harness.Options{})
+	cp := harness.StartT(t, opts)
 	if err := cp.StartScheduler(); err != nil {
 		t.Fatal(err)
 	}
