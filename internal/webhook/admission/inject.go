@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -109,11 +110,16 @@ func (h *Handler) inject(ctx context.Context, req *admissionv1.AdmissionRequest,
 		d = startuptaint.Decision{Outcome: startuptaint.Off, Why: "patch: " + err.Error()}
 	}
 	h.Metrics.observeStartupTaint(d.Outcome)
-	if h.Log != nil && d.Outcome != startuptaint.Off {
-		attrs := []any{"node", name, "outcome", string(d.Outcome), "why", d.Why}
-		if d.Taint != nil {
-			attrs = append(attrs, "taint", d.Taint.ToString())
-		}
-		h.Log.Info("startup taint decided at node creation", attrs...)
+	if h.Log == nil || d.Outcome == startuptaint.Off {
+		return
 	}
+	attrs := []any{"node", name, "outcome", string(d.Outcome), "why", d.Why}
+	if d.Taint != nil {
+		attrs = append(attrs, "taint", d.Taint.ToString())
+	}
+	level := slog.LevelDebug // the node is as its creator made it
+	if d.Outcome == startuptaint.Added || d.Outcome == startuptaint.NoKey {
+		level = slog.LevelInfo
+	}
+	h.Log.Log(ctx, level, "startup taint decided at node creation", attrs...)
 }
