@@ -44,4 +44,7 @@ type Config struct {
 	// the user wrote it (flag and value), for the Events that name it.
 	FleetBudget     budget.Budget
 	FleetBudgetFlag string
+	// Suspend is the operator's suspend switch: while it is on, or cannot
+	// be read, no re-taint is written (suspend.go). nil: never suspended.
+	Suspend SuspendSwitch
 }

@@ -22,14 +22,23 @@ const (
 )
 
 // deferReasons lists the reasons a re-taint is deferred.
-var deferReasons = []string{DeferLeaseHeld, DeferLeaseError, DeferLeaseExpired}
+var deferReasons = []string{DeferLeaseHeld, DeferLeaseError, DeferLeaseExpired, DeferSuspended, DeferSuspendUnreadable}
 
 // retaint re-applies the taint if the fleet budget allows: under the
 // re-taint Lease it counts the nodes already re-tainted (one label-selector
 // read) and the nodes in the cluster. A refusal, or a re-taint deferred
 // because the Lease cannot be had, is counted and recorded as an Event every
 // round and logged once per episode: a blocked re-taint is never silent.
+//
+// The operator's suspend switch holds it first, as the watch saw it (no
+// request while suspended, the state a fleet-wide outage is suspended in),
+// and again on a fresh read right before the taint is written, so a
+// suspend the watch delivers late still stops it; a switch that cannot be
+// read holds too.
 func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) error {
+	if a.suspended(node, a.suspendState()) {
+		return nil
+	}
 	got, holder, err := a.lock.acquire(ctx)
 	if err != nil {
 		a.deferRetaint(node, DeferLeaseError, holder)
@@ -71,6 +80,9 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 	}
 	if !a.lock.held() {
 		a.deferRetaint(node, DeferLeaseExpired, "")
+		return nil
+	}
+	if a.suspended(node, a.suspendRead(ctx)) {
 		return nil
 	}
 	a.loop.blockedLogged = ""

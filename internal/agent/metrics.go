@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 )
 
@@ -21,6 +22,8 @@ type Metrics struct {
 	skippedRounds     prometheus.Counter
 	gateTimeouts      prometheus.Counter
 	iterations        prometheus.Counter
+	// Suspended is node_ready_suspended, set by the suspend switch.
+	Suspended prometheus.Gauge
 }
 
 // NewMetrics registers the agent metrics on reg; it fails when one of them is
@@ -49,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		retaintDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "node_ready_retaint_deferred_total",
-			Help: "Rounds whose re-taint waited for the re-taint Lease, by reason (lease_held: another agent holds it; lease_error: it cannot be read or written; lease_expired: the fleet count outlasted it).",
+			Help: "Rounds whose re-taint waited, by reason (lease_held: another agent holds the re-taint Lease; lease_error: it cannot be read or written; lease_expired: the fleet count outlasted it; suspended: the operator's suspend switch is on; suspend_unreadable: the switch cannot be read).",
 		}, []string{"reason"}),
 		initialExhausted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "node_ready_initial_retries_exhausted_total",
@@ -71,9 +74,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "node_check_continuous",
 			Help: "Mode of each enabled check: 1 continuous (re-run every period once verified, can re-taint), 0 bootstrap (runs only until the first untaint).",
 		}, []string{"check"}),
+		Suspended: suspend.NewGauge(),
 	}
 	buildInfo := version.BuildInfo("node_ready_build_info", "Build of the running agent; always 1.")
-	for _, c := range []prometheus.Collector{m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, m.iterations, buildInfo} {
+	for _, c := range []prometheus.Collector{m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, m.iterations, m.Suspended, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("agent: register metrics: %w", err)
 		}

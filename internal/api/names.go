@@ -60,6 +60,20 @@ const (
 	// signal, dated on its own clock). Remediation holds while it is recent:
 	// an outage that fills the budget is the cluster's fault, not the nodes'.
 	FleetBudgetRefusedAnnotation = "infra.894.io/fleet-budget-refused"
+
+	// SuspendConfigMap is the operator's suspend switch, in the release's
+	// namespace: while it exists, no agent re-taints, remediation replaces
+	// nothing and admission adds no startup taint; untaints and cleanup go
+	// on. kubectl node-ready suspend creates it and resume deletes it; the
+	// chart never renders it (so no upgrade or sync resets it), and lets
+	// the agents and the webhook only read it.
+	SuspendConfigMap = "kube-node-ready-suspend"
+	// SuspendReasonKey, SuspendSinceKey and SuspendByKey are the switch's
+	// data: why, when (RFC 3339, the writer's clock: for people, never
+	// judged) and who.
+	SuspendReasonKey = "reason"
+	SuspendSinceKey  = "since"
+	SuspendByKey     = "by"
 )
 
 // The reasons of the agent's condition.

@@ -10,6 +10,8 @@
 {{- end -}}
 
 {{- define "knr.agentName" -}}{{ include "knr.fullname" . }}{{- end -}}
+{{- /* The operator's suspend switch (internal/api SuspendConfigMap): never rendered, only read. */}}
+{{- define "knr.suspendName" -}}kube-node-ready-suspend{{- end -}}
 {{- define "knr.webhookName" -}}{{ include "knr.fullname" . | trunc 55 | trimSuffix "-" }}-webhook{{- end -}}
 
 {{- define "knr.labels" -}}

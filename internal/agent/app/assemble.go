@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
 
 // Assembled is an agent wired from its Options, ready to Run.
@@ -45,6 +46,11 @@ func Assemble(ctx context.Context, opts *Options, client agent.Clientset, reg pr
 	if err != nil {
 		return nil, err
 	}
+	// The operator's suspend switch: one field-selected watch, for the
+	// agent's life; until it has listed, re-taints hold.
+	sw := suspend.New(client.CS, opts.PodNamespace, opts.SuspendConfigMap, agentMetrics.Suspended, log)
+	go sw.Run(ctx)
+	cfg.Suspend = sw
 	recorder, stopRecorder, err := agent.StartEventRecorder(context.WithoutCancel(ctx), client.CS, controller)
 	if err != nil {
 		return nil, err

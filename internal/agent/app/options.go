@@ -110,6 +110,9 @@ type Options struct {
 	checks []checkRow
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// SuspendConfigMap is the operator's suspend switch in PodNamespace:
+	// while it exists (or cannot be read) no re-taint is written.
+	SuspendConfigMap string
 	// renames records the renamed flags the command line or environment used.
 	renames *flagenv.Renames
 }
@@ -148,6 +151,7 @@ func NewOptions() *Options {
 		IPFamilies:                 checks.IPFamiliesAuto,
 		checks:                     checkTable(),
 		LogLevel:                   "info",
+		SuspendConfigMap:           api.SuspendConfigMap,
 	}
 }
 
@@ -183,6 +187,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	for _, r := range o.checks {
 		r.config.AddFlags(fs)
 	}
+	fs.StringVar(&o.SuspendConfigMap, "suspend-configmap", o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --pod-namespace that kubectl node-ready suspend writes and resume deletes: while it exists, or cannot be read, no re-taint is written; untaints go on")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
 
@@ -250,6 +255,9 @@ func (o *Options) Validate() error {
 		p.Check("ip-families", err)
 	}
 	p.Check("log-level", cli.LogLevel(o.LogLevel))
+	if msgs := validation.IsDNS1123Subdomain(o.SuspendConfigMap); len(msgs) > 0 {
+		p.Add("suspend-configmap", "%q is not a ConfigMap name: %s", o.SuspendConfigMap, strings.Join(msgs, "; "))
+	}
 	return p.Err()
 }
 
