@@ -189,6 +189,10 @@ type Options struct {
 	PreviousTaintKeys []string
 	// VerifiedLabel is the agent's --verified-label.
 	VerifiedLabel string
+	// SuspendConfigMap is the operator's suspend switch in Namespace: while
+	// it exists, or cannot be read, nothing is replaced and no startup
+	// taint added; empty: no switch.
+	SuspendConfigMap string
 	// AgentSkipAnnotation is the agent's bypass annotation (its
 	// --skip-verification-annotation): a bypassed node is never replaced and
 	// does not count against the fleet budget.
@@ -259,6 +263,7 @@ func NewOptions() *Options {
 		CleanupRetryMax:        5 * time.Minute,
 		SkipAnnotation:         api.SkipCleanupAnnotation,
 		LeaderElect:            true,
+		SuspendConfigMap:       api.SuspendConfigMap,
 		LeaseName:              "kube-node-ready-webhook",
 		LeaseDuration:          15 * time.Second,
 		RenewDeadline:          10 * time.Second,

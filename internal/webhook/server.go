@@ -93,8 +93,12 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err := startCertificates(ctx, &wg, opts, cfg, store, log); err != nil {
 		return err
 	}
+	sw, err := startSuspend(ctx, &wg, opts, cfg, reg, log)
+	if err != nil {
+		return err
+	}
 	if opts.NeedsWatcher() {
-		if err := startWatcher(ctx, &wg, opts, cfg, reg, &configs, log); err != nil {
+		if err := startWatcher(ctx, &wg, opts, cfg, reg, &configs, sw, log); err != nil {
 			return err
 		}
 	}
@@ -108,7 +112,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	injector, err := newInjector(opts, cfg)
+	injector, err := newInjector(opts, cfg, sw)
 	if err != nil {
 		return err
 	}

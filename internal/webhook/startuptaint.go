@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/startuptaint"
+	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
 
 func (o *Options) addStartupTaintFlags(fs *flag.FlagSet) {
@@ -67,8 +68,9 @@ func (o *Options) startupTaintConfig() (startuptaint.Config, error) {
 }
 
 // newInjector is admission's startup taint decision, or nil when injection
-// is off. cfg nil (no API access): NodePools are never read.
-func newInjector(o Options, cfg *rest.Config) (*startuptaint.Injector, error) {
+// is off. cfg nil (no API access): NodePools are never read. sw is the
+// operator's suspend switch (nil: none).
+func newInjector(o Options, cfg *rest.Config, sw *suspend.Switch) (*startuptaint.Injector, error) {
 	if !o.InjectStartupTaint {
 		return nil, nil
 	}
@@ -77,6 +79,9 @@ func newInjector(o Options, cfg *rest.Config) (*startuptaint.Injector, error) {
 		return nil, err
 	}
 	in := &startuptaint.Injector{Config: c}
+	if sw != nil {
+		in.Suspend = sw
+	}
 	if cfg != nil {
 		dyn, err := dynamic.NewForConfig(cfg)
 		if err != nil {

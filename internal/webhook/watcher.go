@@ -26,6 +26,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
+	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/leader"
@@ -40,7 +41,7 @@ const ReasonConfigInvalid = "CleanupConfigInvalid"
 // startWatcher starts the node watcher: the informer on every replica, the
 // back-fill and cleanup workers on the leader only.
 // configs receives the cleanup configuration's loader, for /readyz.
-func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, configs *atomic.Pointer[cleanup.Loader], log *slog.Logger) error {
+func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, configs *atomic.Pointer[cleanup.Loader], sw *suspend.Switch, log *slog.Logger) error {
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("watcher: metadata client: %w", err)
@@ -105,7 +106,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 	if err != nil {
 		return err
 	}
-	rem, err := newRemediation(opts, cfg, client, ctrl.NodeCount, recorder, reg, log)
+	rem, err := newRemediation(opts, cfg, client, ctrl.NodeCount, recorder, reg, sw, log)
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 }
 
 // newRemediation builds the remediation controller, or nil when --remediation=off.
-func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface, total func() int, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*remediate.Controller, error) {
+func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface, total func() int, recorder events.EventRecorder, reg prometheus.Registerer, sw *suspend.Switch, log *slog.Logger) (*remediate.Controller, error) {
 	policy, err := remediate.ParsePolicy(opts.Remediation)
 	if err != nil || policy == remediate.PolicyOff {
 		return nil, err
@@ -197,6 +198,7 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 		RetaintLease:        opts.AgentRetaintLease,
 		TotalNodes:          total,
 		Recorder:            recorder,
+		Suspend:             sw,
 	}, reg, log.With("component", "remediation"))
 }
 

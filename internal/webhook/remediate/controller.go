@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
 
 // Controller is the remediation loop.
@@ -31,6 +33,8 @@ type Controller struct {
 	fleetFull bool                    // the agents' fleet budget was used up at the last scan
 	refused   refusals                // the agents' fleet-budget refusals, as last read
 	held      bool                    // an agent was refused by the fleet budget recently, at this scan's read
+	suspend   suspend.State           // the suspend switch, as the watch showed it at this scan
+	suspended string                  // the blocked reason it gives, "" when it does not hold
 	down      bool                    // API server outage logged
 	claimsLog map[string]bool         // NodeClaim API trouble ("absent", "forbidden") logged once
 	retried   map[types.UID]time.Time // first sight of a valid mark, or its last retry

@@ -23,7 +23,8 @@ const (
 	blockedNoDrain = "no_drain_path"
 )
 
-var blockedReasons = []string{blockedFleet, blockedMax, blockedProtected, blockedBreaker, blockedInService, blockedWorkloads, blockedNoDrain}
+var blockedReasons = []string{blockedFleet, blockedMax, blockedProtected, blockedBreaker, blockedInService, blockedWorkloads, blockedNoDrain,
+	blockedSuspended, blockedSuspendUnreadable}
 
 // Scan results (the result label of node_remediation_scans_total and
 // node_remediation_scan_duration_seconds).

@@ -54,6 +54,9 @@ type counts struct {
 	// the deadline (budgetRefused): the budget was used up, whatever the
 	// labels count now.
 	refused bool
+	// suspended is the blocked reason the operator's suspend switch gives
+	// (on, or unreadable: suspendBlocked), "" when it does not hold.
+	suspended string
 }
 
 // countsOf counts the unverified nodes for a cluster of total nodes.
@@ -94,6 +97,8 @@ func (c *Controller) retainted(n *corev1.Node) bool {
 // agent was refused a re-taint by the budget within the deadline, nothing
 // is replaced either: the budget was used up even if a node has recovered
 // or been bypassed since, and the nodes still failing are not at fault.
+// While the operator's suspend switch is on, or cannot be read, nothing is
+// replaced at all.
 func (c *Controller) gate(n *corev1.Node, since time.Time, cnt counts, now time.Time) string {
 	_, unverified := c.state(n)
 	_, marked := c.validMark(n)
@@ -106,6 +111,8 @@ func (c *Controller) gate(n *corev1.Node, since time.Time, cnt counts, now time.
 		return notUnverified
 	case now.Sub(since) < c.cfg.Deadline:
 		return notOverdue
+	case cnt.suspended != "":
+		return cnt.suspended
 	case c.cfg.ProtectAnnotation != "" && n.Annotations[c.cfg.ProtectAnnotation] == "true":
 		return blockedProtected
 	case !c.neverVerified(n) && !c.cfg.ReplaceInService:
@@ -131,6 +138,7 @@ const (
 func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 	cnt := c.countsOf(nodes, total)
 	cnt.refused = c.held
+	cnt.suspended = c.suspended
 	p := Plan{
 		FleetLimit: cnt.fleet, ReplaceLimit: cnt.replace,
 		Retainted: cnt.retainted, Replacing: cnt.inFlight,

@@ -151,6 +151,9 @@ type Config struct {
 	TotalNodes func() int
 	// Recorder records Events on Nodes; nil records none.
 	Recorder events.EventRecorder
+	// Suspend is the operator's suspend switch: while it is on, or cannot
+	// be read, nothing is replaced (suspend.go). nil: never suspended.
+	Suspend Switch
 }
 
 // state returns which of the agent's taint keys n carries when it is

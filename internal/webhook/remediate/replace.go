@@ -171,6 +171,9 @@ func (c *Controller) freshCounts(ctx context.Context, total int) (counts, error)
 	if cnt.refused, err = c.budgetRefused(ctx, c.now()); err != nil {
 		return counts{}, err
 	}
+	// Fresh too: a suspend the watch delivers late still stops the delete,
+	// and one that cannot be read holds it (gate).
+	cnt.suspended = suspendBlocked(c.switchRead(ctx))
 	return cnt, nil
 }
 

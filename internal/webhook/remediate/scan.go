@@ -38,6 +38,7 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 	}
 	// An unreadable Lease holds (c.held is true); budgetRefused logs it.
 	c.held, _ = c.budgetRefused(ctx, now)
+	c.suspendEpisode(c.switchState(), now)
 	c.fleetEpisode(nodes, total, now)
 	p := c.plan(nodes, total, now)
 	c.claimList = &claimCache{}

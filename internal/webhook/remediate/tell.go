@@ -76,6 +76,12 @@ func (c *Controller) blockedText(reason string, p Plan, n *corev1.Node) string {
 	switch reason {
 	case blockedProtected:
 		return "the node is protected from deletion"
+	case blockedSuspended, blockedSuspendUnreadable:
+		why := c.suspend.Why()
+		if why == "" { // seen only on the fresh read before the delete
+			why = "the operator's suspend switch holds"
+		}
+		return "nothing is replaced while " + why + " (kubectl node-ready resume ends it)"
 	case blockedFleet:
 		return fmt.Sprintf("%d nodes are re-tainted, the agents' fleet budget of %d is used up: a cluster-wide fault is not this node's", p.Retainted, p.FleetLimit)
 	case blockedBreaker:
