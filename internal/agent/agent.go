@@ -73,6 +73,8 @@ type Agent struct {
 	view   *nodeView
 	health health
 	loop   loop
+	// would is what enforce would have on the node now (observe mode).
+	would would
 }
 
 // loop is the state of the Run loop; only the goroutine running Run reads
@@ -129,6 +131,7 @@ func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMe
 			holder: cfg.NodeName, duration: 15 * time.Second, now: time.Now,
 		},
 	}
+	metrics.observe.setMode(cfg.Observe)
 	a.loop.startup = newInitialBackoff(cfg.InitialBackoff, cfg.InitialTries)
 	a.loop.writeRetry = &backoff.ExponentialBackOff{
 		InitialInterval: cfg.InitialBackoff, Multiplier: 2, RandomizationFactor: 0.2,
@@ -269,6 +272,9 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 		return a.cfg.Period
 	}
 	a.loop.waitingFor = ""
+	if a.cfg.Observe && !a.observeStart(ctx, node) {
+		return a.cfg.InitialBackoff
+	}
 
 	runner := a.runner
 	bootstrap := a.bootstrapRound(node)
@@ -329,6 +335,9 @@ func (a *Agent) act(ctx context.Context, round checks.Round, continuous bool, no
 	// The round took a while: decide on the node as it is now.
 	if n := a.view.node(); n != nil {
 		node = n
+	}
+	if a.cfg.Observe {
+		return a.actObserve(ctx, round, continuous, node)
 	}
 	startupTainted, retainted := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
 	want := Decide(State{

@@ -47,4 +47,7 @@ type Config struct {
 	// Suspend is the operator's suspend switch: while it is on, or cannot
 	// be read, no re-taint is written (suspend.go). nil: never suspended.
 	Suspend SuspendSwitch
+	// Observe is --mode=observe: checks run and are recorded, with what
+	// enforce would have done; no taint is added or kept (observe.go).
+	Observe bool
 }

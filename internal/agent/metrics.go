@@ -24,6 +24,7 @@ type Metrics struct {
 	iterations        prometheus.Counter
 	// Suspended is node_ready_suspended, set by the suspend switch.
 	Suspended prometheus.Gauge
+	observe   *observeMetrics
 }
 
 // NewMetrics registers the agent metrics on reg; it fails when one of them is
@@ -76,6 +77,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"check"}),
 		Suspended: suspend.NewGauge(),
 	}
+	observe, err := newObserveMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.observe = observe
 	buildInfo := version.BuildInfo("node_ready_build_info", "Build of the running agent; always 1.")
 	for _, c := range []prometheus.Collector{m.verified, m.failures, m.taintOps, m.timeToVerified, m.retaintSuppressed, m.retaintDeferred, m.initialExhausted, m.continuous, m.skippedRounds, m.gateTimeouts, m.iterations, m.Suspended, buildInfo} {
 		if err := reg.Register(c); err != nil {

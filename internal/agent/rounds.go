@@ -25,6 +25,10 @@ import (
 // bootstrapRound reports whether a round on node runs every check and gate
 // (BootstrapRound): only while it is being verified for the first time.
 func (a *Agent) bootstrapRound(node *corev1.Node) bool {
+	if a.cfg.Observe {
+		// The node carries no taint of ours: enforce would hold it, or not.
+		return a.would.holding.Load()
+	}
 	return BootstrapRound(node, a.cfg.Taints, a.cfg.VerifiedLabel, a.periodic == nil)
 }
 

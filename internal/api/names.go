@@ -44,6 +44,11 @@ const (
 	// no-key). A node created after the oldest node so marked that carries
 	// none joined without admission: the webhook was down or not called.
 	StartupTaintAdmissionAnnotation = "infra.894.io/startup-taint"
+	// StartupTaintObserved is the value of StartupTaintAdmissionAnnotation
+	// on a node created in observe mode that enforce would have tainted: the
+	// agent takes it for a new node and records how long enforce would have
+	// held it.
+	StartupTaintObserved = "observed"
 	// LocalVolumesAnnotation on a node names the local-volumes plugin's
 	// storage classes for it.
 	LocalVolumesAnnotation = "infra.894.io/cleanup-local-volumes"
@@ -76,6 +81,15 @@ const (
 	SuspendByKey     = "by"
 )
 
+// The modes of both binaries (--mode, the chart's mode).
+const (
+	// ModeEnforce: taints are added and removed, remediation acts.
+	ModeEnforce = "enforce"
+	// ModeObserve: every check runs and is recorded; no taint is added, none
+	// of ours is kept, no node is held, remediation only reports.
+	ModeObserve = "observe"
+)
+
 // The reasons of the agent's condition.
 const (
 	// ReasonChecksPassed: the latest round passed (status True).
@@ -90,4 +104,10 @@ const (
 	ReasonBootstrapped = "Bootstrapped"
 	// ReasonBypassed: the skip-verification annotation is set (status True).
 	ReasonBypassed = "Bypassed"
+	// ReasonWouldHold: observe mode; a new node whose checks have not passed
+	// yet, which enforce would hold with the startup taint (status False).
+	ReasonWouldHold = "WouldHold"
+	// ReasonWouldRetaint: observe mode; checks failed enough rounds in a
+	// row that enforce would have re-tainted the node (status False).
+	ReasonWouldRetaint = "WouldRetaint"
 )

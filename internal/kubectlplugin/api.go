@@ -30,6 +30,8 @@ type API interface {
 	// ListNodeEvents reads the events.k8s.io/v1 Events about the Node name
 	// in namespace ("" for all namespaces).
 	ListNodeEvents(ctx context.Context, namespace, name string) ([]eventsv1.Event, error)
+	// ListPodEvents reads the events.k8s.io/v1 Events about Pods in namespace.
+	ListPodEvents(ctx context.Context, namespace string) ([]eventsv1.Event, error)
 	// ListDaemonSets reads the DaemonSets in namespace ("" for all).
 	ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error)
 	// ListDeployments reads the Deployments in namespace ("" for all).
@@ -105,6 +107,18 @@ func (a *kubeAPI) ListNodeEvents(ctx context.Context, namespace, name string) ([
 		return l.Items, l.Continue, nil
 	})
 	return events, explain(err, "list", "events.events.k8s.io", "")
+}
+
+func (a *kubeAPI) ListPodEvents(ctx context.Context, namespace string) ([]eventsv1.Event, error) {
+	opts := metav1.ListOptions{FieldSelector: fields.Set{"regarding.kind": "Pod"}.String()}
+	events, err := listPages(ctx, opts, func(ctx context.Context, opts metav1.ListOptions) ([]eventsv1.Event, string, error) {
+		l, err := a.client.EventsV1().Events(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		return l.Items, l.Continue, nil
+	})
+	return events, explain(err, "list", "events.events.k8s.io"+scope(namespace), "")
 }
 
 // apiError is an API error in a person's words; errors.As still finds the

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -48,7 +49,14 @@ It also names every taint of ours on a node (a key of any preset, of an agent's 
 flags, or of an earlier revision of an agent DaemonSet) that no running agent removes, with the
 nodes and the fix: after a helm rollback to a release before the taint-key presets (an agent whose
 flags name neither --autoscaler nor --previous-taint-keys removes only its own two keys), or after
-a key changed without the old one in agent.previousTaintKeys. Each is a problem. Helm fixes name
+a key changed without the old one in agent.previousTaintKeys. Each is a problem.
+
+And it names every external name of the agents' dns check (agent.dns.externalNames, the webhook's
+--check.dns.external-names) that does not resolve from the webhook's pod: a problem, since every
+agent given it fails its dns check wherever the cluster answers as it does there. doctor resolves
+nothing itself and execs nothing: the webhook resolves those names from its pod every minute and
+records each outcome as an Event on the Pod (` + api.ReasonExternalNameUnresolved + `, ` + api.ReasonExternalNameResolved + `,
+the name in the Event's action); doctor reads the newest of each name among the webhook's pods. Helm fixes name
 the published chart (` + autoscaler.PublishedChart + `) at the version the
 release deployed.
 
@@ -90,6 +98,9 @@ type doctorRead struct {
 	nodes     []corev1.Node
 	nodesRead bool
 	revisions []appsv1.ControllerRevision
+	// podEvents are the Events about Pods of each namespace holding a
+	// webhook that resolves the agents' external names.
+	podEvents map[string][]eventsv1.Event
 	// failed are reads that failed, in a person's words; warnings are
 	// reads that fell back or values that could not be read.
 	failed, warnings []string
@@ -139,6 +150,7 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 	r.readAgents(ctx, inv.api, ns, fallback)
 	r.readDeployments(ctx, inv.api, ns)
 	r.readNodes(ctx, inv.api)
+	r.readExternalNames(ctx, inv.api)
 	var err error
 	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
 	if err != nil {
@@ -278,6 +290,8 @@ func diagnoseAll(r *doctorRead) DoctorReport {
 		rep.HeldFinalizers = heldFinalizers(r.nodes, r.deployments)
 		rep.Problems += len(rep.HeldFinalizers)
 	}
+	rep.UnresolvedExternalNames = unresolvedNames(r.deployments, r.podEvents)
+	rep.Problems += len(rep.UnresolvedExternalNames)
 	return rep
 }
 

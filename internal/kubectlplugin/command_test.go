@@ -112,6 +112,19 @@ func (f *fakeAPI) PatchNode(_ context.Context, name string, patch []byte) error 
 	return nil
 }
 
+func (f *fakeAPI) ListPodEvents(_ context.Context, namespace string) ([]eventsv1.Event, error) {
+	if f.forbid["list events "+namespace] {
+		return nil, explain(apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "", errors.New("RBAC says no")), "list", "events.events.k8s.io"+scope(namespace), "")
+	}
+	var out []eventsv1.Event
+	for _, e := range f.events[namespace] {
+		if e.Regarding.Kind == "Pod" {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeAPI) ListNodeEvents(_ context.Context, namespace, name string) ([]eventsv1.Event, error) {
 	f.listed = append(f.listed, namespace)
 	key := namespace

@@ -21,7 +21,8 @@ func ConditionOf(node *corev1.Node) *corev1.NodeCondition {
 // is the round at which the outcome last changed; later rounds with the
 // same outcome leave it as it is.
 type Round struct {
-	// Outcome is passed, failed, recovering, bootstrapped, bypassed, or
+	// Outcome is passed, failed, recovering, bootstrapped, bypassed, would
+	// hold, would re-taint (observe mode), or
 	// the condition's reason when it is none of the agent's.
 	Outcome string
 	// Detail is the message's summary, or the whole message when it is not
@@ -50,6 +51,10 @@ func RoundOf(reason, message string) Round {
 		r.Outcome = "bootstrapped"
 	case api.ReasonBypassed:
 		r.Outcome = "bypassed"
+	case api.ReasonWouldHold:
+		r.Outcome = "would hold"
+	case api.ReasonWouldRetaint:
+		r.Outcome = "would re-taint"
 	default:
 		r.Outcome = reason
 	}

@@ -26,6 +26,9 @@ type DoctorReport struct {
 	// HeldFinalizers are finalizers of ours on nodes that no running
 	// webhook removes (each a problem: those nodes' deletions hang).
 	HeldFinalizers []HeldFinalizer `json:"heldFinalizers"`
+	// UnresolvedExternalNames are the agents' external names that do not
+	// resolve from the webhook's pod (each a problem).
+	UnresolvedExternalNames []UnresolvedName `json:"unresolvedExternalNames,omitempty"`
 	// Problems counts the findings of severity problem.
 	Problems int `json:"problems"`
 	// ReadErrors are the reads that failed: the verdict is incomplete.
@@ -111,6 +114,7 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 	}
 	printStranded(w, rep.StrandedTaints, &n)
 	printHeld(w, rep.HeldFinalizers, &n)
+	printUnresolved(w, rep.UnresolvedExternalNames, &n)
 	if len(rep.ReadErrors) > 0 {
 		printf(w, "\nNot read (the verdict is incomplete):\n")
 		for _, e := range rep.ReadErrors {

@@ -195,3 +195,22 @@ func TestGoldenWhyKeys(t *testing.T) {
 		golden(t, tt.file, buf.Bytes())
 	}
 }
+
+// TestGoldenStatusObserve: in observe mode status says, per node, the taint
+// enforce would have on it and since when, beside none on the node.
+func TestGoldenStatusObserve(t *testing.T) {
+	hold := api.ConditionMessage{Summary: "observe mode: enforce would hold this new node with the startup taint until its checks pass",
+		Failing: []string{"extendedresources"}, Since: since, HasModes: true, Continuous: []string{"dns"}, Bootstrap: []string{"extendedresources"}}
+	retaint := api.ConditionMessage{Summary: "observe mode: enforce would have re-tainted this node",
+		Failing: []string{"dns"}, Since: since.Add(time.Minute), HasModes: true, Continuous: []string{"dns"}}
+	nodes := []corev1.Node{
+		testNode("observe-dns", "true", nil, condition(agent.ConditionState{Status: corev1.ConditionFalse, Reason: api.ReasonWouldRetaint, Message: retaint.String()})),
+		testNode("observe-gate", "", nil, condition(agent.ConditionState{Status: corev1.ConditionFalse, Reason: api.ReasonWouldHold, Message: hold.String()})),
+		testNode("observe-ok", "true", nil, condition(agent.PassingCondition(modes))),
+	}
+	var buf bytes.Buffer
+	if err := PrintStatus(&buf, Reports(nodes, PresetTaintKeys()), true, now); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status-observe.txt", buf.Bytes())
+}

@@ -63,6 +63,10 @@ func PrintStatus(w io.Writer, reports []NodeReport, wide bool, now time.Time) er
 		if len(r.Taints) > 0 {
 			taint = strings.Join(r.Taints, ",")
 		}
+		if w := r.Would; w != nil {
+			// Observe mode: what enforce would have on the node.
+			taint += sprintf(" (would: %s, %s)", w.Taint, age(w.Since.Time, now))
+		}
 		line := sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Verified, taint, list(r.Failing), age(r.CreationTimestamp.Time, now), r.Cleanup.Summary)
 		if wide {
 			reason := "-"
@@ -241,6 +245,21 @@ func printRound(w io.Writer, c *Condition, now time.Time) {
 		}
 	case "bootstrapped":
 		outcome = "verified; bootstrap-only agent, no rounds run on this node any more"
+	case "would hold":
+		outcome = "observe mode: enforce would hold this new node with the startup taint, failing: " + list(round.Message.Failing)
+		if !round.Message.Since.IsZero() {
+			outcome += ", held since its creation " + stamp(round.Message.Since, now)
+		}
+	case "would re-taint":
+		outcome = "observe mode: enforce would have re-tainted this node"
+		if !round.Message.Since.IsZero() {
+			outcome += " " + stamp(round.Message.Since, now)
+		}
+		if m := round.Message; len(m.Failing) > 0 {
+			outcome += ", failing: " + list(m.Failing)
+		} else if m.Needed > 0 {
+			outcome += fmt.Sprintf("; passing again: %d of %d passed rounds needed to untaint", m.Passed, m.Needed)
+		}
 	case "bypassed":
 		outcome = "no checks: bypassed"
 		if a := round.Message.Annotation; a != "" {

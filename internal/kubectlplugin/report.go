@@ -48,6 +48,18 @@ type NodeReport struct {
 	Finalizer bool `json:"finalizer"`
 	// Cleanup is where the node's cleanup stands.
 	Cleanup Cleanup `json:"cleanup"`
+	// Would is, in observe mode, the taint of ours enforce would have on
+	// the node now; null when none (and always in enforce mode).
+	Would *Would `json:"would,omitempty"`
+}
+
+// Would is a taint enforce would have on a node in observe mode.
+type Would struct {
+	// Taint is unverified (held new) or unhealthy (re-tainted).
+	Taint string `json:"taint"`
+	// Since is when enforce would have put it on: the node's creation, or
+	// the round that would have re-tainted it.
+	Since metav1.Time `json:"since"`
 }
 
 // Condition is the agent's condition as reported.
@@ -80,8 +92,15 @@ func Report(node *corev1.Node, keys TaintKeys) NodeReport {
 			Status: string(c.Status), Reason: c.Reason, Message: c.Message,
 			LastHeartbeatTime: c.LastHeartbeatTime, LastTransitionTime: c.LastTransitionTime,
 		}
-		if round := RoundOf(c.Reason, c.Message); round.Message.Failing != nil {
+		round := RoundOf(c.Reason, c.Message)
+		if round.Message.Failing != nil {
 			r.Failing = round.Message.Failing
+		}
+		switch c.Reason {
+		case api.ReasonWouldHold:
+			r.Would = &Would{Taint: taintUnverified, Since: metav1.NewTime(round.Message.Since)}
+		case api.ReasonWouldRetaint:
+			r.Would = &Would{Taint: taintUnhealthy, Since: metav1.NewTime(round.Message.Since)}
 		}
 	}
 	return r

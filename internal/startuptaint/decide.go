@@ -31,6 +31,9 @@ const (
 	// selector, required node affinity, an untolerated taint), so nothing
 	// would remove a taint: nothing added.
 	NotSelected Outcome = "not-selected"
+	// Observed: observe mode; the startup taint would have been added, and
+	// was not. Its agent takes the node for a new one.
+	Observed Outcome = api.StartupTaintObserved
 	// NoKey: a node Karpenter launched whose NodePool declares none of our
 	// keys, with a Karpenter that takes readiness.k8s.io/ keys for
 	// permanent ones: any taint would make it launch more nodes.
@@ -54,6 +57,9 @@ var transientTaints = []string{
 type Config struct {
 	// Inject turns injection on (webhook.startupTaint.inject).
 	Inject bool
+	// Observe is observe mode: the decision is made and recorded
+	// (Observed), the taint never added.
+	Observe bool
 	// Startup is the agent's startup taint (--agent-startup-taint).
 	Startup corev1.Taint
 	// Ours are every startup key the agents remove: Startup's, every
@@ -108,6 +114,9 @@ func Decide(cfg Config, node *corev1.Node, pool NodePool) Decision {
 	}
 	if !placement.Tolerates(&cfg.Agent, *taint) {
 		return Decision{Outcome: NotSelected, Why: "the agent DaemonSet does not tolerate " + taint.Key}
+	}
+	if cfg.Observe {
+		return Decision{Outcome: Observed, Why: d.Why + " would have been added; observe mode adds none"}
 	}
 	return Decision{Outcome: Added, Taint: taint, Why: d.Why}
 }

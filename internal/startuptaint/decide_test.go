@@ -62,6 +62,8 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "a new Linux node gets the configured startup taint", node: linuxNode(nil), outcome: Added, taint: &caTaint},
 		{name: "off adds nothing", cfg: func(c *Config) { c.Inject = false }, node: linuxNode(nil), outcome: Off},
+		{name: "observe mode: decided and recorded, never added", cfg: func(c *Config) { c.Observe = true }, node: linuxNode(nil), outcome: Observed},
+		{name: "observe mode, a node the DaemonSet does not select", cfg: func(c *Config) { c.Observe = true }, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{corev1.LabelOSStable: "windows"}}}, outcome: NotSelected},
 		{name: "the key already there (kubelet --register-with-taints): none added", node: linuxNode(nil, caTaint), outcome: Present},
 		{name: "another key of ours already there: no second", node: linuxNode(nil, seedTaint), outcome: Present},
 		{name: "our key with another effect counts as present", node: linuxNode(nil, corev1.Taint{Key: caTaint.Key, Effect: corev1.TaintEffectNoExecute}), outcome: Present},

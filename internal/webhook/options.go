@@ -146,6 +146,10 @@ type Options struct {
 	// PodName identifies this replica (Lease holder, Events about the
 	// configuration); empty means the host name.
 	PodName string
+	// ExternalNames are the agents' --check.dns.external-names: resolved from
+	// this pod every minute, each outcome an Event on the Pod that
+	// `kubectl node-ready doctor` reads (externalnames.go); empty: none.
+	ExternalNames []string
 	// Remediation is the policy for nodes unverified past UnverifiedDeadline:
 	// off, report or replace (see package remediate).
 	Remediation string

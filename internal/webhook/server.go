@@ -93,6 +93,11 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err := startCertificates(ctx, &wg, opts, cfg, store, log); err != nil {
 		return err
 	}
+	if len(opts.ExternalNames) > 0 {
+		if err := startExternalNames(ctx, &wg, opts, cfg, reg, log); err != nil {
+			return err
+		}
+	}
 	sw, err := startSuspend(ctx, &wg, opts, cfg, reg, log)
 	if err != nil {
 		return err

@@ -60,6 +60,7 @@ func (o *Options) startupTaintConfig() (startuptaint.Config, error) {
 	}
 	return startuptaint.Config{
 		Inject:                 o.InjectStartupTaint,
+		Observe:                o.observe(),
 		Startup:                t,
 		Ours:                   append([]string{t.Key}, keys.PreviousStartup...),
 		Agent:                  agent,

@@ -23,6 +23,7 @@ func (o *Options) Validate() error {
 	o.validateRemediation(&p)
 	o.validateStartupTaint(&p)
 	o.validateLeaderElection(&p)
+	o.validateExternalNames(&p)
 	if o.KubeAPIQPS <= 0 {
 		p.Add("kube-api-qps", "%v must be positive", o.KubeAPIQPS)
 	}
@@ -189,5 +190,14 @@ func (o *Options) validateLeaderElection(p *cli.Problems) {
 	}
 	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
 		p.Add("leader-elect-lease-duration", "%s > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s) > 0 must hold", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+	}
+}
+
+// validateExternalNames: each name fits an Event's action, which carries it.
+func (o *Options) validateExternalNames(p *cli.Problems) {
+	for _, n := range o.ExternalNames {
+		if n == "" || len(n) > api.MaxExternalNameLength {
+			p.Add(api.ExternalNamesFlag, "%q: want a name of 1 to %d characters", n, api.MaxExternalNameLength)
+		}
 	}
 }

@@ -157,6 +157,10 @@ func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface,
 	if err != nil || policy == remediate.PolicyOff {
 		return nil, err
 	}
+	if policy == remediate.PolicyReplace && opts.observe() {
+		log.Info("observe mode: --remediation=replace only reports")
+		policy = remediate.PolicyReport
+	}
 	maxReplacing, err := budget.Parse(opts.MaxReplacing)
 	if err != nil {
 		return nil, fmt.Errorf("--max-replacing: %w", err)

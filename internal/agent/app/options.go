@@ -113,6 +113,8 @@ type Options struct {
 	// SuspendConfigMap is the operator's suspend switch in PodNamespace:
 	// while it exists (or cannot be read) no re-taint is written.
 	SuspendConfigMap string
+	// Mode is enforce or observe.
+	Mode string
 	// renames records the renamed flags the command line or environment used.
 	renames *flagenv.Renames
 }
@@ -152,6 +154,7 @@ func NewOptions() *Options {
 		checks:                     checkTable(),
 		LogLevel:                   "info",
 		SuspendConfigMap:           api.SuspendConfigMap,
+		Mode:                       api.ModeEnforce,
 	}
 }
 
@@ -187,6 +190,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	for _, r := range o.checks {
 		r.config.AddFlags(fs)
 	}
+	fs.StringVar(&o.Mode, "mode", o.Mode, "enforce: taint and untaint the node; observe: run and record every check and what enforce would have done (condition, Events, node_ready_would_* metrics), never add a taint and remove ours at once, so no node is held")
 	fs.StringVar(&o.SuspendConfigMap, "suspend-configmap", o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --pod-namespace that kubectl node-ready suspend writes and resume deletes: while it exists, or cannot be read, no re-taint is written; untaints go on")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
@@ -206,6 +210,9 @@ func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 // Validate reports every invalid option, naming the flag.
 func (o *Options) Validate() error {
 	var p cli.Problems
+	if o.Mode != api.ModeEnforce && o.Mode != api.ModeObserve {
+		p.Add("mode", "%q is not a mode: %s or %s", o.Mode, api.ModeEnforce, api.ModeObserve)
+	}
 	if o.NodeName == "" {
 		p.Add("node-name", "required (set it from the downward API: spec.nodeName)")
 	} else if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
@@ -370,5 +377,6 @@ func (o *Options) Config() (agent.Config, error) {
 		RecoverInterval:  o.RecoverInterval,
 		FleetBudget:      fleetBudget,
 		FleetBudgetFlag:  "--fleet-budget=" + o.FleetBudget,
+		Observe:          o.Mode == api.ModeObserve,
 	}, nil
 }
