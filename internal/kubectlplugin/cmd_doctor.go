@@ -114,8 +114,15 @@ func runDoctor(ctx context.Context, inv *invocation) error {
 		if err := printObject(inv.out, report, inv.opts.Output); err != nil {
 			return err
 		}
-	} else if err := PrintDoctor(inv.out, report); err != nil {
-		return err
+	} else {
+		// The suspend switch, if on, before the report: it is why nothing
+		// below leads to a re-taint or a replacement.
+		for _, l := range switchLines(ctx, inv) {
+			printf(inv.out, "%s\n", l)
+		}
+		if err := PrintDoctor(inv.out, report); err != nil {
+			return err
+		}
 	}
 	printWarnings(inv.err, report.Warnings)
 	switch {

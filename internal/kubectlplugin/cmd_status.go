@@ -47,6 +47,11 @@ func runStatus(ctx context.Context, inv *invocation) error {
 	if inv.opts.Output == OutputJSON || inv.opts.Output == OutputYAML {
 		return PrintList(inv.out, reports, inv.opts.Output)
 	}
+	// The suspend switch first: while it is on, what the table shows will
+	// not lead to a re-taint or a replacement.
+	for _, l := range switchLines(ctx, inv) {
+		printf(inv.out, "%s\n", l)
+	}
 	if len(reports) == 0 {
 		printf(inv.err, "%s\n", noneFound("No nodes found", inv.opts.Selector))
 		return nil

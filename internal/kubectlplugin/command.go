@@ -47,6 +47,8 @@ type Options struct {
 	Yes bool
 	// Events is how many of the newest Events why shows; 0 shows all.
 	Events int
+	// Reason is suspend's --reason.
+	Reason string
 	// Help asks for the help of the command given (or of the plugin).
 	Help bool
 	// Version asks for the build identity.
@@ -62,6 +64,7 @@ func (o *Options) commandFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Selector, "selector", "l", "", "Label selector of the nodes to show (e.g. -l karpenter.sh/nodepool=general)")
 	fs.BoolVarP(&o.Yes, "yes", "y", false, "Skip cleanup without asking")
 	fs.IntVar(&o.Events, "events", 20, "Show at most this many of the newest Events about the node (0: all)")
+	fs.StringVar(&o.Reason, "reason", "", "Why (suspend): shown by status, doctor, the logs and the alert")
 }
 
 // globalFlags registers --help, --version and the connection flags.
@@ -98,7 +101,7 @@ type command struct {
 
 // commands are the plugin's commands, in the order the help lists them;
 // each is declared in its own file (cmd_*.go) beside its run function.
-var commands = []*command{statusCommand, whyCommand, bypassCommand, unbypassCommand, cleanupStatusCommand, cleanupSkipCommand, doctorCommand}
+var commands = []*command{statusCommand, whyCommand, bypassCommand, unbypassCommand, cleanupStatusCommand, cleanupSkipCommand, suspendCommand, resumeCommand, doctorCommand}
 
 // Run runs the plugin with args (without the program name) and returns
 // the exit status: 0, 1 when the command failed or was declined (doctor:
