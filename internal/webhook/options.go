@@ -208,6 +208,10 @@ type Options struct {
 	// ProtectAnnotation set to "true" keeps a node from being replaced.
 	ProtectAnnotation string
 
+	// Mode is enforce or observe (mode.go): in observe mode admission adds
+	// no taint and remediation only reports.
+	Mode string
+
 	// InjectStartupTaint makes admission add the startup taint to every new
 	// Node the agent DaemonSet will run on (startuptaint.Decide), and mark
 	// each with its decision; the leader names the nodes that joined
@@ -281,6 +285,7 @@ func NewOptions() *Options {
 		VerifiedLabel:          api.VerifiedLabel,
 		AgentSkipAnnotation:    api.SkipVerificationAnnotation,
 		AgentRetaintLease:      api.RetaintLease,
+		Mode:                   api.ModeEnforce,
 		ProtectAnnotation:      api.ProtectAnnotation,
 		AgentPlacement:         "{}",
 		KarpenterReadinessKeys: true,
