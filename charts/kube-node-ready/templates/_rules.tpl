@@ -26,13 +26,20 @@ groups:
           summary: "Re-taint of {{ "{{" }} $labels.node {{ "}}" }} suppressed by the fleet budget"
           description: "Checks keep failing on more nodes than the fleet budget (--fleet-budget) allows to re-taint: likely a cluster-wide fault (cluster DNS, API server, CNI)."
       - alert: NodeRetaintDeferred
-        expr: increase(node_ready_retaint_deferred_total[5m]) > 0
+        expr: increase(node_ready_retaint_deferred_total{reason!="suspended"}[5m]) > 0
         for: 10m
         labels:
           severity: warning
         annotations:
           summary: "Re-taint of {{ "{{" }} $labels.node {{ "}}" }} has waited for the re-taint Lease for 10 minutes ({{ "{{" }} $labels.reason {{ "}}" }})"
           description: "Checks keep failing on {{ "{{" }} $labels.node {{ "}}" }}, but its re-taint keeps waiting for the Lease kube-node-ready-retaint (lease_held: another agent holds it; lease_error: the agent cannot read or write it; lease_expired: counting the fleet outlasted it). An agent takes over a Lease left by another after 15 s, so this is not one agent's doing: check the agent's RBAC on Leases and the API server. The RetaintDeferred Events on the node say more."
+      - alert: KubeNodeReadySuspended
+        expr: max by (namespace) (node_ready_suspended) > 0
+        labels:
+          severity: warning
+        annotations:
+          summary: "kube-node-ready is suspended in {{ "{{" }} $labels.namespace {{ "}}" }}"
+          description: "The operator's suspend switch (ConfigMap {{ include "knr.suspendName" . }}) is on: no node is re-tainted, remediation replaces nothing and new nodes get no startup taint; untaints and cleanup go on. `kubectl node-ready status` shows who suspended it, when and why; `kubectl node-ready resume` ends it."
       - alert: NodeDaemonSetGateTimeout
         expr: increase(node_ready_gate_timeouts_total[30m]) > 0
         labels:
