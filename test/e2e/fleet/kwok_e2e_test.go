@@ -40,7 +40,7 @@ const maxReadsPerRound = 1.1
 // fleet verified again once DNS is back.
 func TestKWOKFleet(t *testing.T) {
 	ctx := t.Context()
-	if _, err := fleet.StartKWOK(cp); err != nil {
+	if err := kwokOnce(); err != nil {
 		t.Fatal(err)
 	}
 	nodes, err := fleet.CreateKWOKNodes(ctx, cp, "kwok", smallFleet, 16)
