@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
@@ -72,6 +73,7 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 		Finalizer:       opts.Finalizer,
 		Legacy:          opts.LegacyFinalizers,
 		SkipAnnotation:  opts.SkipAnnotation,
+		KeepAnnotations: keptAnnotations(opts),
 		Backfill:        opts.Backfill,
 		BackfillWorkers: opts.BackfillWorkers,
 		Cleanup:         opts.Cleanup,
@@ -148,6 +150,15 @@ func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *re
 			log.Error("leader election stopped", "error", err)
 		}
 	})
+	return nil
+}
+
+// keptAnnotations are the annotations read from the node watcher's cache
+// by others than the watcher: the missed-node reporter's admission mark.
+func keptAnnotations(opts Options) []string {
+	if opts.InjectStartupTaint {
+		return []string{api.StartupTaintAdmissionAnnotation}
+	}
 	return nil
 }
 

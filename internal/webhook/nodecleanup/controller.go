@@ -69,6 +69,11 @@ type Config struct {
 	Legacy []string
 	// SkipAnnotation set to "true" on a Node removes the finalizer without cleanup.
 	SkipAnnotation string
+	// KeepAnnotations are annotations that others sharing the informer read
+	// from its cache (the startup taint's missed-node reporter reads
+	// api.StartupTaintAdmissionAnnotation); the cache keeps them beside
+	// SkipAnnotation and drops every other.
+	KeepAnnotations []string
 	// Backfill turns on the back-fill pool with BackfillWorkers workers.
 	Backfill        bool
 	BackfillWorkers int
@@ -195,8 +200,7 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 			return nil, fmt.Errorf("nodecleanup: register metrics: %w", err)
 		}
 	}
-	// Keep only what the watcher reads: at 5 000 nodes managedFields and
-	// annotations (some are kilobytes of JSON) would dominate the cache.
+	// Keep only what the watcher and the plugins read (trim.go).
 	if err := inf.Informer().SetTransform(c.trim); err != nil {
 		return nil, fmt.Errorf("nodecleanup: set transform: %w", err)
 	}
@@ -209,20 +213,6 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 		return nil, fmt.Errorf("nodecleanup: add event handler: %w", err)
 	}
 	return c, nil
-}
-
-func (c *Controller) trim(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
-	}
-	m.ManagedFields = nil
-	if v, ok := m.Annotations[c.cfg.SkipAnnotation]; ok {
-		m.Annotations = map[string]string{c.cfg.SkipAnnotation: v}
-	} else {
-		m.Annotations = nil
-	}
-	return m, nil
 }
 
 // NodeCount is the number of Nodes in the informer cache.

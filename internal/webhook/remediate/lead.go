@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -72,7 +71,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 // unverified nodes) to feed this leadership's observer.
 func (c *Controller) watch(factory informers.SharedInformerFactory) (corelisters.NodeLister, cache.InformerSynced, error) {
 	inf := factory.Core().V1().Nodes()
-	if err := inf.Informer().SetTransform(trim); err != nil {
+	if err := inf.Informer().SetTransform(c.trim); err != nil {
 		return nil, nil, fmt.Errorf("remediate: set transform: %w", err)
 	}
 	obs := c.obs
@@ -84,15 +83,4 @@ func (c *Controller) watch(factory informers.SharedInformerFactory) (corelisters
 		return nil, nil, fmt.Errorf("remediate: add event handler: %w", err)
 	}
 	return inf.Lister(), inf.Informer().HasSynced, nil
-}
-
-// trim keeps what the decisions read: metadata and taints.
-func trim(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
-	}
-	n.ManagedFields = nil
-	n.Status = corev1.NodeStatus{}
-	return n, nil
 }

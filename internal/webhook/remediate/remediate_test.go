@@ -96,12 +96,20 @@ func testController(t testing.TB, policy Policy, maxReplacing, fleet string, dry
 }
 
 // watched has c observe each node at its creation, as a replica that led
-// all along would have (the tests' way of saying "first seen then").
+// all along would have (the tests' way of saying "first seen then"). It
+// returns the nodes as the informer caches them (trimmed by c.trim), so
+// every decision in these tests is made on what the cache keeps.
 func watched(c *Controller, nodes ...*corev1.Node) []*corev1.Node {
-	for _, n := range nodes {
-		c.obs.observe(n, n.CreationTimestamp.Time)
+	cached := make([]*corev1.Node, len(nodes))
+	for i, n := range nodes {
+		obj, err := c.trim(n.DeepCopy())
+		if err != nil {
+			panic(err)
+		}
+		cached[i] = obj.(*corev1.Node)
+		c.obs.observe(cached[i], n.CreationTimestamp.Time)
 	}
-	return nodes
+	return cached
 }
 
 // marked gives n the mark this controller writes for n in its current state

@@ -38,7 +38,7 @@ func TestReplaceJudgesTheFreshRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, PolicyReplace, []*corev1.Node{node("n", time.Hour, taint(startup))})
 			cached := f.cached("n")
-			if err := f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), tc.since(cached[0].DeepCopy()), ""); err != nil {
+			if err := f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("nodes"), tc.since(f.node("n").DeepCopy()), ""); err != nil {
 				t.Fatal(err)
 			}
 			f.scan(cached...)
