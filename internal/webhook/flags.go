@@ -81,6 +81,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProtectAnnotation, "protect-annotation", o.ProtectAnnotation, "node annotation that, set to \"true\", keeps remediation from replacing the node (the chart's deletion protection uses the same)")
 	fs.Var((*flagenv.StringList)(&o.ExternalNames), api.ExternalNamesFlag, "the agents' --"+api.ExternalNamesFlag+": comma-separated names outside the cluster, resolved from this pod every minute through its resolver as the agents' dns check does; each outcome is an Event on the Pod (Warning "+api.ReasonExternalNameUnresolved+" at every round a name does not resolve, Normal "+api.ReasonExternalNameResolved+" at the first round and when it resolves again), which `kubectl node-ready doctor` reads; empty: none")
 	o.addStartupTaintFlags(fs)
+	o.addModeFlag(fs)
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client-side request rate limit to the API server")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client-side request burst to the API server")
 }

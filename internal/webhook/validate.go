@@ -22,6 +22,7 @@ func (o *Options) Validate() error {
 	}
 	o.validateRemediation(&p)
 	o.validateStartupTaint(&p)
+	o.validateMode(&p)
 	o.validateLeaderElection(&p)
 	o.validateExternalNames(&p)
 	if o.KubeAPIQPS <= 0 {
