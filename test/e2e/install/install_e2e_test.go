@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -213,7 +214,10 @@ func testJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	n, err := c.AddNode(ctx, harness.RealNodeOptions{NoWait: true})
+	// No --register-with-taints: the install path is the chart's admission
+	// adding the startup taint (webhook.startupTaint.inject, on by default).
+	// The cluster's first nodes registered with the kubelet flag.
+	n, err := c.AddNode(ctx, harness.RealNodeOptions{NoWait: true, Taints: []corev1.Taint{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +235,16 @@ func testJoin(t *testing.T) {
 				if !slices.Contains(node.Finalizers, finalizer) {
 					t.Errorf("node %s first seen without the finalizer %s (finalizers %v): admission did not add it", n.Name, finalizer, node.Finalizers)
 				}
+				var ours []string
+				for _, tn := range node.Spec.Taints {
+					if harness.OurTaint(tn.Key) {
+						ours = append(ours, tn.Key)
+					}
+				}
+				if !slices.Equal(ours, []string{harness.StartupTaint.Key}) || node.Annotations[api.StartupTaintAdmissionAnnotation] != "added" {
+					t.Errorf("node %s first seen with our taints %v and mark %q, want exactly [%s] added at creation by admission",
+						n.Name, ours, node.Annotations[api.StartupTaintAdmissionAnnotation], harness.StartupTaint.Key)
+				}
 			}
 			if !tainted(node) && node.Labels[verifiedLabel] == "true" {
 				untainted = time.Now()
@@ -239,7 +253,8 @@ func testJoin(t *testing.T) {
 			t.Fatalf("node %s joined but was not verified within 2m", n.Name)
 		}
 	}
-	t.Logf("node %s: creation -> taint removed in %s (creationTimestamp has 1 s resolution)", n.Name, untainted.Sub(created).Round(time.Millisecond))
+	t.Logf("node %s, registered with no taint flag: creation -> taint removed in %s (creationTimestamp has 1 s resolution)", n.Name, untainted.Sub(created).Round(time.Millisecond))
+	doctorFindsNothing(t)
 }
 
 // testPodToPod: the network check, run by `kubectl exec` in each real agent
