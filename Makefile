@@ -180,10 +180,11 @@ bench: tools build images ## benchmarks; results go to docs/benchmarks.md
 	$(GO) test -tags e2e -run '^$$' -bench . -benchtime 1x -count 1 -timeout 60m $(BENCH_PKGS)
 
 .PHONY: bench-scale
-bench-scale: tools build ## the fleet-scale benchmarks: FLEET_NODES (default 10000) KWOK nodes with a simulated agent on each (more flags in FLEET_ARGS), then kubectl node-ready status over FLEET_NODES nodes, the webhook back-filling and caching FLEET_NODES nodes and cleaning up 1000 deleted at once, and its remediation scans over FLEET_NODES unverified nodes; results go to docs/benchmarks.md
+bench-scale: tools build ## the fleet-scale benchmarks: FLEET_NODES (default 10000) KWOK nodes with a simulated agent on each (more flags in FLEET_ARGS), then kubectl node-ready status over FLEET_NODES nodes, the webhook cleaning up 1000 deleted at once, back-filling and caching FLEET_NODES cloud-shaped nodes, and its remediation scans over FLEET_NODES unverified nodes; results go to docs/benchmarks.md
 	GOMEMLIMIT=$(FLEET_MEMLIMIT) $(GO) test -tags e2e -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -count 1 -timeout 180m ./test/bench/fleet/ -args -fleet.nodes=$(FLEET_NODES) $(FLEET_ARGS)
 	$(GO) test -tags e2e -run '^$$' -bench 'BenchmarkFleetStatus$$' -benchtime 1x -count 1 -timeout 30m ./test/bench/fleet/ -args -fleet.nodes=$(FLEET_NODES)
-	$(GO) test -tags e2e -run '^$$' -bench 'BenchmarkCleanup$$' -benchtime 1x -count 1 -timeout 90m ./test/bench/cleanup/ -args -cleanup.burst=1000 -cleanup.cache-nodes=$(FLEET_NODES) -cleanup.backfill
+	$(GO) test -tags e2e -run '^$$' -bench 'BenchmarkCleanup$$' -benchtime 1x -count 1 -timeout 90m ./test/bench/cleanup/ -args -cleanup.burst=1000
+	$(GO) test -tags e2e -run '^$$' -bench 'BenchmarkWebhookMemory$$' -benchtime 1x -count 1 -timeout 90m ./test/bench/cleanup/ -args -cleanup.cache-nodes=$(FLEET_NODES)
 	$(GO) test -tags e2e -run '^$$' -bench 'BenchmarkRemediationScan$$' -benchtime 1x -count 1 -timeout 30m ./test/bench/cleanup/ -args -cleanup.cache-nodes=$(FLEET_NODES)
 
 .PHONY: manifests

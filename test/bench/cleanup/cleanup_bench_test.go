@@ -6,11 +6,11 @@
 // to disappear with one 200 ms plugin (and, with -cleanup.storage, the
 // volumeattachments and local-volumes plugins before it), the API requests
 // per deleted node by verb and resource (apiserver_request_total, less the
-// benchmark's own), and the watcher's resident memory with
-// 5 000 realistic nodes (-cleanup.cache-nodes) in its cache, which with
-// -cleanup.backfill it back-fills first; BenchmarkRemediationScan times the
-// remediation scans with as many unverified nodes cached. It prints the "## Cleanup" section's tables for
-// docs/benchmarks.md; nothing here asserts on time.
+// benchmark's own). BenchmarkWebhookMemory measures the webhook's memory
+// and back-fill time with -cleanup.cache-nodes cloud-shaped nodes
+// (nodeshape_test.go); BenchmarkRemediationScan times the remediation scans
+// with as many unverified nodes cached. It prints the "## Cleanup" section's
+// tables for docs/benchmarks.md; nothing here asserts on time.
 package cleanup
 
 import (
@@ -29,7 +29,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -76,9 +75,8 @@ var baseline = flag.String("cleanup.baseline", "", "another kube-node-ready-webh
 
 // The fleet sizes; make bench-scale runs this benchmark at 1 000 and 10 000.
 var (
-	burst    = flag.Int("cleanup.burst", 500, "nodes deleted at once in each round")
-	cache    = flag.Int("cleanup.cache-nodes", 5000, "realistic nodes the memory replica caches")
-	backfill = flag.Bool("cleanup.backfill", false, "create the cached nodes without the finalizer, so the memory replica back-fills them, and time that")
+	burst = flag.Int("cleanup.burst", 500, "nodes deleted at once in each round")
+	cache = flag.Int("cleanup.cache-nodes", 5000, "cloud-shaped nodes the memory and remediation benchmarks create")
 )
 
 func BenchmarkCleanup(b *testing.B) {
@@ -209,30 +207,6 @@ func benchCleanup(b *testing.B) {
 	}
 	sb.WriteString(requestTable(variants, *burst))
 
-	// Memory: a fresh replica lists -cleanup.cache-nodes realistic nodes.
-	createNodes(b, client, "cache-", *cache, true, !*backfill)
-	started := time.Now()
-	mem := cp.StartWebhook(b, "webhook-mem", webhookIP, args...)
-	mem.WaitReady(b, 30*time.Second)
-	waitMetric(b, mem, "node_cleanup_nodes_with_finalizer", float64(*cache), 15*time.Minute)
-	filled := time.Since(started)
-	waitMetric(b, mem, "node_cleanup_leader", 1, 60*time.Second)
-	var rss []int
-	for range 10 {
-		time.Sleep(time.Second)
-		rss = append(rss, mem.StatusKiBT(b, "VmRSS"))
-	}
-	hwm := mem.StatusKiBT(b, "VmHWM")
-	sizes := nodeSizes(b, client)
-
-	slices.Sort(rss)
-	mib := func(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
-	if *backfill {
-		fmt.Fprintf(&sb, "\nBack-fill: %d nodes created without the finalizer while no webhook ran all carry it %.1f s after the replica started.\n", *cache, filled.Seconds())
-	}
-	fmt.Fprintf(&sb, "\n| watcher with %d nodes cached | VmRSS median of 10 samples | VmRSS max | VmHWM |\n| --- | --- | --- | --- |\n", *cache)
-	fmt.Fprintf(&sb, "| webhook process (leader, informer synced) | **%s** | %s | %s |\n", mib(rss[len(rss)/2]), mib(rss[len(rss)-1]), mib(hwm))
-	fmt.Fprintf(&sb, "\nA cached-node's full object is %s as JSON (%d labels, %d annotations, %d images, %d conditions).\n", sizes.json, sizes.labels, sizes.annotations, sizes.images, sizes.conditions)
 	b.Logf("\n%s", sb.String())
 	fmt.Print(sb.String())
 }
@@ -284,68 +258,6 @@ func createNodes(b *testing.B, c kubernetes.Interface, prefix string, n int, rea
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatalf("create nodes: %v", err)
 	}
-}
-
-// decorate gives node what an EKS/GKE node typically carries.
-func decorate(node *corev1.Node, i int) {
-	name := node.Name
-	zone := []string{"a", "b", "c"}[i%3]
-	for k, v := range map[string]string{
-		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
-		"node.kubernetes.io/instance-type": "m6i.2xlarge", "beta.kubernetes.io/instance-type": "m6i.2xlarge",
-		"topology.kubernetes.io/region": "eu-west-1", "topology.kubernetes.io/zone": "eu-west-1" + zone,
-		"failure-domain.beta.kubernetes.io/region": "eu-west-1", "failure-domain.beta.kubernetes.io/zone": "eu-west-1" + zone,
-		"karpenter.sh/nodepool": "general-purpose", "karpenter.sh/capacity-type": "on-demand",
-		"karpenter.k8s.aws/instance-family": "m6i", "karpenter.k8s.aws/instance-cpu": "8", "karpenter.k8s.aws/instance-memory": "32768",
-		"node-ready/verified": "true", "topology.ebs.csi.aws.com/zone": "eu-west-1" + zone,
-	} {
-		node.Labels[k] = v
-	}
-	node.Annotations = map[string]string{
-		"node.alpha.kubernetes.io/ttl":                           "0",
-		"volumes.kubernetes.io/controller-managed-attach-detach": "true",
-		"alpha.kubernetes.io/provided-node-ip":                   fmt.Sprintf("10.0.%d.%d", i/250, i%250),
-		"karpenter.sh/nodepool-hash":                             "4012513481623584108",
-		"karpenter.k8s.aws/ec2nodeclass-hash":                    "15616957348189460630",
-		"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"ebs.csi.aws.com":"i-0%015x","efs.csi.aws.com":"i-0%015x"}`, i, i),
-	}
-	q := resource.MustParse
-	node.Spec.ProviderID = fmt.Sprintf("aws:///eu-west-1%s/i-0%015x", zone, i)
-	node.Spec.PodCIDR = fmt.Sprintf("100.64.%d.0/24", i%250)
-	st := &node.Status
-	st.Capacity = corev1.ResourceList{"cpu": q("8"), "memory": q("32080868Ki"), "pods": q("58"), "ephemeral-storage": q("104845292Ki"), "hugepages-1Gi": q("0"), "hugepages-2Mi": q("0")}
-	st.Allocatable = corev1.ResourceList{"cpu": q("7910m"), "memory": q("31064036Ki"), "pods": q("58"), "ephemeral-storage": q("95551679124"), "hugepages-1Gi": q("0"), "hugepages-2Mi": q("0")}
-	now := metav1.Now()
-	for _, c := range []struct{ t, s, r string }{
-		{"MemoryPressure", "False", "KubeletHasSufficientMemory"}, {"DiskPressure", "False", "KubeletHasNoDiskPressure"},
-		{"PIDPressure", "False", "KubeletHasSufficientPID"}, {"Ready", "True", "KubeletReady"},
-	} {
-		st.Conditions = append(st.Conditions, corev1.NodeCondition{Type: corev1.NodeConditionType(c.t), Status: corev1.ConditionStatus(c.s), Reason: c.r, Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now})
-	}
-	st.Addresses = []corev1.NodeAddress{{Type: "InternalIP", Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250)}, {Type: "Hostname", Address: name}, {Type: "InternalDNS", Address: name + ".eu-west-1.compute.internal"}}
-	st.NodeInfo = corev1.NodeSystemInfo{MachineID: fmt.Sprintf("ec2%029x", i), SystemUUID: fmt.Sprintf("ec2%029x", i), BootID: fmt.Sprintf("%032x", i), KernelVersion: "6.1.112-124.190.amzn2023.x86_64", OSImage: "Amazon Linux 2023.6.20241031", ContainerRuntimeVersion: "containerd://1.7.22", KubeletVersion: "v1.36.3-eks-7f9249a", OperatingSystem: "linux", Architecture: "amd64"}
-	for j := range 20 {
-		st.Images = append(st.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/image-%d@sha256:%064x", j, j), fmt.Sprintf("602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/image-%d:v1.%d.0", j, j)}, SizeBytes: int64(10_000_000 + j*1_000_000)})
-	}
-}
-
-type sizes struct {
-	json                                    string
-	labels, annotations, images, conditions int
-}
-
-func nodeSizes(b *testing.B, c kubernetes.Interface) sizes {
-	b.Helper()
-	raw, err := c.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/cache-0").DoRaw(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	n, err := c.CoreV1().Nodes().Get(context.Background(), "cache-0", metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return sizes{json: fmt.Sprintf("%.1f KiB", float64(len(raw))/1024), labels: len(n.Labels), annotations: len(n.Annotations), images: len(n.Status.Images), conditions: len(n.Status.Conditions)}
 }
 
 func waitMetric(b *testing.B, p *harness.Daemon, name string, want float64, timeout time.Duration) {
