@@ -33,6 +33,12 @@ type Install struct {
 	// UnverifiedDeadline is the webhook's --unverified-deadline, after
 	// which remediation acts on a node still unverified.
 	UnverifiedDeadline time.Duration `json:"-"`
+	// InjectsReadinessKey says the webhook adds the startup taint at Node
+	// creation (--inject-startup-taint) and, on a node Karpenter launched
+	// whose NodePool declares none of our keys, readiness.k8s.io/node-ready
+	// (--karpenter-readiness-keys): such a NodePool's nodes start tainted
+	// with a key Karpenter waits for, whatever the agent's own key.
+	InjectsReadinessKey bool `json:"injectsReadinessKey,omitempty"`
 }
 
 // taint is the installation's taint of role.
@@ -282,6 +288,7 @@ func (d *Diagnosis) nodePool(in Install, p NodePool, withCA bool) {
 		fixes = append(fixes, presetFix(in, api.PresetKarpenter))
 	}
 	old := d.previousKey(in, p)
+	undeclared := class == Permanent || rule != "spec.template.spec.startupTaints"
 	switch {
 	case index(p.Taints, t.Key) >= 0:
 		d.add(Problem, who, in, RoleStartup, "declared permanent",
@@ -298,6 +305,9 @@ func (d *Diagnosis) nodePool(in Install, p NodePool, withCA bool) {
 			"spec.template.spec.startupTaints lists "+old+", a key of an earlier kube-node-ready configuration, while the agent "+
 				"uses "+t.Key+". It still works (the agent removes previous keys), but new nodes should start with the current one.",
 			fix)
+	case undeclared && in.InjectsReadinessKey && index(p.StartupTaints, t.Key) < 0:
+		// The webhook gives this NodePool's new nodes a readiness.k8s.io/
+		// key at creation, never t: nothing to fix.
 	case class == Permanent:
 		detail := "Karpenter takes a taint that is not in spec.template.spec.startupTaints (nor under " + KarpenterEphemeralPrefix +
 			") to stay: while the agent holds a new node, the pending pods are taken not to fit on it and Karpenter launches " +

@@ -218,6 +218,11 @@ func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []s
 	var w string
 	in.Remediation, _, w = setting(c, webhookEnvPrefix, "off", "remediation")
 	warn(w)
+	inject, _, w := setting(c, webhookEnvPrefix, "false", "inject-startup-taint")
+	warn(w)
+	readiness, _, w := setting(c, webhookEnvPrefix, "true", "karpenter-readiness-keys")
+	warn(w)
+	in.InjectsReadinessKey = inject == "true" && readiness == "true"
 	taints, set, ws := readContainerTaintKeys(c, webhookEnvPrefix, in.Webhook, "agent-startup-taint", "agent-unhealthy-taint")
 	warnings = append(warnings, ws...)
 	preset, _, _ := setting(c, webhookEnvPrefix, api.DefaultPreset, "autoscaler") // warned about above
