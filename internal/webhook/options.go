@@ -82,7 +82,10 @@ type Options struct {
 
 	// Backfill turns on the informer that adds the finalizer to Nodes without it.
 	Backfill bool
-	// BackfillWorkers is the number of back-fill workers.
+	// BackfillWorkers is the number of back-fill workers: the most
+	// back-fill patches in flight at once. Eight keep KubeAPIQPS's 300
+	// requests/s busy while the API server takes up to 25 ms a patch; on a
+	// slower one they, not the rate, bound the load back-fill adds.
 	BackfillWorkers int
 	// ResyncPeriod is how often the informer re-examines every cached Node.
 	ResyncPeriod time.Duration
@@ -227,10 +230,10 @@ type Options struct {
 	KarpenterReadinessKeys bool
 
 	// KubeAPIQPS and KubeAPIBurst are the client-side rate limits of the
-	// API client (Events use a separate client with the same limits). The
-	// defaults let the back-fill of 10 000 nodes created while no replica
-	// ran (one patch each) finish within a minute; at 50 requests/s it
-	// took 200 s (docs/benchmarks.md, "Fleet scale").
+	// API client (Events use a separate client with the same limits). At
+	// 300/600 the back-fill of 10 000 nodes created while no replica ran
+	// (one patch each) has its floor at 31 s; at 200/400 it was 48 s, at
+	// 50/100 200 s (docs/benchmarks.md, "Fleet scale").
 	KubeAPIQPS   float64
 	KubeAPIBurst int
 
@@ -259,7 +262,7 @@ func NewOptions() *Options {
 		CertRenewBefore:   1.0 / 3,
 		CertSyncInterval:  time.Minute,
 		Backfill:          true,
-		BackfillWorkers:   4,
+		BackfillWorkers:   8,
 		ResyncPeriod:      10 * time.Minute,
 		ShutdownGrace:     10 * time.Second,
 
@@ -289,8 +292,8 @@ func NewOptions() *Options {
 		ProtectAnnotation:      api.ProtectAnnotation,
 		AgentPlacement:         "{}",
 		KarpenterReadinessKeys: true,
-		KubeAPIQPS:             200,
-		KubeAPIBurst:           400,
+		KubeAPIQPS:             300,
+		KubeAPIBurst:           600,
 
 		CleanupDeadlineMinAttempts: 3,
 		CleanupWait:                time.Minute,
