@@ -22,20 +22,11 @@ const smallFleet = 200
 // smallFleetArgs are short periods, so the outage plays out in seconds.
 var smallFleetArgs = []string{"--check-period=3s", "--check-timeout=1s", "--initial-backoff=200ms"}
 
-// maxReadsPerRound is what a healthy agent may read from the API server per
-// round, on average over the fleet: the api check's read of its node (the
-// floor), and a little for a watch the server ended with a relist. The
-// EndpointSlices of kube-dns and of the peers come from watches. Watch
-// requests themselves are not counted: a busy API server ends watches (its
-// handler timeouts), and the agents opening them again is not per-round
-// work; the benchmark reports every request.
-const maxReadsPerRound = 1.1
-
 // TestKWOKFleet runs a fleet of KWOK Nodes (Ready, heart-beating with
 // Leases) with a simulated agent on each, and checks what the scale
 // benchmarks measure at 10 000 nodes, as invariants: every node verified;
-// while healthy, no agent writes, reads etcd or asks for more than
-// maxReadsPerRound reads a round; while DNS is down everywhere, never
+// while healthy, no agent writes, reads etcd or GETs more than once a round
+// or LISTs but to open a watch again; while DNS is down everywhere, never
 // more nodes re-tainted than the fleet budget (10 %) at any moment, and the
 // fleet verified again once DNS is back.
 func TestKWOKFleet(t *testing.T) {
@@ -68,38 +59,56 @@ func TestKWOKFleet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := scrapeAll(t, all)
-		harness.WaitCountersAt(t, all, iterations, 3, "the measured window", nil)
-		after := scrapeAll(t, all)
+		agents := f.Agents()
+		var at []string
+		for _, a := range agents {
+			at = append(at, a.MetricsURL())
+		}
+		before := scrapeAll(t, at)
+		harness.WaitCountersAt(t, at, iterations, 3, "the measured window", nil)
+		after := scrapeAll(t, at)
 		reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rounds, reads, watches float64
-		for i := range after {
-			rounds += after[i] - before[i]
-		}
-		for node, kinds := range reqs {
-			for k, c := range kinds {
+		var rounds, gets, lists, watches int
+		for i, a := range agents {
+			own := int(after[i] - before[i])
+			var g, l, w int
+			for k, c := range reqs[a.Node.Name] {
 				switch k.Verb {
-				case "get", "list":
-					reads += float64(c)
+				case "get":
+					g += c
+				case "list":
+					l += c
 				case "watch":
-					watches += float64(c)
-				}
-				if k.Verb != "get" && k.Verb != "list" && k.Verb != "watch" {
-					t.Errorf("healthy agent of %s wrote: %d × %s", node, c, k)
+					w += c
+				default:
+					t.Errorf("healthy agent of %s wrote: %d × %s", a.Node.Name, c, k)
 				}
 				if (k.Verb == "get" || k.Verb == "list") && !k.Cached {
-					t.Errorf("agent of %s read etcd: %d × %s", node, c, k)
+					t.Errorf("agent of %s read etcd: %d × %s", a.Node.Name, c, k)
 				}
 			}
+			// The invariant, per agent and exact: one GET a round (the api
+			// check's read of its node), plus one at each edge of the window
+			// (a round whose GET the audit log has but whose count came
+			// before the first scrape; the round begun after the last scrape,
+			// whose GET is logged before the log is read); a LIST only when
+			// the server ended a watch and the agent opened it again.
+			if g > own+2 {
+				t.Errorf("agent of %s: %d GETs in %d rounds, want at most one a round", a.Node.Name, g, own)
+			}
+			if l > w {
+				t.Errorf("agent of %s: %d LISTs beside %d watches opened, want none but to open a watch again", a.Node.Name, l, w)
+			}
+			rounds, gets, lists, watches = rounds+own, gets+g, lists+l, watches+w
 		}
-		perRound := reads / rounds
-		t.Logf("%d agents: %.0f reads and %.0f watches in %.0f rounds: %.2f reads per agent per round", len(all), reads, watches, rounds, perRound)
-		if perRound > maxReadsPerRound {
-			t.Errorf("%.2f reads per agent per round, want at most %.2f", perRound, maxReadsPerRound)
-		}
+		// The fleet-wide ratio depends on where the window cuts rounds and on
+		// how often a busy server ends watches: a figure for the log and the
+		// benchmark (docs/benchmarks.md), not a pass mark.
+		t.Logf("%d agents, %d rounds: %d GETs, %d LISTs, %d watches opened: %.2f reads per agent per round",
+			len(agents), rounds, gets, lists, watches, float64(gets+lists)/float64(rounds))
 	})
 
 	t.Run("dns outage within the budget", func(t *testing.T) {
