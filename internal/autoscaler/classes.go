@@ -155,6 +155,9 @@ type NodePool struct {
 	StartupTaints []Taint
 	// Taints are spec.template.spec.taints: put on new nodes for good.
 	Taints []Taint
+	// Karpenter is the controller that runs it: whether it ignores keys
+	// under KarpenterEphemeralPrefix depends on its release.
+	Karpenter Karpenter
 }
 
 // Ref names it in findings and commands: "nodepool/default".
@@ -162,17 +165,23 @@ func (p NodePool) Ref() string { return "nodepool/" + p.Name }
 
 // Classify says how Karpenter treats t on a node of this NodePool that is
 // not initialized yet, and why. Karpenter matches a startup or ephemeral
-// taint by key and effect (a taint's identity), the readiness prefix by key.
+// taint by key and effect (a taint's identity), the readiness prefix by key,
+// and only from v1.13.0: on an older Karpenter, or one whose version is
+// unknown, a key under the prefix that the NodePool does not declare is
+// permanent.
 func (p NodePool) Classify(t Taint) (Class, string) {
 	match := func(u Taint) bool { return u.Key == t.Key && u.Effect == t.Effect }
 	switch {
 	case slices.ContainsFunc(p.StartupTaints, match):
 		return Startup, "spec.template.spec.startupTaints"
 	case strings.HasPrefix(t.Key, KarpenterEphemeralPrefix):
-		return Startup, "prefix " + KarpenterEphemeralPrefix
+		if class, rule := p.Karpenter.readinessRule(); class == Startup || !slices.ContainsFunc(p.Taints, match) {
+			return class, rule
+		}
 	case slices.ContainsFunc(karpenterEphemeral, match):
 		return Startup, "known ephemeral taint"
-	case slices.ContainsFunc(p.Taints, match):
+	}
+	if slices.ContainsFunc(p.Taints, match) {
 		return Permanent, "spec.template.spec.taints"
 	}
 	return Permanent, "not in spec.template.spec.startupTaints"

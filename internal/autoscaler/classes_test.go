@@ -53,9 +53,12 @@ func TestClusterAutoscalerClasses(t *testing.T) {
 // TestKarpenterClasses encodes Karpenter's rules (pkg/scheduling/taints.go,
 // pkg/controllers/state/statenode.go at v1.14.1): until initialized, a
 // node's startupTaints (matched by key and effect), its known ephemeral
-// taints and keys under readiness.k8s.io/ are ignored; all else is permanent.
+// taints and, from v1.13.0 (not in v1.12.1's taints.go), keys under
+// readiness.k8s.io/ are ignored; all else is permanent.
 func TestKarpenterClasses(t *testing.T) {
 	ours := Taint{Key: "node-ready/unverified", Value: "true", Effect: "NoSchedule"}
+	readinessKey := Taint{Key: "readiness.k8s.io/node-ready", Value: "true", Effect: "NoSchedule"}
+	v1131 := NodePool{Karpenter: Karpenter{Version: "1.14.1"}}
 	for _, tt := range []struct {
 		name  string
 		pool  NodePool
@@ -67,7 +70,13 @@ func TestKarpenterClasses(t *testing.T) {
 		{"declared with another effect does not match", NodePool{StartupTaints: []Taint{{Key: ours.Key, Effect: "NoExecute"}}}, ours, Permanent},
 		{"not declared is permanent", NodePool{}, ours, Permanent},
 		{"declared in taints is permanent", NodePool{Taints: []Taint{ours}}, ours, Permanent},
-		{"readiness prefix is ephemeral without declaring it", NodePool{}, Taint{Key: "readiness.k8s.io/node-ready", Effect: "NoSchedule"}, Startup},
+		{"readiness prefix is ephemeral without declaring it from v1.13.0", v1131, readinessKey, Startup},
+		{"readiness prefix from its first release", NodePool{Karpenter: Karpenter{Version: "v1.13.0"}}, readinessKey, Startup},
+		{"readiness prefix is permanent on v1.12", NodePool{Karpenter: Karpenter{Version: "1.12.1"}}, readinessKey, Permanent},
+		{"readiness prefix is permanent on a v1.13.0 pre-release", NodePool{Karpenter: Karpenter{Version: "1.13.0-rc.1"}}, readinessKey, Permanent},
+		{"readiness prefix is permanent when the version is unknown", NodePool{}, readinessKey, Permanent},
+		{"readiness key declared works on v1.12", NodePool{StartupTaints: []Taint{readinessKey}, Karpenter: Karpenter{Version: "1.12.1"}}, readinessKey, Startup},
+		{"readiness key in taints is ignored until initialization (diagnose: declared permanent)", NodePool{Taints: []Taint{readinessKey}, Karpenter: Karpenter{Version: "1.14.1"}}, readinessKey, Startup},
 		{"known ephemeral taint", NodePool{}, Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: "NoSchedule"}, Startup},
 		{"CA's startup prefix means nothing to Karpenter", NodePool{}, Taint{Key: CAStartupPrefix + "node-ready", Effect: "NoSchedule"}, Permanent},
 	} {

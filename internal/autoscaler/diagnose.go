@@ -307,15 +307,23 @@ func (d *Diagnosis) nodePool(in Install, p NodePool, withCA bool) {
 			fix)
 	case undeclared && in.InjectsReadinessKey && index(p.StartupTaints, t.Key) < 0:
 		// The webhook gives this NodePool's new nodes a readiness.k8s.io/
-		// key at creation, never t: nothing to fix.
+		// key at creation, never t: nothing to fix where Karpenter ignores
+		// that prefix.
+		d.injectedReadinessKey(in, p, t)
 	case class == Permanent:
-		detail := "Karpenter takes a taint that is not in spec.template.spec.startupTaints (nor under " + KarpenterEphemeralPrefix +
-			") to stay: while the agent holds a new node, the pending pods are taken not to fit on it and Karpenter launches " +
-			"one more NodeClaim every 10 s for the same pods (13 NodeClaims in 2 minutes measured)."
+		detail := "Karpenter takes a taint that is not in spec.template.spec.startupTaints (nor, from v" + KarpenterReadinessSince +
+			", under " + KarpenterEphemeralPrefix + ") to stay: while the agent holds a new node, the pending pods are taken not to fit on it " +
+			"and Karpenter launches one more NodeClaim every 10 s for the same pods (13 NodeClaims in 2 minutes measured)."
 		if i := index(p.StartupTaints, t.Key); i >= 0 {
 			detail += " startupTaints lists " + t.Key + " with effect " + p.StartupTaints[i].Effect + ", and Karpenter matches key and effect."
 		}
-		d.add(Problem, who, in, RoleStartup, "runaway launches", detail, append([]string{startupTaintFix(p, t, "")}, fixes...)...)
+		sev := Problem
+		if strings.HasPrefix(t.Key, KarpenterEphemeralPrefix) {
+			detail += " " + p.Karpenter.readinessDetail()
+			fixes = append(fixes, upgradeKarpenterFix)
+			sev = p.Karpenter.readinessSeverity()
+		}
+		d.add(sev, who, in, RoleStartup, "runaway launches", detail, append([]string{startupTaintFix(p, t, "")}, fixes...)...)
 	case rule != "spec.template.spec.startupTaints":
 		d.add(Advice, who, in, RoleStartup, "not put on new nodes by Karpenter",
 			"Karpenter ignores "+t.Key+" until a node is initialized ("+rule+"), but puts it on new nodes only when "+

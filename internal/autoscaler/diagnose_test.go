@@ -19,6 +19,8 @@ var (
 		Unhealthy: Taint{Key: "node-ready/unhealthy", Value: "true", Effect: "NoSchedule"}}
 	caPreset = Install{Namespace: "kube-node-ready", Release: "kube-node-ready", Agent: "DaemonSet kube-node-ready/kube-node-ready",
 		Startup: presetTaint(api.PresetClusterAutoscaler, RoleStartup), Unhealthy: presetTaint(api.PresetClusterAutoscaler, RoleUnhealthy)}
+	v1141           = Karpenter{Deployment: "Deployment karpenter/karpenter", Version: "1.14.1", VersionFrom: "its image public.ecr.aws/karpenter/controller:1.14.1"}
+	v1121           = Karpenter{Deployment: "Deployment karpenter/karpenter", Version: "1.12.1", VersionFrom: "its image public.ecr.aws/karpenter/controller:1.12.1"}
 	karpenterPreset = Install{Namespace: "kube-node-ready", Release: "kube-node-ready", Agent: "DaemonSet kube-node-ready/kube-node-ready",
 		Startup: presetTaint(api.PresetKarpenter, RoleStartup), Unhealthy: presetTaint(api.PresetKarpenter, RoleUnhealthy)}
 )
@@ -94,9 +96,21 @@ func TestDiagnose(t *testing.T) {
 			"problem Karpenter nodepool/default startup: declared permanent",
 		}},
 		{"Karpenter preset declared", Setup{Install: karpenterPreset, Karpenter: true, NodePools: []NodePool{{Name: "default", StartupTaints: []Taint{karpenterPreset.Startup}}}}, nil},
-		{"Karpenter preset not declared", Setup{Install: karpenterPreset, Karpenter: true, NodePools: []NodePool{{Name: "default"}}}, []string{
+		{"Karpenter preset not declared", Setup{Install: karpenterPreset, Karpenter: true, NodePools: []NodePool{{Name: "default", Karpenter: v1141}}}, []string{
 			"advice Karpenter nodepool/default startup: not put on new nodes by Karpenter",
 		}},
+		{"Karpenter preset not declared, Karpenter v1.12", Setup{Install: karpenterPreset, Karpenter: true, NodePools: []NodePool{{Name: "default", Karpenter: v1121}}}, []string{
+			"problem Karpenter nodepool/default startup: runaway launches",
+		}},
+		{"Karpenter preset not declared, Karpenter's version unreadable", Setup{Install: karpenterPreset, Karpenter: true,
+			NodePools: []NodePool{{Name: "default", Karpenter: Karpenter{Deployment: v1121.Deployment}}}}, []string{
+			"problem Karpenter nodepool/default startup: runaway launches",
+		}},
+		{"Karpenter preset not declared, no Karpenter Deployment visible", Setup{Install: karpenterPreset, Karpenter: true, NodePools: []NodePool{{Name: "default"}}}, []string{
+			"advice Karpenter nodepool/default startup: runaway launches",
+		}},
+		{"Karpenter preset declared, Karpenter v1.12", Setup{Install: karpenterPreset, Karpenter: true,
+			NodePools: []NodePool{{Name: "default", StartupTaints: []Taint{karpenterPreset.Startup}, Karpenter: v1121}}}, nil},
 		{"NodePool still declares the seed key", Setup{Install: karpenterPreset, Karpenter: true, NodePools: []NodePool{{Name: "default", StartupTaints: []Taint{seed.Startup}}}}, []string{
 			"advice Karpenter nodepool/default startup: previous key declared",
 		}},
@@ -145,7 +159,11 @@ func TestNodePoolFixesApply(t *testing.T) {
 		{"permanent", seed, NodePool{Name: "a", Taints: []Taint{{Key: "example.com/gpu", Effect: "NoSchedule"}, seed.Startup}}},
 		{"previous key", karpenterPreset, NodePool{Name: "a", StartupTaints: []Taint{seed.Startup}}},
 		{"previous and current key", karpenterPreset, NodePool{Name: "a", StartupTaints: []Taint{karpenterPreset.Startup, seed.Startup}}},
-		{"readiness key not declared", karpenterPreset, NodePool{Name: "a"}},
+		{"readiness key not declared", karpenterPreset, NodePool{Name: "a", Karpenter: v1141}},
+		{"readiness key not declared, Karpenter v1.12", karpenterPreset, NodePool{Name: "a", Karpenter: v1121}},
+		{"readiness key not declared, Karpenter's version unknown", karpenterPreset, NodePool{Name: "a"}},
+		{"readiness key added at creation, Karpenter v1.12", injecting(caPreset), NodePool{Name: "a", Karpenter: v1121}},
+		{"readiness key added at creation, agent on it, Karpenter v1.12", injecting(karpenterPreset), NodePool{Name: "a", Karpenter: v1121}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pool := tt.pool
@@ -163,6 +181,13 @@ func TestNodePoolFixesApply(t *testing.T) {
 			t.Fatalf("findings left after applying the fixes: %v", summaries(Diagnose(Setup{Install: tt.in, Karpenter: true, NodePools: []NodePool{pool}})))
 		})
 	}
+}
+
+// injecting is in with the webhook adding the Karpenter preset's key at
+// creation to nodes of NodePools that declare none of ours.
+func injecting(in Install) Install {
+	in.InjectsReadinessKey = true
+	return in
 }
 
 // applyPoolPatch applies a JSON patch to p written as a NodePool object.
@@ -196,7 +221,7 @@ func applyPoolPatch(t *testing.T, p NodePool, patch string) NodePool {
 	if err := json.Unmarshal(doc, &o); err != nil {
 		t.Fatal(err)
 	}
-	return NodePool{Name: p.Name, StartupTaints: o.Spec.Template.Spec.StartupTaints, Taints: o.Spec.Template.Spec.Taints}
+	return NodePool{Name: p.Name, StartupTaints: o.Spec.Template.Spec.StartupTaints, Taints: o.Spec.Template.Spec.Taints, Karpenter: p.Karpenter}
 }
 
 // TestClusterAutoscalerFixesApply applies the kubectl patch each Cluster

@@ -12,8 +12,10 @@
 //     pending pods do not fit on: over-scale, and template poisoning once a
 //     tainted node becomes its group's template).
 //   - Karpenter ignores, until a node is initialized, its NodePool's
-//     startupTaints and the keys under readiness.k8s.io/; every other taint
-//     is permanent, so a held node makes it launch more.
+//     startupTaints and, from core v1.13.0, the keys under
+//     readiness.k8s.io/; every other taint is permanent, so a held node
+//     makes it launch more. Which release runs is read from its Deployment;
+//     when none shows it, the older rule is taken.
 //
 // Everything here is pure: the kubectl plugin reads Deployments, DaemonSets
 // and NodePools and hands their flags and fields to Diagnose.

@@ -31,7 +31,9 @@ var doctorCommand = &command{
   - every Deployment running Cluster Autoscaler (image or program named cluster-autoscaler, any
     namespace): its --startup-taint/--ignore-taint, --status-taint, --startup-taint-prefix,
     --max-node-provision-time and --max-node-startup-time;
-  - Karpenter's NodePools (karpenter.sh/v1): spec.template.spec.startupTaints and taints;
+  - Karpenter's NodePools (karpenter.sh/v1): spec.template.spec.startupTaints and taints, and
+    the release of every Deployment running Karpenter (its controller image's tag, else its
+    app.kubernetes.io/version or helm.sh/chart label);
   - every node's taints, and the ControllerRevisions of the agent DaemonSets (the keys earlier
     configurations wrote).
 
@@ -39,7 +41,9 @@ and says, for each of our taint keys, how each autoscaler present treats a node 
 Cluster Autoscaler startup, status or unknown (its reserved prefixes work without flags:
 ` + autoscaler.CAStartupPrefix + ` and
 ` + autoscaler.CAStatusPrefix + `);
-Karpenter startup or permanent (keys under ` + autoscaler.KarpenterEphemeralPrefix + ` are startup). Then what goes wrong
+Karpenter startup or permanent (keys under ` + autoscaler.KarpenterEphemeralPrefix + ` are startup from Karpenter
+v` + autoscaler.KarpenterReadinessSince + `; below it, or when no Deployment shows the release, they are permanent unless the
+NodePool declares them in startupTaints). Then what goes wrong
 (over-scale, template poisoning, runaway launches, a deadline past Cluster Autoscaler's) and the
 exact change that fixes it: the Cluster Autoscaler flag to add, the kubectl patch of the NodePool,
 or the chart value. With no Cluster Autoscaler Deployment visible and no Karpenter, it advises for
@@ -88,8 +92,11 @@ type doctorRead struct {
 	cas         []autoscaler.ClusterAutoscaler
 	karpenter   bool
 	pools       []autoscaler.NodePool
-	poolsErr    string
-	scope       string // where our objects were looked for
+	// karpenters are the Karpenter controllers whose Deployments were
+	// read, with their releases.
+	karpenters []autoscaler.Karpenter
+	poolsErr   string
+	scope      string // where our objects were looked for
 	// agentsRead says the agent DaemonSets could be listed: only then
 	// does doctor say which taints no agent removes.
 	agentsRead bool
@@ -117,7 +124,9 @@ func runDoctor(ctx context.Context, inv *invocation) error {
 	} else {
 		// The suspend switch, if on, before the report: it is why nothing
 		// below leads to a re-taint or a replacement.
-		for _, l := range switchLines(ctx, inv) {
+		on, unreadable := switchLines(ctx, inv)
+		printWarnings(inv.err, unreadable)
+		for _, l := range on {
 			printf(inv.out, "%s\n", l)
 		}
 		if err := PrintDoctor(inv.out, report); err != nil {
@@ -165,6 +174,13 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 		r.poolsErr = err.Error()
 	}
 	slices.SortFunc(r.pools, func(a, b autoscaler.NodePool) int { return strings.Compare(a.Name, b.Name) })
+	// Whether a key under readiness.k8s.io/ is startup depends on the
+	// release of the Karpenter that runs the pools: the oldest one found
+	// (or none visible, version unknown) decides.
+	k := autoscaler.Oldest(r.karpenters)
+	for i := range r.pools {
+		r.pools[i].Karpenter = k
+	}
 	return r
 }
 
@@ -209,9 +225,9 @@ func (r *doctorRead) readNodes(ctx context.Context, a API) {
 	}
 }
 
-// readDeployments finds the Cluster Autoscalers in every namespace (in
-// kube-system when that is not allowed) and our webhooks in namespace ns
-// ("" for all) and beside each agent.
+// readDeployments finds the Cluster Autoscalers and Karpenter controllers
+// in every namespace (in kube-system when that is not allowed) and our
+// webhooks in namespace ns ("" for all) and beside each agent.
 func (r *doctorRead) readDeployments(ctx context.Context, a API, ns string) {
 	deps, depsIn, err := listFallback(ctx, r, "", clusterAutoscalerFallback, "Cluster Autoscaler", a.ListDeployments)
 	if err != nil {
@@ -224,6 +240,9 @@ func (r *doctorRead) readDeployments(ctx context.Context, a API, ns string) {
 		}
 		if ok {
 			r.cas = append(r.cas, c)
+		}
+		if k, ok := readKarpenter(&deps[i]); ok {
+			r.karpenters = append(r.karpenters, k)
 		}
 	}
 	r.addWebhooks(deps, ns)
@@ -269,7 +288,8 @@ func scopeName(ns string) string {
 // diagnoseAll diagnoses each installation found, or the chart's defaults
 // when none was.
 func diagnoseAll(r *doctorRead) DoctorReport {
-	rep := DoctorReport{APIVersion: ListAPIVersion, Kind: DoctorKind, ReadErrors: r.failed, Karpenter: KarpenterView{Installed: r.karpenter, ReadError: r.poolsErr}}
+	rep := DoctorReport{APIVersion: ListAPIVersion, Kind: DoctorKind, ReadErrors: r.failed,
+		Karpenter: KarpenterView{Installed: r.karpenter, ReadError: r.poolsErr, Controllers: r.karpenters}}
 	for _, c := range r.cas {
 		rep.ClusterAutoscalers = append(rep.ClusterAutoscalers, caView(c))
 	}

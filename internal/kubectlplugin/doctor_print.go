@@ -56,10 +56,14 @@ type ClusterAutoscalerView struct {
 	MaxNodeStartupTime   string   `json:"maxNodeStartupTime"`
 }
 
-// KarpenterView is whether Karpenter is installed, and its NodePools.
+// KarpenterView is whether Karpenter is installed, its controllers and
+// its NodePools.
 type KarpenterView struct {
-	Installed bool     `json:"installed"`
-	NodePools []string `json:"nodePools,omitempty"`
+	Installed bool `json:"installed"`
+	// Controllers are the Deployments running Karpenter, with the release
+	// each runs; none when no Deployment shows one (a managed Karpenter).
+	Controllers []autoscaler.Karpenter `json:"controllers,omitempty"`
+	NodePools   []string               `json:"nodePools,omitempty"`
 	// ReadError says why the NodePools could not be read.
 	ReadError string `json:"readError,omitempty"`
 }
@@ -102,6 +106,18 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 		printf(tw, "Karpenter:\tinstalled, no NodePools\n")
 	default:
 		printf(tw, "Karpenter:\tNodePools %s\n", strings.Join(rep.Karpenter.NodePools, ", "))
+	}
+	if rep.Karpenter.Installed {
+		for _, k := range rep.Karpenter.Controllers {
+			from := "from " + k.VersionFrom
+			if k.Version == "" {
+				from = "no image tag or label names its release"
+			}
+			printf(tw, "\t%s: %s (%s)\n", k.Deployment, k.Named(), from)
+		}
+		if len(rep.Karpenter.Controllers) == 0 {
+			printf(tw, "\tno Deployment visible: its version is unknown (a managed one, as EKS Auto Mode's, runs outside the cluster)\n")
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -157,12 +157,18 @@ func TestGoldenDoctor(t *testing.T) {
 			return f
 		}(), nil, ExitError},
 		{"doctor-karpenter-readiness.txt", func() *fakeAPI {
-			f := doctorFake(readiness, caStatus, nil)
+			f := doctorFake(readiness, caStatus, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.14.1"+ecrDigest, karpenterLabels("1.14.1")))
 			f.karpenter = true
 			r, _ := autoscaler.ParseTaint(readiness)
 			f.nodePools = []autoscaler.NodePool{{Name: "default", StartupTaints: []autoscaler.Taint{r}}, {Name: "legacy", StartupTaints: []autoscaler.Taint{seedStartup}}}
 			return f
 		}(), nil, ExitOK},
+		{"doctor-karpenter-v1.12.txt", func() *fakeAPI {
+			f := doctorFake(readiness, caStatus, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.12.1"+ecrDigest, karpenterLabels("1.12.1")))
+			f.karpenter = true
+			f.nodePools = []autoscaler.NodePool{{Name: "default"}}
+			return f
+		}(), nil, ExitError},
 		{"doctor-both.txt", func() *fakeAPI {
 			f := doctorFake(caStartup, caStatus, nil, caDep("--max-node-provision-time=10m"))
 			f.karpenter = true
