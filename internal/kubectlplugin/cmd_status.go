@@ -49,7 +49,9 @@ func runStatus(ctx context.Context, inv *invocation) error {
 	}
 	// The suspend switch first: while it is on, what the table shows will
 	// not lead to a re-taint or a replacement.
-	for _, l := range switchLines(ctx, inv) {
+	on, unreadable := switchLines(ctx, inv)
+	printWarnings(inv.err, unreadable)
+	for _, l := range on {
 		printf(inv.out, "%s\n", l)
 	}
 	if len(reports) == 0 {

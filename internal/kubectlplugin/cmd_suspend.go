@@ -137,19 +137,19 @@ func runResume(ctx context.Context, inv *invocation) error {
 }
 
 // switchLines say, for status and doctor, each release's switch that is
-// on, with its reason and age; nothing when all are off or none can be
-// read through this connection.
-func switchLines(ctx context.Context, inv *invocation) []string {
+// on, with its reason and age; nothing when all are off. A switch that
+// cannot be read through this connection is a warning, apart: status
+// prints warnings on stderr, so its table on stdout stays a table.
+func switchLines(ctx context.Context, inv *invocation) (out, warnings []string) {
 	s, ok := inv.api.(SwitchAPI)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	refs, _ := switchRefs(ctx, inv)
-	var out []string
 	for _, r := range refs {
 		cm, err := s.GetConfigMap(ctx, r.namespace, r.name)
 		if err != nil {
-			out = append(out, fmt.Sprintf("Suspend switch %s: cannot be read: %v", r, err))
+			warnings = append(warnings, fmt.Sprintf("suspend switch %s: cannot be read: %v", r, err))
 			continue
 		}
 		if cm == nil {
@@ -167,5 +167,5 @@ func switchLines(ctx context.Context, inv *invocation) []string {
 		out = append(out, fmt.Sprintf("SUSPENDED (%s%s, %s): %s: no re-taint, no replacement, no startup taint added; `kubectl node-ready resume` ends it",
 			age, by, r, st.Reason))
 	}
-	return out
+	return out, warnings
 }
