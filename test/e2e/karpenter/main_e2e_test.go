@@ -92,6 +92,7 @@ func TestKarpenter(t *testing.T) {
 		t.Run("NoRunaway", func(t *testing.T) { t.Parallel(); e.testNoRunaway(t) })
 		t.Run("ScaleUp", func(t *testing.T) { t.Parallel(); e.testScaleUp(t) })
 		t.Run("MisconfiguredKeys", func(t *testing.T) { t.Parallel(); e.testMisconfiguredKeys(t) })
+		t.Run("ReadinessKeyAtRegistration", func(t *testing.T) { t.Parallel(); e.testReadinessKeyAtRegistration(t) })
 		t.Run("DeleteNodeClaim", func(t *testing.T) { t.Parallel(); e.testDeleteNodeClaim(t) })
 		t.Run("DeleteHeld", func(t *testing.T) { t.Parallel(); e.testDeleteHeld(t) })
 		t.Run("Repair", func(t *testing.T) { t.Parallel(); e.testRepair(t) })
