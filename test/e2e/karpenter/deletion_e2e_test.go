@@ -4,6 +4,7 @@ package karpenter
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +17,9 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
+
+// karpenterTermination is Karpenter's finalizer on its Nodes and NodeClaims.
+const karpenterTermination = "karpenter.sh/termination"
 
 // verifiedNode scales pool up for one pod, waits until the pod is bound to
 // the verified node, deletes the pod and returns the node's and its
@@ -84,7 +88,10 @@ func (e *env) testDeleteNodeClaim(t *testing.T) {
 // pool's node (its hook refused) empties, Karpenter consolidates it, our
 // cleanup fails attempt after attempt, and --cleanup-deadline releases the
 // Node: it is held no longer than the deadline (plus a retry), and
-// Karpenter's termination then completes.
+// Karpenter's termination then completes. Karpenter does not wait for our
+// finalizer to terminate the instance: while ours still holds the Node, its
+// own (karpenter.sh/termination) is gone and the NodeClaim says
+// InstanceTerminating, so what ours holds is the Node and NodeClaim objects.
 func (e *env) testDeleteHeld(t *testing.T) {
 	const pool = "held"
 	e.pool(t, pool, harness.NodePoolOptions{
@@ -93,6 +100,21 @@ func (e *env) testDeleteHeld(t *testing.T) {
 		Consolidation: "WhenEmpty",
 	}, []string{})
 	node, claim := e.verifiedNode(t, pool, "held-0")
+	harness.Eventually(t, 2*time.Minute, "Karpenter done with the instance while our finalizer holds the Node", func() (bool, string) {
+		n := e.node(t, node)
+		if n == nil || n.DeletionTimestamp == nil {
+			return false, "not being deleted yet"
+		}
+		if !slices.Contains(n.Finalizers, harness.Finalizer) {
+			t.Fatalf("node %s lost our finalizer before the deadline: %v", node, n.Finalizers)
+		}
+		c, err := e.dyn.Resource(harness.NodeClaims).Get(t.Context(), claim, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return !slices.Contains(n.Finalizers, karpenterTermination) && claimCondition(*c, "InstanceTerminating"),
+			fmt.Sprintf("finalizers %v, NodeClaim InstanceTerminating %v", n.Finalizers, claimCondition(*c, "InstanceTerminating"))
+	})
 	held := e.deletion(t, node, claim, cleanupDeadline+time.Minute)
 	calls := e.hook.callsFor(node)
 	if len(calls) < 2 {
