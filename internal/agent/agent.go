@@ -102,6 +102,9 @@ type loop struct {
 	// only, never failures of the bootstrap set.
 	streakOf     *checks.Runner
 	everVerified bool
+	// boot is the boot ID the node was verified under, once known
+	// (reboot.go verifiedBoot); recorded in the condition.
+	boot string
 	// Each is set while its episode lasts, so that is logged once:
 	// faultLogged a control-plane fault, condErr a failing condition write,
 	// noNodeLogged a node missing from the watch, blockedLogged why a
@@ -203,6 +206,7 @@ func (a *Agent) relevantChange(o, n *corev1.Node) bool {
 		return true
 	}
 	return a.bypassed(o) != a.bypassed(n) ||
+		(a.cfg.ReverifyAfterReboot && o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID) ||
 		HasAnyTaintKey(o.Spec.Taints, a.cfg.WaitForTaints) != HasAnyTaintKey(n.Spec.Taints, a.cfg.WaitForTaints) ||
 		(a.idle.Load() && !a.cfg.Taints.startupOn(o.Spec.Taints) && a.cfg.Taints.startupOn(n.Spec.Taints))
 }
@@ -276,6 +280,9 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 		return a.cfg.InitialBackoff
 	}
 
+	if a.holdAfterReboot(ctx, node) {
+		node = a.view.node()
+	}
 	runner := a.runner
 	bootstrap := a.bootstrapRound(node)
 	a.runGates(ctx, bootstrap)
@@ -323,6 +330,10 @@ func (a *Agent) bypass(ctx context.Context) time.Duration {
 		a.log.Error("untaint for bypass annotation failed", "annotation", a.cfg.BypassAnnotation, "error", err)
 		return a.cfg.InitialBackoff
 	}
+	if n := a.view.node(); n != nil && bootID(n) != "" {
+		// The operator vouches for the node as it runs now.
+		a.loop.boot = bootID(n)
+	}
 	a.setCondition(ctx, BypassedCondition(a.cfg.BypassAnnotation))
 	a.health.set(true, true)
 	return a.jittered()
@@ -351,6 +362,8 @@ func (a *Agent) act(ctx context.Context, round checks.Round, continuous bool, no
 		err = a.apply(ctx, want)
 	}
 	switch {
+	case !round.Passed() && RebootHeld(node, a.cfg.Taints, a.cfg.VerifiedLabel):
+		a.setCondition(ctx, RebootHeldCondition(round.Failed(), a.loop.failingSince, a.modes))
 	case !round.Passed():
 		a.setCondition(ctx, FailingCondition(round.Failed(), a.loop.failingSince, a.modes))
 	case retainted && a.loop.passes < a.cfg.Thresholds.Recover:

@@ -50,4 +50,7 @@ type Config struct {
 	// Observe is --mode=observe: checks run and are recorded, with what
 	// enforce would have done; no taint is added or kept (observe.go).
 	Observe bool
+	// ReverifyAfterReboot holds a verified node whose boot ID changed with
+	// the startup taint until it verifies again (reboot.go).
+	ReverifyAfterReboot bool
 }

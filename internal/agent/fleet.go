@@ -35,17 +35,22 @@ var deferReasons = []string{DeferLeaseHeld, DeferLeaseError, DeferLeaseExpired, 
 // and again on a fresh read right before the taint is written, so a
 // suspend the watch delivers late still stops it; a switch that cannot be
 // read holds too.
+//
+// A node held after a reboot (want.Reboot) passes the same gates: it counts
+// against the same budget, so a cluster-wide power event holds at most the
+// budget's worth of nodes.
 func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) error {
-	if a.suspended(node, a.suspendState()) {
+	cause := retaintCause(want)
+	if a.suspended(node, a.suspendState(), cause) {
 		return nil
 	}
 	got, holder, err := a.lock.acquire(ctx)
 	if err != nil {
-		a.deferRetaint(node, DeferLeaseError, holder)
+		a.deferRetaint(node, DeferLeaseError, holder, cause)
 		return fmt.Errorf("take re-taint lease %s/%s: %w", a.lock.namespace, a.lock.name, err)
 	}
 	if !got {
-		a.deferRetaint(node, DeferLeaseHeld, holder)
+		a.deferRetaint(node, DeferLeaseHeld, holder, cause)
 		return nil
 	}
 	defer a.lock.release(context.WithoutCancel(ctx))
@@ -55,7 +60,7 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 	others, total, err := a.fleet(ctx)
 	if err != nil && !a.lock.held() {
 		// The count ran out of the lease's time: the budget said nothing.
-		a.deferRetaint(node, DeferLeaseExpired, "")
+		a.deferRetaint(node, DeferLeaseExpired, "", cause)
 		return nil
 	}
 	if err != nil {
@@ -74,15 +79,15 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 		// The note stays the same while the outage lasts, so repeats count into
 		// one Event series instead of one Event per round.
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintSuppressed, "Retaint",
-			"checks keep failing, but the fleet budget is used up: %d nodes may be re-tainted at once (%s)",
-			limit, a.cfg.FleetBudgetFlag)
+			"%s, but the fleet budget is used up: %d nodes may be re-tainted at once (%s)",
+			cause, limit, a.cfg.FleetBudgetFlag)
 		return nil
 	}
 	if !a.lock.held() {
-		a.deferRetaint(node, DeferLeaseExpired, "")
+		a.deferRetaint(node, DeferLeaseExpired, "", cause)
 		return nil
 	}
-	if a.suspended(node, a.suspendRead(ctx)) {
+	if a.suspended(node, a.suspendRead(ctx), cause) {
 		return nil
 	}
 	a.loop.blockedLogged = ""
@@ -93,9 +98,12 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 // to, must not be re-tainted, or "". The patch pins that version (see
 // NodePatch), so these gates hold at the moment the taint is written, not
 // only when the round began.
-func (a *Agent) retaintRefusedOn(node *corev1.Node) string {
+func (a *Agent) retaintRefusedOn(node *corev1.Node, want Desired) string {
 	if a.bypassed(node) {
 		return "annotation " + a.cfg.BypassAnnotation + "=true"
+	}
+	if want.Reboot {
+		return a.rebootRefusedOn(node)
 	}
 	if startupTainted, _ := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel); startupTainted {
 		return "the node carries the startup taint: it is being verified"
@@ -104,7 +112,7 @@ func (a *Agent) retaintRefusedOn(node *corev1.Node) string {
 }
 
 // deferRetaint reports a re-taint the Lease kept from happening this round.
-func (a *Agent) deferRetaint(node *corev1.Node, reason, holder string) {
+func (a *Agent) deferRetaint(node *corev1.Node, reason, holder, cause string) {
 	a.metrics.retaintDeferred.WithLabelValues(reason).Inc()
 	lease := a.lock.namespace + "/" + a.lock.name
 	switch reason {
@@ -112,16 +120,24 @@ func (a *Agent) deferRetaint(node *corev1.Node, reason, holder string) {
 		a.logBlocked(reason+"/"+holder, "re-taint deferred: another agent holds the re-taint lease", "lease", lease, "holder", holder,
 			"takeover_after_seconds", a.lock.duration.Seconds(), "consecutive_failures", a.loop.failures)
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
-			"checks keep failing; the re-taint waits for Lease %s held by %s (taken over once unchanged for %s)", lease, holder, a.lock.duration)
+			"%s; the re-taint waits for Lease %s held by %s (taken over once unchanged for %s)", cause, lease, holder, a.lock.duration)
 	case DeferLeaseError:
 		a.logBlocked(reason, "re-taint deferred: cannot take the re-taint lease", "lease", lease, "consecutive_failures", a.loop.failures)
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
-			"checks keep failing, but Lease %s cannot be taken; the re-taint is retried", lease)
+			"%s, but Lease %s cannot be taken; the re-taint is retried", cause, lease)
 	case DeferLeaseExpired:
 		a.logBlocked(reason, "re-taint deferred: the fleet count outlasted the re-taint lease", "lease", lease, "consecutive_failures", a.loop.failures)
 		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
-			"checks keep failing, but counting the fleet budget outlasted Lease %s; the re-taint is retried", lease)
+			"%s, but counting the fleet budget outlasted Lease %s; the re-taint is retried", cause, lease)
 	}
+}
+
+// retaintCause says in an Event why the agent wants to taint its node.
+func retaintCause(want Desired) string {
+	if want.Reboot {
+		return "the node rebooted since it was verified (boot ID changed) and must be verified again"
+	}
+	return "checks keep failing"
 }
 
 // logBlocked logs why a re-taint is blocked once per episode: again only

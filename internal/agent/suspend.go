@@ -50,7 +50,7 @@ func (a *Agent) suspendRead(ctx context.Context) suspend.State {
 // suspended reports whether st holds the re-taint of node, and if so says
 // so: counted every round, logged and recorded as an Event once per
 // episode (again only when the switch's reason changes).
-func (a *Agent) suspended(node *corev1.Node, st suspend.State) bool {
+func (a *Agent) suspended(node *corev1.Node, st suspend.State, cause string) bool {
 	if !st.Holds() {
 		return false
 	}
@@ -65,6 +65,6 @@ func (a *Agent) suspended(node *corev1.Node, st suspend.State) bool {
 	}
 	a.logBlocked(key, "re-taint held: "+st.Why(), "consecutive_failures", a.loop.failures)
 	a.event(node, corev1.EventTypeWarning, ReasonRetaintSuspended, "Retaint",
-		"checks keep failing, but no node is re-tainted while %s; untaints go on (kubectl node-ready resume ends it)", st.Why())
+		"%s, but no node is re-tainted while %s; untaints go on (kubectl node-ready resume ends it)", cause, st.Why())
 	return true
 }

@@ -97,6 +97,11 @@ type Desired struct {
 	// write, needs the bootstrap set (BootstrapRound): those checks said
 	// nothing about a node being verified for the first time.
 	Continuous bool
+	// Reboot marks the hold of a verified node that rebooted (Add is the
+	// startup taint, Label "false"): it passes the gates of a re-taint and
+	// is written only while the node, as written, still runs under another
+	// boot ID than it was verified under (reboot.go).
+	Reboot bool
 }
 
 // IsRetaint reports whether want re-taints the node: the one change that
@@ -136,7 +141,8 @@ func Decide(s State, th Thresholds, t Taints) Desired {
 // BootstrapRound reports whether a round on node runs the bootstrap set
 // (every check and gate) rather than the continuous checks alone. Only a
 // node being verified for the first time needs it: one that carries the
-// startup taint and neither our label nor an unhealthy taint. A node in
+// startup taint and neither our label nor an unhealthy taint; and one held
+// after a reboot (RebootHeld), verified again. A node in
 // service is judged by the continuous checks, the only ones that can
 // re-taint it: one verified once (label "true"), one re-tainted, and one
 // with no taint or label of ours at all, which is what every node of a
@@ -157,8 +163,13 @@ func BootstrapRound(node *corev1.Node, t Taints, labelKey string, bootstrapOnly 
 
 // NodeState derives the node part of State from the node as last seen. A
 // previous key counts like the configured taint of its kind, so a node
-// created, or re-tainted, before the keys changed is never stranded.
+// created, or re-tainted, before the keys changed is never stranded. A node
+// held after a reboot (RebootHeld) is being verified again, like a new
+// one: startupTainted, not retainted.
 func NodeState(node *corev1.Node, t Taints, labelKey string) (startupTainted, retainted bool) {
+	if RebootHeld(node, t, labelKey) {
+		return true, false
+	}
 	retainted = node.Labels[labelKey] == "false" || t.unhealthyOn(node.Spec.Taints)
 	return t.startupOn(node.Spec.Taints) && !retainted, retainted
 }

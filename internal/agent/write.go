@@ -93,7 +93,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 // was deleted and created again under the same name, say).
 func (a *Agent) refusedOn(node *corev1.Node, want Desired) string {
 	if want.IsRetaint() {
-		if why := a.retaintRefusedOn(node); why != "" {
+		if why := a.retaintRefusedOn(node, want); why != "" {
 			return "re-taint: " + why
 		}
 	}
@@ -140,9 +140,20 @@ func (a *Agent) count(op, result string) {
 func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 	switch op {
 	case "remove":
+		if a.cfg.Taints.startupOn(before.Spec.Taints) {
+			// Verified now, under this boot (reboot.go); a bypass too:
+			// the operator vouches for the node as it runs.
+			a.loop.boot = bootID(after)
+		}
 		if a.bypassed(after) {
 			a.log.Info("taints removed: bypass annotation set", "annotation", a.cfg.BypassAnnotation)
 			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "taints removed without checks: annotation %s=true", a.cfg.BypassAnnotation)
+			return
+		}
+		if RebootHeld(before, a.cfg.Taints, a.cfg.VerifiedLabel) {
+			a.loop.everVerified = true
+			a.log.Info("node verified again after a reboot; startup taint removed", "boot_id", a.loop.boot)
+			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks and gates passed after a reboot; startup taint %s removed", a.startupRemoved(before))
 			return
 		}
 		if !a.loop.everVerified && a.cfg.Taints.startupOn(before.Spec.Taints) {
@@ -163,6 +174,14 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 			a.log.Info("node labelled verified: no taint of ours to remove", "label", a.cfg.VerifiedLabel)
 		}
 	case "add":
+		if !a.cfg.Taints.startupOn(before.Spec.Taints) && a.cfg.Taints.startupOn(after.Spec.Taints) {
+			a.log.Warn("node rebooted since it was verified; held with the startup taint until verified again",
+				"verified_boot_id", a.verifiedBoot(before), "boot_id", bootID(after), "taint", taintString(a.cfg.Taints.Startup))
+			a.event(after, corev1.EventTypeWarning, ReasonRebootHeld, "Taint",
+				"the node rebooted since it was verified (boot ID %s, verified under %s); taint %s applied until every check and gate passes again",
+				bootID(after), a.verifiedBoot(before), taintString(a.cfg.Taints.Startup))
+			return
+		}
 		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.loop.failures, "taint", taintString(a.cfg.Taints.Unhealthy))
 		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; taint %s applied", a.cfg.Thresholds.Retaint, taintString(a.cfg.Taints.Unhealthy))
 	}
@@ -184,7 +203,7 @@ func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
 	if node == nil {
 		return
 	}
-	patch, err := ConditionPatch(node, want, time.Now())
+	patch, err := ConditionPatch(node, a.stampBoot(node, want), time.Now())
 	if err != nil || patch == nil {
 		return
 	}

@@ -31,6 +31,11 @@ type ConditionMessage struct {
 	Continuous, Bootstrap []string
 	// HasModes says whether the check lists are part of the message.
 	HasModes bool
+	// Boot is the node's boot ID (status.nodeInfo.bootID) it was last
+	// verified under, written while re-verification after a reboot is on
+	// (--reverify-after-reboot): a node whose boot ID differs rebooted
+	// since, and is held until it verifies again.
+	Boot string
 }
 
 // The message's keys, in their order.
@@ -41,6 +46,7 @@ const (
 	keyAnnotation = "annotation"
 	keyContinuous = "continuous"
 	keyBootstrap  = "bootstrap"
+	keyBoot       = "boot"
 )
 
 // String encodes the message.
@@ -62,6 +68,9 @@ func (m ConditionMessage) String() string {
 	if m.HasModes {
 		add(keyContinuous, list(m.Continuous))
 		add(keyBootstrap, list(m.Bootstrap))
+	}
+	if m.Boot != "" {
+		add(keyBoot, m.Boot)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -126,6 +135,8 @@ func ParseConditionMessage(s string) (ConditionMessage, error) {
 			m.Continuous, m.HasModes = unlist(value), true
 		case keyBootstrap:
 			m.Bootstrap, m.HasModes = unlist(value), true
+		case keyBoot:
+			m.Boot = value
 		default:
 			return ConditionMessage{}, fmt.Errorf("condition message %q: unknown field %q", s, key)
 		}

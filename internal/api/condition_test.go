@@ -20,6 +20,8 @@ func TestConditionMessageRoundTrip(t *testing.T) {
 			want: "checks pass again; passed: 1/2; continuous: dns; bootstrap: network"},
 		{name: "bypassed", m: ConditionMessage{Summary: "checks bypassed", Annotation: "node-ready/skip-verification=true"},
 			want: "checks bypassed; annotation: node-ready/skip-verification=true"},
+		{name: "boot recorded", m: ConditionMessage{Summary: "all checks pass", HasModes: true, Continuous: []string{"dns"}, Boot: "0e3c5a8e-6b1f-4c3d-9a41-2f7d8b9c1a20"},
+			want: "all checks pass; continuous: dns; bootstrap: none; boot: 0e3c5a8e-6b1f-4c3d-9a41-2f7d8b9c1a20"},
 		{name: "summary only", m: ConditionMessage{Summary: "all checks pass"}, want: "all checks pass"},
 	}
 	for _, tt := range tests {

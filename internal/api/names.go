@@ -110,4 +110,8 @@ const (
 	// ReasonWouldRetaint: observe mode; checks failed enough rounds in a
 	// row that enforce would have re-tainted the node (status False).
 	ReasonWouldRetaint = "WouldRetaint"
+	// ReasonRebooted: the node's boot ID differs from the one it was
+	// verified under (--reverify-after-reboot); it is held with the startup
+	// taint until every check and gate passes again (status False).
+	ReasonRebooted = "Rebooted"
 )

@@ -115,6 +115,9 @@ type Options struct {
 	SuspendConfigMap string
 	// Mode is enforce or observe.
 	Mode string
+	// ReverifyAfterReboot holds a verified node whose boot ID changed since
+	// it was verified with the startup taint until it verifies again.
+	ReverifyAfterReboot bool
 	// renames records the renamed flags the command line or environment used.
 	renames *flagenv.Renames
 }
@@ -191,6 +194,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		r.config.AddFlags(fs)
 	}
 	fs.StringVar(&o.Mode, "mode", o.Mode, "enforce: taint and untaint the node; observe: run and record every check and what enforce would have done (condition, Events, node_ready_would_* metrics), never add a taint and remove ours at once, so no node is held")
+	fs.BoolVar(&o.ReverifyAfterReboot, "reverify-after-reboot", o.ReverifyAfterReboot, "hold a verified node whose boot ID (status.nodeInfo.bootID) differs from the one it was verified under with the startup taint and verified=false until every check and gate passes again, within the fleet budget, never while suspended or bypassed, never in observe mode; the boot ID is recorded in the node's condition")
 	fs.StringVar(&o.SuspendConfigMap, "suspend-configmap", o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --pod-namespace that kubectl node-ready suspend writes and resume deletes: while it exists, or cannot be read, no re-taint is written; untaints go on")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
@@ -223,6 +227,10 @@ func (o *Options) Validate() error {
 		p.Check("pod-ip", err)
 	}
 	o.taintFlags().Check(&p, "startup-taint", "unhealthy-taint")
+	if t, err := o.taints(); err == nil && o.ReverifyAfterReboot && t.Startup.Key == t.Unhealthy.Key {
+		// A node held after a reboot is told from a re-tainted one by its taint.
+		p.Add("reverify-after-reboot", "needs an --unhealthy-taint with another key than --startup-taint (%s)", t.Startup.Key)
+	}
 	p.Check("verified-label", cli.QualifiedName(o.VerifiedLabel))
 	p.Check("skip-verification-annotation", cli.QualifiedName(o.SkipVerificationAnnotation))
 	o.validateChecks(&p)
@@ -378,5 +386,7 @@ func (o *Options) Config() (agent.Config, error) {
 		FleetBudget:      fleetBudget,
 		FleetBudgetFlag:  "--fleet-budget=" + o.FleetBudget,
 		Observe:          o.Mode == api.ModeObserve,
+
+		ReverifyAfterReboot: o.ReverifyAfterReboot,
 	}, nil
 }

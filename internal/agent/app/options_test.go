@@ -41,6 +41,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "gate not enabled but continuous", args: []string{"--node-name=n", "--continuous-checks=conditions"}, want: `--continuous-checks: check "conditions" is not enabled`},
 		{name: "malformed probe URL", args: []string{"--node-name=n", "--checks=dns,probe", "--check.probe.targets=http://[::1"}, want: "--check.probe.targets"},
 		{name: "probe without targets", args: []string{"--node-name=n", "--checks=dns,probe"}, want: "--check.probe.targets: the probe check is enabled but has no target"},
+		{name: "reverify with one key for both taints", args: []string{"--node-name=n", "--reverify-after-reboot", "--unhealthy-taint=node-ready/unverified=true:NoSchedule", "--startup-taint=node-ready/unverified=true:NoSchedule"}, want: "--reverify-after-reboot: needs an --unhealthy-taint with another key"},
 		{name: "targets without probe", args: []string{"--node-name=n", "--check.probe.targets=tcp://127.0.0.1:9"}, want: "add probe to --checks"},
 	}
 	for _, tt := range tests {
