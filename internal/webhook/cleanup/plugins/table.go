@@ -19,7 +19,10 @@ import (
 // Builtins is the plugin table, in the order plugins are listed in docs.
 func Builtins() []cleanup.Builtin {
 	return []cleanup.Builtin{
-		{Name: VolumeAttachmentsName, Defaults: cleanup.Spec{Critical: true, Timeout: 2 * time.Minute}, New: newVolumeAttachments},
+		// Opt-in; volumeattachments runs after it when both are enabled, so
+		// with the node tainted kube-controller-manager detaches at once.
+		{Name: OutOfServiceName, Defaults: cleanup.Spec{Timeout: 3 * time.Minute}, New: newOutOfService},
+		{Name: VolumeAttachmentsName, Defaults: cleanup.Spec{Critical: true, Timeout: 2 * time.Minute, After: []string{OutOfServiceName}}, New: newVolumeAttachments},
 		{Name: LocalVolumesName, Defaults: cleanup.Spec{Critical: true, Timeout: time.Minute}, New: newLocalVolumes},
 		{Name: PortworxName, Defaults: cleanup.Spec{Critical: true, Timeout: 2 * time.Minute}, New: newPortworx},
 		{Name: NotifyName, Defaults: cleanup.Spec{Timeout: 30 * time.Second}, New: newNotify},
