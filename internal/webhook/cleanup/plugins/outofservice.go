@@ -200,7 +200,7 @@ func (p *outOfService) taint(ctx context.Context, n *corev1.Node) (bool, error) 
 		p.log.Info("dry run: would taint node out of service", "node", n.Name, "taint", OutOfServiceTaint.ToString())
 		return true, nil
 	}
-	patch, err := outOfServicePatch(n)
+	patch, err := OutOfServicePatch(n)
 	if err != nil {
 		return false, err
 	}
@@ -217,10 +217,10 @@ func (p *outOfService) taint(ctx context.Context, n *corev1.Node) (bool, error) 
 	return false, fmt.Errorf("%s: taint node %s: %w", OutOfServiceName, n.Name, err)
 }
 
-// outOfServicePatch adds OutOfServiceTaint to exactly the version n of the
-// node: UID and resourceVersion tested, the taint list created whole when
-// the node has none.
-func outOfServicePatch(n *corev1.Node) ([]byte, error) {
+// OutOfServicePatch is the JSON patch that adds OutOfServiceTaint to
+// exactly the version n of the node: UID and resourceVersion tested, the
+// taint list created whole when the node has none.
+func OutOfServicePatch(n *corev1.Node) ([]byte, error) {
 	ops := []jsonpatch.Op{
 		jsonpatch.Test("/metadata/uid", n.UID),
 		jsonpatch.Test("/metadata/resourceVersion", n.ResourceVersion),

@@ -101,7 +101,7 @@ func TestOutOfServicePatch(t *testing.T) {
 	n := deletedOOSNode(corev1.ConditionUnknown, "NodeStatusUnknown")
 	for _, taints := range [][]corev1.Taint{nil, {{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}} {
 		n.Spec.Taints = taints
-		patch, err := outOfServicePatch(n)
+		patch, err := OutOfServicePatch(n)
 		if err != nil {
 			t.Fatal(err)
 		}
