@@ -206,6 +206,51 @@ func (n *RealNode) HealPods(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// dnsRules are the iptables rules (after the chain) of the harness
+// namespace that drop the DNS queries (UDP and TCP port 53) of this node and
+// its pods in family a, i: to the pods of other nodes (FORWARD) and to the
+// harness namespace itself (INPUT). The node's pods are matched by their
+// range and by the node's address, which their traffic may leave masqueraded.
+func (n *RealNode) dnsRules(i int) [][]string {
+	comment := []string{"-m", "comment", "--comment", "knr-fault: DNS of " + n.Name}
+	var rules [][]string
+	for _, chain := range []string{"FORWARD", "INPUT"} {
+		for _, src := range []string{n.PodCIDRs[i], n.IPs[i]} {
+			for _, proto := range []string{"udp", "tcp"} {
+				rules = append(rules, append([]string{chain, "-s", src, "-p", proto, "--dport", "53"}, append(comment, "-j", "DROP")...))
+			}
+		}
+	}
+	return rules
+}
+
+// BreakDNS drops every DNS query of the node and its pods (in every
+// family) where they leave it, in the harness namespace, so the fault
+// outlives a reboot of the node (Stop, Start), as a broken resolver path of
+// one machine does: the cluster's DNS answers every other node. FixDNS
+// undoes it.
+func (n *RealNode) BreakDNS(ctx context.Context) error {
+	for i, a := range n.cluster.Families {
+		for _, rule := range n.dnsRules(i) {
+			if err := iptables(ctx, a.Family, append([]string{"-w", "-I"}, rule...)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// FixDNS lets the node's DNS queries through again.
+func (n *RealNode) FixDNS(ctx context.Context) error {
+	var errs []error
+	for i, a := range n.cluster.Families {
+		for _, rule := range n.dnsRules(i) {
+			errs = append(errs, iptables(ctx, a.Family, append([]string{"-w", "-D"}, rule...)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // iptables runs iptables (ip6tables for IPv6) in the harness namespace (the
 // test's own).
 func iptables(ctx context.Context, family corev1.IPFamily, args []string) error {

@@ -125,12 +125,16 @@ func (c *Cluster) AddNode(ctx context.Context, opts RealNodeOptions) (*RealNode,
 // nodeInit runs as PID 1 of a node's PID namespace, in its fresh mount
 // namespace: it makes every mount private, gives the node its own /proc, /run,
 // /var/lib and /var/log (the latter two kept in the node's directory, so pod
-// logs and kubelet state stay off the host), then becomes the pause program,
-// which reaps orphans and exits on SIGTERM; the kernel then kills everything
-// else in the namespace.
+// logs and kubelet state stay off the host), and a boot ID of its own, new at
+// every boot (Start) as a machine's is, where the kubelet reads it for
+// status.nodeInfo.bootID (the nodes share the host's kernel, whose boot ID
+// never changes); then it becomes the pause program, which reaps orphans and
+// exits on SIGTERM; the kernel then kills everything else in the namespace.
 const nodeInit = `set -eu
 mount --make-rprivate /
 mount -t proc proc /proc
+cat /proc/sys/kernel/random/uuid > "$STATE/boot_id"
+mount --bind "$STATE/boot_id" /proc/sys/kernel/random/boot_id
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p "$STATE/var-lib/kubelet" "$STATE/var-log"
 mount --bind "$STATE/var-lib" /var/lib
