@@ -29,7 +29,7 @@ func cloudMeta(name string, edit ...func(*metav1.ObjectMeta)) *metav1.PartialObj
 			Annotations:     map[string]string{"csi.volume.kubernetes.io/nodeid": `{"ebs.csi.aws.com":"i-0123456789abcdef0"}`},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: name, UID: uuid.NewUUID()}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:kubernetes.io/hostname":{}}}}`)}}},
+				FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:kubernetes.io/hostname":{}}}}`)}},
 		},
 	}
 	for i := 0; len(m.Labels) < 61; i++ {

@@ -32,9 +32,11 @@ func TestBudgetRefusalHoldsEveryReplacement(t *testing.T) {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: api.RetaintLease, Namespace: "kube-node-ready",
 			Annotations: map[string]string{api.FleetBudgetRefusedAnnotation: value}}}
 		gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
-		if err := f.client.Tracker().Update(gvr, lease, lease.Namespace); apierrors.IsNotFound(err) {
+		err := f.client.Tracker().Update(gvr, lease, lease.Namespace)
+		if apierrors.IsNotFound(err) {
 			err = f.client.Tracker().Create(gvr, lease, lease.Namespace)
-		} else if err != nil {
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

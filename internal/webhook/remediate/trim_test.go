@@ -28,7 +28,7 @@ func cloudNode(name string, opts ...nodeOpt) *corev1.Node {
 		n.Annotations[fmt.Sprintf("csi.volume.kubernetes.io/nodeid-%d", i)] = `{"ebs.csi.aws.com":"i-0123456789abcdef0"}`
 	}
 	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:kubernetes.io/hostname":{}}}}`)}}}
+		FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:kubernetes.io/hostname":{}}}}`)}}
 	for j := range 30 {
 		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("registry.example/image-%d@sha256:%064x", j, j)}, SizeBytes: 1 << 24})
 	}
