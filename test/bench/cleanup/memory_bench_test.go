@@ -57,6 +57,7 @@ func BenchmarkWebhookMemory(b *testing.B) {
 // memoryRun is one replica's figures.
 type memoryRun struct {
 	backfill                    time.Duration
+	backfillCPU                 time.Duration // the replica's CPU time until back-fill ended
 	rssKiB, hwmKiB, heapInuseKB int
 	// After the mass deletion.
 	deleteHWMKiB, deleteHeapKB int
@@ -111,14 +112,14 @@ func benchWebhookMemory(b *testing.B) {
 			first = false
 			run := measureReplica(b, cp, client, fmt.Sprintf("webhook-mem-%d-%d", round, slices.Index(builds, v)), v.bin, args)
 			v.runs = append(v.runs, run)
-			b.Logf("round %d (%s): back-fill %.1f s, VmRSS %.1f MiB, VmHWM %.1f MiB, heap in use %.1f MiB; after %d deleted: VmHWM %.1f MiB, heap in use %.1f MiB",
-				round, v.name, run.backfill.Seconds(), mib(run.rssKiB), mib(run.hwmKiB), mib(run.heapInuseKB), *memDelete, mib(run.deleteHWMKiB), mib(run.deleteHeapKB))
+			b.Logf("round %d (%s): back-fill %.1f s (CPU %.1f s), VmRSS %.1f MiB, VmHWM %.1f MiB, heap in use %.1f MiB; after %d deleted: VmHWM %.1f MiB, heap in use %.1f MiB",
+				round, v.name, run.backfill.Seconds(), run.backfillCPU.Seconds(), mib(run.rssKiB), mib(run.hwmKiB), mib(run.heapInuseKB), *memDelete, mib(run.deleteHWMKiB), mib(run.deleteHeapKB))
 		}
 	}
 
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n%d cloud-shaped Nodes (%s), created without the finalizer; GOMEMLIMIT=%s; %d rounds, median [each round]:\n\n", *cache, shape, *goMemLimit, *memoryRounds)
-	fmt.Fprintf(&sb, "| build | back-fill (start → every node has the finalizer) | VmRSS (leading, synced) | VmHWM (peak) | Go heap in use | VmHWM after %[1]d deleted at once | Go heap in use after %[1]d deleted |\n| --- | --- | --- | --- | --- | --- | --- |\n", *memDelete)
+	fmt.Fprintf(&sb, "| build | back-fill (start → every node has the finalizer) | its CPU time | VmRSS (leading, synced) | VmHWM (peak) | Go heap in use | VmHWM after %[1]d deleted at once | Go heap in use after %[1]d deleted |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n", *memDelete)
 	for _, v := range builds {
 		col := func(get func(memoryRun) float64, format string) string {
 			vals := make([]float64, len(v.runs))
@@ -133,8 +134,9 @@ func benchWebhookMemory(b *testing.B) {
 			}
 			return fmt.Sprintf("**"+format+"** [%s]", sorted[len(sorted)/2], strings.Join(each, ", "))
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s |\n", v.name,
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", v.name,
 			col(func(r memoryRun) float64 { return r.backfill.Seconds() }, "%.1f s"),
+			col(func(r memoryRun) float64 { return r.backfillCPU.Seconds() }, "%.1f s"),
 			col(func(r memoryRun) float64 { return mib(r.rssKiB) }, "%.1f MiB"),
 			col(func(r memoryRun) float64 { return mib(r.hwmKiB) }, "%.1f MiB"),
 			col(func(r memoryRun) float64 { return mib(r.heapInuseKB) }, "%.1f MiB"),
@@ -163,6 +165,9 @@ func measureReplica(b *testing.B, cp *harness.ControlPlane, c kubernetes.Interfa
 	hook.WaitReady(b, 60*time.Second)
 	waitMetric(b, hook, "node_cleanup_nodes_with_finalizer", float64(*cache), 15*time.Minute)
 	run := memoryRun{backfill: time.Since(start)}
+	if u, err := harness.TreeUsage(p.Pid()); err == nil {
+		run.backfillCPU = u.CPU
+	}
 	waitMetric(b, hook, "node_cleanup_leader", 1, 60*time.Second)
 	var rss []int
 	for range 10 {
