@@ -8,10 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
@@ -37,13 +39,21 @@ var OutOfServiceTaint = corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "
 // the kubelet's last heartbeat unchanged. A kubelet that still answers is
 // never tainted: the attempt waits for it to go at most wait, then leaves
 // the node alone (a cleanup.Skip, which holds nothing).
+//
+// Once tainted, the plugin waits (within its timeout) until the node's
+// VolumeAttachments are gone: kube-controller-manager acts on the taint of
+// a Node that exists, so the Node, which the finalizer holds, must outlive
+// the detach; released at once, the Node would be gone with the taint and
+// the volumes would wait out the 6-minute force-detach timeout all the same.
 type outOfService struct {
-	client kubernetes.Interface
-	clock  clock.Clock
-	grace  time.Duration
-	wait   time.Duration
-	poll   time.Duration
-	log    *slog.Logger
+	client    kubernetes.Interface
+	informers *cleanup.Informers
+	attached  cache.SharedIndexInformer // nil: do not wait for detaches
+	clock     clock.Clock
+	grace     time.Duration
+	wait      time.Duration
+	poll      time.Duration
+	log       *slog.Logger
 }
 
 type outOfServiceSettings struct {
@@ -74,7 +84,14 @@ func newOutOfService(deps cleanup.Deps, settings json.RawMessage) (cleanup.Plugi
 	if err := cleanup.DecodeSettings(OutOfServiceName, settings, &s); err != nil {
 		return nil, err
 	}
-	p := &outOfService{client: deps.Client, clock: clock.RealClock{}, log: deps.Log}
+	p := &outOfService{client: deps.Client, informers: deps.Informers, clock: clock.RealClock{}, log: deps.Log}
+	if deps.Informers != nil {
+		inf, err := deps.Informers.VolumeAttachments()
+		if err != nil {
+			return nil, fmt.Errorf("%s: watch volumeattachments: %w", OutOfServiceName, err)
+		}
+		p.attached = inf
+	}
 	for _, f := range []struct {
 		key, value string
 		into       *time.Duration
@@ -162,13 +179,17 @@ func (p *outOfService) Cleanup(ctx context.Context, node *corev1.Node) error {
 		case cur.DeletionTimestamp == nil:
 			return &cleanup.Skip{Reason: fmt.Sprintf("node %s is not being deleted; not tainted", node.Name)}
 		case hasOutOfServiceTaint(cur):
-			return nil // an earlier attempt, or Karpenter, put it on
+			// An earlier attempt, or Karpenter, put it on.
+			return p.detached(ctx, node)
 		}
 		now := p.clock.Now()
 		if s.observe(now, cur, p.grace) {
 			done, err := p.taint(ctx, cur)
-			if done || err != nil {
+			if err != nil || done && cleanup.DryRun(ctx) {
 				return err
+			}
+			if done {
+				return p.detached(ctx, node)
 			}
 			continue // the node changed under the patch: judge it again
 		}
@@ -178,6 +199,42 @@ func (p *outOfService) Cleanup(ctx context.Context, node *corev1.Node) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", OutOfServiceName, ctx.Err())
+		case <-p.clock.After(p.poll):
+		}
+	}
+}
+
+// detached waits until the VolumeAttachments of node that predate its
+// deletion are gone (kube-controller-manager detaches them once it has
+// force-deleted the pods), looking again at every change the watch brings
+// and every poll, or until ctx ends (an error: the plugin is optional by
+// default, so the deletion then goes on as it would without it).
+func (p *outOfService) detached(ctx context.Context, node *corev1.Node) error {
+	if p.attached == nil {
+		return nil
+	}
+	if err := cleanup.WaitSynced(ctx, "volumeattachments", p.attached); err != nil {
+		return err
+	}
+	for {
+		changed := p.informers.Changed(p.attached)
+		objs, err := p.attached.GetIndexer().ByIndex(cleanup.VolumeAttachmentsByNode, node.Name)
+		if err != nil {
+			return fmt.Errorf("%s: read the volumeattachments cache: %w", OutOfServiceName, err)
+		}
+		var left []string
+		for _, obj := range objs {
+			if va, ok := obj.(*storagev1.VolumeAttachment); ok && va.Spec.NodeName == node.Name && createdBeforeDeletion(va, node) {
+				left = append(left, va.Name)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: tainted, but %d volumeattachments still present (%v): %w", OutOfServiceName, len(left), left, ctx.Err())
+		case <-changed:
 		case <-p.clock.After(p.poll):
 		}
 	}

@@ -302,3 +302,59 @@ func TestOutOfServiceSettings(t *testing.T) {
 		t.Errorf("valid settings: %v", err)
 	}
 }
+
+// Once tainted, the node is held until kube-controller-manager has detached
+// its volumes: released at once, the Node (and the taint with it) would be
+// gone before the controller acted on it. The plugin returns when the
+// node's VolumeAttachment goes, and not before.
+func TestOutOfServiceHoldsTheNodeUntilItsVolumesAreDetached(t *testing.T) {
+	n := deletedOOSNode(corev1.ConditionUnknown, "NodeStatusUnknown")
+	va := attachment("va-1", n.Name, time.Now().Add(-time.Hour))
+	client := fake.NewClientset(n, va)
+	inf := cleanup.NewInformers(client)
+	t.Cleanup(inf.Stop)
+	attached, err := inf.VolumeAttachments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(t0)
+	p := &outOfService{client: client, informers: inf, attached: attached, clock: clk, grace: 30 * time.Second, wait: 2 * time.Minute, poll: 2 * time.Second, log: quiet}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Cleanup(ctx, n.DeepCopy()) }()
+	tainted := func() bool {
+		cur, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return err == nil && hasOutOfServiceTaint(cur)
+	}
+	// Drive the clock until the taint is on, then for as long again.
+	steps := 0
+	for steps < 60 {
+		select {
+		case err := <-done:
+			t.Fatalf("Cleanup returned %v while the node's VolumeAttachment is still there (tainted: %v)", err, tainted())
+		case <-ctx.Done():
+			t.Fatal("the plugin never waited")
+		default:
+		}
+		if !clk.HasWaiters() {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		clk.Step(p.poll)
+		if tainted() {
+			steps++
+		}
+	}
+	if err := client.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Cleanup after the detach = %v, want nil", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the plugin did not see the VolumeAttachment go")
+	}
+}
