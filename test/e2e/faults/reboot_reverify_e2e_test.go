@@ -106,7 +106,13 @@ func TestRebootReverify(t *testing.T) {
 		log.reset()
 		reboot(t, victim)
 		pod := agentRunning(t, victim, mark)
-		waitVerified(t, 2*time.Minute, victim)
+		// The node still carries its old label when the agent starts: wait
+		// for the hold and the release, in that order, not for the label.
+		harness.Eventually(t, 2*time.Minute, "node "+victim.Name+" held and released", func() (bool, string) {
+			held, release := log.holdAndRelease()
+			return !held.IsZero() && !release.IsZero(), log.seenString()
+		})
+		waitVerified(t, 10*time.Second, victim)
 		released := time.Now()
 		var r float64
 		harness.Eventually(t, 30*time.Second, "the new agent's rounds", func() (bool, string) {
