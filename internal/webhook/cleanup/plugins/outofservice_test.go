@@ -138,8 +138,8 @@ func TestOutOfServicePatch(t *testing.T) {
 // oosRun runs the plugin for judged against a fake API server holding n, on a
 // fake clock stepped by the poll interval whenever the plugin waits;
 // script changes the node before the read at each elapsed time (rounded to
-// the poll). It returns the plugin's error and the patches it sent.
-func oosRun(t *testing.T, n, judged *corev1.Node, dryRun bool, script func(elapsed time.Duration, n *corev1.Node), reactors ...core.ReactionFunc) (error, []string) {
+// the poll). It returns the patches the plugin sent and its error.
+func oosRun(t *testing.T, n, judged *corev1.Node, dryRun bool, script func(elapsed time.Duration, n *corev1.Node), reactors ...core.ReactionFunc) ([]string, error) {
 	t.Helper()
 	client := fake.NewClientset(n)
 	patches := recordPatches(client, reactors)
@@ -152,7 +152,7 @@ func oosRun(t *testing.T, n, judged *corev1.Node, dryRun bool, script func(elaps
 	for {
 		select {
 		case err := <-done:
-			return err, *patches
+			return *patches, err
 		case <-ctx.Done():
 			t.Fatal("the plugin did not return")
 		default:
@@ -248,7 +248,7 @@ func TestOutOfServiceTaintsOnlyAGoneKubelet(t *testing.T) {
 			if tt.stored != nil {
 				stored = tt.stored
 			}
-			err, patches := oosRun(t, stored, tt.node, tt.dryRun, tt.script, tt.reactors...)
+			patches, err := oosRun(t, stored, tt.node, tt.dryRun, tt.script, tt.reactors...)
 			var skip *cleanup.Skip
 			switch {
 			case tt.wantSkip != "" && (!errors.As(err, &skip) || !strings.Contains(skip.Reason, tt.wantSkip)):
