@@ -115,7 +115,10 @@ func (h *Health) Unhealthy(ctx context.Context, p *Pipeline, maxAge time.Duratio
 		if !h.stale(p, maxAge, since) || ctx.Err() != nil {
 			break
 		}
-		h.Probe(ctx, p)
+		// Judged stale again as the probe would start: a cleanup that found
+		// the verdicts stale while another's probe ran does not start a
+		// second one once that probe has answered.
+		h.probe(ctx, p, func() bool { return h.staleLocked(p, maxAge, since) })
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -133,6 +136,11 @@ func (h *Health) Unhealthy(ctx context.Context, p *Pipeline, maxAge time.Duratio
 func (h *Health) stale(p *Pipeline, maxAge time.Duration, since time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.staleLocked(p, maxAge, since)
+}
+
+// staleLocked is stale with h.mu held.
+func (h *Health) staleLocked(p *Pipeline, maxAge time.Duration, since time.Time) bool {
 	if time.Since(h.probed) >= maxAge {
 		return true
 	}
@@ -147,10 +155,20 @@ func (h *Health) stale(p *Pipeline, maxAge time.Duration, since time.Time) bool 
 
 // Probe runs every probe of p once, in parallel.
 func (h *Health) Probe(ctx context.Context, p *Pipeline) {
+	h.probe(ctx, p, nil)
+}
+
+// probe is Probe; with need, only while need (called with h.mu held) says
+// a probe is still needed.
+func (h *Health) probe(ctx context.Context, p *Pipeline, need func() bool) {
 	if h == nil || p == nil {
 		return
 	}
 	h.mu.Lock()
+	if need != nil && !need() {
+		h.mu.Unlock()
+		return
+	}
 	if h.probing != nil {
 		wait := h.probing
 		h.mu.Unlock()
