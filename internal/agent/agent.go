@@ -23,6 +23,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
 // Event reasons recorded on the Node.
@@ -155,7 +156,7 @@ func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMe
 		} else {
 			a.modes.Bootstrap = append(a.modes.Bootstrap, name)
 		}
-		metrics.continuous.WithLabelValues(name).Set(map[bool]float64{true: 1, false: 0}[on])
+		metrics.continuous.WithLabelValues(name).Set(metricsserver.Bool(on))
 	}
 	a.runner = checks.NewRunner(cs, cfg.CheckTimeout, checkMetrics)
 	if len(continuous) > 0 {

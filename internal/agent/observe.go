@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
 // Observe mode (Config.Observe, --mode=observe) runs every check and writes
@@ -94,15 +95,15 @@ func newObserveMetrics(reg prometheus.Registerer) (*observeMetrics, error) {
 
 // setMode sets node_ready_mode.
 func (m *observeMetrics) setMode(observe bool) {
-	m.mode.WithLabelValues(api.ModeEnforce).Set(map[bool]float64{true: 0, false: 1}[observe])
-	m.mode.WithLabelValues(api.ModeObserve).Set(map[bool]float64{true: 1, false: 0}[observe])
+	m.mode.WithLabelValues(api.ModeEnforce).Set(metricsserver.Bool(!observe))
+	m.mode.WithLabelValues(api.ModeObserve).Set(metricsserver.Bool(observe))
 }
 
 // setWould records what enforce would have on the node now.
 func (a *Agent) setWould(state string, since time.Time) {
 	a.would.state, a.would.since = state, since
 	a.would.holding.Store(state == api.ReasonWouldHold)
-	a.metrics.observe.tainted.Set(map[bool]float64{true: 1, false: 0}[state != ""])
+	a.metrics.observe.tainted.Set(metricsserver.Bool(state != ""))
 }
 
 // observeStart runs before each step's round in observe mode: on the first

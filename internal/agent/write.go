@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
 // fieldManager names the agent's writes in the node's managed fields.
@@ -29,7 +31,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 		t := a.cfg.Taints
 		v := !t.startupOn(node.Spec.Taints) && !HasTaint(node.Spec.Taints, t.Unhealthy) && !t.unhealthyOn(node.Spec.Taints) &&
 			node.Labels[a.cfg.VerifiedLabel] == "true"
-		a.metrics.verified.Set(map[bool]float64{true: 1, false: 0}[v])
+		a.metrics.verified.Set(metricsserver.Bool(v))
 	}()
 	bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
 		InitialInterval: 50 * time.Millisecond, Multiplier: 2, RandomizationFactor: 0.3,

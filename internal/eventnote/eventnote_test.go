@@ -10,6 +10,7 @@ func TestShorten(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
+		max  int // 0: Shorten
 		want string
 	}{
 		{name: "short note unchanged", in: "dns failed", want: "dns failed"},
@@ -32,16 +33,26 @@ func TestShorten(t *testing.T) {
 			want: strings.Repeat("\uFFFDa", (MaxBytes-3)/4) + "...",
 		},
 		{name: "empty", in: "", want: ""},
+		// Cut, for shorter texts: a cleanup plugin's failure in the
+		// cleanup-status annotation, a storage API's answer in an error.
+		{name: "cut fits", in: "ünïcode", max: 10, want: "ünïcode"},
+		{name: "cut before a two-byte rune", in: "abcdé fails", max: 8, want: "abcd..."},
+		{name: "cut after a whole rune", in: "abcé fails", max: 8, want: "abcé..."},
+		{name: "cut does not split a three-byte rune", in: "abc€€", max: 8, want: "abc..."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Shorten(tt.in)
-			if got != tt.want {
-				t.Errorf("Shorten = %q (%d bytes), want %q (%d bytes)", got, len(got), tt.want, len(tt.want))
+			got, limit := Shorten(tt.in), MaxBytes
+			if tt.max > 0 {
+				got, limit = Cut(tt.in, tt.max), tt.max
 			}
-			if len(got) > MaxBytes || !utf8.ValidString(got) {
-				t.Errorf("Shorten = %d bytes, valid UTF-8 %v; want at most %d, valid", len(got), utf8.ValidString(got), MaxBytes)
+			if got != tt.want {
+				t.Errorf("got %q (%d bytes), want %q (%d bytes)", got, len(got), tt.want, len(tt.want))
+			}
+			if len(got) > limit || !utf8.ValidString(got) {
+				t.Errorf("got %d bytes, valid UTF-8 %v; want at most %d, valid", len(got), utf8.ValidString(got), limit)
 			}
 		})
 	}
 }
+

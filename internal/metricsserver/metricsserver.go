@@ -130,3 +130,11 @@ func (e Endpoints) Handler() http.Handler {
 	})
 	return mux
 }
+
+// Bool is the value of a gauge that says yes (1) or no (0).
+func Bool(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
 // State is the switch as one read found it.
@@ -260,7 +261,7 @@ func (s *Switch) set(st State) {
 		return
 	}
 	if s.gauge != nil {
-		s.gauge.Set(map[bool]float64{true: 1}[st.On])
+		s.gauge.Set(metricsserver.Bool(st.On))
 	}
 	switch {
 	case !st.Known && (st.Err == nil || old.Err != nil):

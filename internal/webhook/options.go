@@ -7,6 +7,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/admission"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
@@ -247,7 +248,7 @@ func NewOptions() *Options {
 		ListenAddress:     ":8443",
 		MetricsAddress:    ":8080",
 		Finalizer:         api.Finalizer,
-		MaxBodyBytes:      3 << 20,
+		MaxBodyBytes:      admission.DefaultMaxBodyBytes,
 		LogLevel:          "info",
 		CertMode:          CertModeSelfManaged,
 		TLSCertFile:       "/etc/kube-node-ready/tls/tls.crt",

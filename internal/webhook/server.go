@@ -103,7 +103,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	if opts.NeedsWatcher() {
-		if err := startWatcher(ctx, &wg, opts, cfg, reg, &configs, sw, log); err != nil {
+		if err := startNodeControllers(ctx, &wg, opts, cfg, reg, &configs, sw, log); err != nil {
 			return err
 		}
 	}

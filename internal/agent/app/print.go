@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
@@ -18,12 +19,12 @@ func PrintRound(w io.Writer, r checks.Round) error {
 		if res.Err != nil {
 			result, msg = "FAIL", strings.ReplaceAll(res.Err.Error(), "\n", " ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Name, result, res.Duration.Round(100*1000), msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res.Name, result, res.Duration.Round(100*time.Microsecond), msg)
 	}
 	verdict := "all checks passed"
 	if !r.Passed() {
 		verdict = "FAILED: " + strings.Join(r.Failed(), ", ")
 	}
-	fmt.Fprintf(tw, "\nround took %s: %s\n", r.Duration.Round(100*1000), verdict)
+	fmt.Fprintf(tw, "\nround took %s: %s\n", r.Duration.Round(100*time.Microsecond), verdict)
 	return tw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,13 +24,9 @@ func (s ServiceRef) String() string { return s.Namespace + "/" + s.Name }
 
 // ParseServiceRef parses "namespace/name".
 func ParseServiceRef(s string) (ServiceRef, error) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			if i == 0 || i == len(s)-1 {
-				break
-			}
-			return ServiceRef{Namespace: s[:i], Name: s[i+1:]}, nil
-		}
+	ns, name, ok := strings.Cut(s, "/")
+	if ok && ns != "" && name != "" {
+		return ServiceRef{Namespace: ns, Name: name}, nil
 	}
 	return ServiceRef{}, fmt.Errorf("service %q: want namespace/name", s)
 }

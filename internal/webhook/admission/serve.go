@@ -92,7 +92,7 @@ func (h *Handler) review(ctx context.Context, body []byte) (out outcome) {
 	var rev admissionv1.AdmissionReview
 	defer func() {
 		if p := recover(); p != nil {
-			out = answer(rev.APIVersion, allowedFor(rev.Request), opUnknown, ResultPanic, fmt.Sprintf("panic: %v", p))
+			out = answer(allowedFor(rev.Request), opUnknown, ResultPanic, fmt.Sprintf("panic: %v", p))
 		}
 	}()
 	err := json.Unmarshal(body, &rev)
@@ -103,14 +103,16 @@ func (h *Handler) review(ctx context.Context, body []byte) (out outcome) {
 	switch {
 	case rev.Kind != "AdmissionReview":
 		return failed(http.StatusBadRequest, fmt.Sprintf("kind %q is not AdmissionReview", rev.Kind))
-	case rev.APIVersion != admissionv1.SchemeGroupVersion.String() && rev.APIVersion != "admission.k8s.io/v1beta1":
+	case rev.APIVersion != admissionv1.SchemeGroupVersion.String():
+		// The chart registers admissionReviewVersions [v1] (and its admission
+		// policy keeps it so), so the API server never sends v1beta1.
 		return failed(http.StatusBadRequest, fmt.Sprintf("apiVersion %q is not admission.k8s.io/v1", rev.APIVersion))
 	case rev.Request == nil:
 		return failed(http.StatusBadRequest, "AdmissionReview has no request")
 	case err != nil:
 		// An AdmissionReview whose request has a member of the wrong type:
 		// encoding/json filled what it could, which is enough for the UID.
-		return answer(rev.APIVersion, allowedFor(rev.Request), opUnknown, ResultInvalid, "decode request: "+err.Error())
+		return answer(allowedFor(rev.Request), opUnknown, ResultInvalid, "decode request: "+err.Error())
 	}
 	policy := h.policy
 	if policy == nil {
@@ -125,7 +127,7 @@ func (h *Handler) review(ctx context.Context, body []byte) (out outcome) {
 	if result == ResultInvalid {
 		reason = "request allowed unchanged: not a well-formed Node CREATE"
 	}
-	return answer(rev.APIVersion, resp, operationLabel(rev.Request.Operation), result, reason)
+	return answer(resp, operationLabel(rev.Request.Operation), result, reason)
 }
 
 // allowedFor is the answer that changes nothing.
@@ -137,14 +139,10 @@ func allowedFor(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionRespons
 	return resp
 }
 
-// answer wraps resp in an AdmissionReview of the caller's apiVersion (v1 and
-// v1beta1 responses have the same JSON shape).
-func answer(apiVersion string, resp *admissionv1.AdmissionResponse, operation, result, reason string) outcome {
-	if apiVersion != "admission.k8s.io/v1beta1" {
-		apiVersion = admissionv1.SchemeGroupVersion.String()
-	}
+// answer wraps resp in an admission.k8s.io/v1 AdmissionReview.
+func answer(resp *admissionv1.AdmissionResponse, operation, result, reason string) outcome {
 	body, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "AdmissionReview"},
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 		Response: resp,
 	})
 	if err != nil {

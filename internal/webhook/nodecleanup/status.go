@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
@@ -63,10 +64,7 @@ func (s *cleanupStatus) finish(r cleanup.PluginResult) {
 			state = api.PluginFailed + ": " + r.Err.Error()
 		}
 	}
-	if len(state) > maxReason {
-		state = state[:maxReason-3] + "..."
-	}
-	s.Plugins[r.Name] = state
+	s.Plugins[r.Name] = eventnote.Cut(state, maxReason)
 	s.startReady()
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -101,7 +102,7 @@ func TestObserveRecordsWhatEnforceDoes(t *testing.T) {
 					got.retainted = append(got.retainted, role)
 					cp.WaitEvent(t, 5*time.Second, "Node", name, "NodeWouldBeRetainted", "")
 				}
-				if want := map[bool]float64{true: 1, false: 0}[reason == api.ReasonWouldHold || reason == api.ReasonWouldRetaint]; a.Metric(t, "node_ready_would_be_tainted") != want {
+				if want := metricsserver.Bool(reason == api.ReasonWouldHold || reason == api.ReasonWouldRetaint); a.Metric(t, "node_ready_would_be_tainted") != want {
 					t.Errorf("observe: node_ready_would_be_tainted on %s = %v, want %v (condition %s)", name, a.Metric(t, "node_ready_would_be_tainted"), want, reason)
 				}
 			}

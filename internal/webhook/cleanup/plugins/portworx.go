@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
@@ -226,9 +227,5 @@ func (p *portworx) do(ctx context.Context, method, path string) (int, []byte, er
 }
 
 func snippet(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return strconv.Quote(s)
+	return strconv.Quote(eventnote.Cut(strings.TrimSpace(string(b)), 200))
 }

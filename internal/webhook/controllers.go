@@ -39,10 +39,11 @@ import (
 // configuration file is rejected.
 const ReasonConfigInvalid = "CleanupConfigInvalid"
 
-// startWatcher starts the node watcher: the informer on every replica, the
-// back-fill and cleanup workers on the leader only.
-// configs receives the cleanup configuration's loader, for /readyz.
-func startWatcher(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, configs *atomic.Pointer[cleanup.Loader], sw *suspend.Switch, log *slog.Logger) error {
+// startNodeControllers starts what acts on Nodes after admission: the Node
+// informer on every replica; back-fill and cleanup (nodecleanup),
+// remediation and the missed-node reporter on the leader only. configs
+// receives the cleanup configuration's loader, for /readyz.
+func startNodeControllers(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, configs *atomic.Pointer[cleanup.Loader], sw *suspend.Switch, log *slog.Logger) error {
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("watcher: metadata client: %w", err)
