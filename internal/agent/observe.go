@@ -57,6 +57,9 @@ type would struct {
 	// holding mirrors state == api.ReasonWouldHold for the node watch's
 	// goroutine (bootstrapRound); the rest is the loop's alone.
 	holding atomic.Bool
+	// reboot is set while the hold enforce would have is after a reboot
+	// (observereboot.go), not of a new node.
+	reboot bool
 }
 
 // observeMetrics are observe mode's series.
@@ -101,7 +104,7 @@ func (m *observeMetrics) setMode(observe bool) {
 
 // setWould records what enforce would have on the node now.
 func (a *Agent) setWould(state string, since time.Time) {
-	a.would.state, a.would.since = state, since
+	a.would.state, a.would.since, a.would.reboot = state, since, false
 	a.would.holding.Store(state == api.ReasonWouldHold)
 	a.metrics.observe.tainted.Set(metricsserver.Bool(state != ""))
 }
@@ -122,6 +125,7 @@ func (a *Agent) observeStart(ctx context.Context, node *corev1.Node) bool {
 	}
 	startup, retainted := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
 	if !startup && !retainted && !HasTaint(node.Spec.Taints, a.cfg.Taints.Startup) {
+		a.observeReboot(node)
 		return true
 	}
 	if retainted && a.would.state == "" {
@@ -176,6 +180,7 @@ func (a *Agent) actObserve(ctx context.Context, round checks.Round, continuous b
 			a.log.Info("observe mode: enforce would remove its taint now", "taint", what, "held_seconds", held.Seconds())
 			a.event(node, corev1.EventTypeNormal, ReasonWouldUntaint, "Observe",
 				"observe mode: checks pass; enforce would have held the node with %s for %s, until now", what, held)
+			a.releasedAfterReboot(node)
 			a.setWould("", time.Time{})
 		}
 		write = Desired{Label: "true"}
@@ -190,10 +195,9 @@ func (a *Agent) actObserve(ctx context.Context, round checks.Round, continuous b
 func (a *Agent) observedCondition(round checks.Round) ConditionState {
 	switch {
 	case a.would.state == api.ReasonWouldHold:
-		m := a.modes.message("observe mode: enforce would hold this new node with the startup taint " + taintString(a.cfg.Taints.Startup) +
-			" until its checks pass")
+		m := a.modes.message(a.wouldHoldSummary())
 		m.Failing, m.Since = round.Failed(), a.would.since
-		return ConditionState{Status: corev1.ConditionFalse, Reason: api.ReasonWouldHold, Message: m.String()}
+		return ConditionState{Status: corev1.ConditionFalse, Reason: a.wouldHoldReason(), Message: m.String()}
 	case a.would.state == api.ReasonWouldRetaint:
 		m := a.modes.message("observe mode: enforce would have re-tainted this node with " + taintString(a.cfg.Taints.Unhealthy))
 		m.Since = a.would.since // when it would have been re-tainted

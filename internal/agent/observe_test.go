@@ -133,3 +133,57 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 		}
 	})
 }
+
+// TestObserveRecordsARebootHold: with --reverify-after-reboot, a verified
+// node that rebooted is one enforce would hold; observe records that hold
+// (condition, Event, the "hold" operation), runs the bootstrap set while
+// its checks fail, never taints, and records the release and the new boot
+// ID with the round that passes.
+func TestObserveRecordsARebootHold(t *testing.T) {
+	f := newFakeCluster(bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil))
+	check := &toggleCheck{err: errDNS}
+	a, rec := startTestAgent(t, f, check, func(c *Config) { c.Observe, c.ReverifyAfterReboot = true, true })
+	for range a.cfg.Thresholds.Retaint + 1 {
+		a.step(t.Context())
+	}
+	n := f.node("n1")
+	if len(n.Spec.Taints) != 0 || n.Labels["node-ready/verified"] != "true" {
+		t.Fatalf("rebooted node in observe mode: taints %v, labels %v; want no taint and the label left at true", n.Spec.Taints, n.Labels)
+	}
+	c, m := conditionOf(t, n)
+	if c.Status != corev1.ConditionFalse || c.Reason != api.ReasonWouldHoldAfterReboot || !slices.Equal(m.Failing, []string{"dns"}) || m.Boot != bootA {
+		t.Fatalf("condition %s %s %q: want %s naming the failing check, the boot verified under still %s", c.Status, c.Reason, c.Message, api.ReasonWouldHoldAfterReboot, bootA)
+	}
+	if !a.bootstrapRound(n) {
+		t.Error("a node enforce would hold after a reboot does not run the bootstrap set")
+	}
+	if got := rec.got(); !slices.Equal(got, []string{ReasonWouldRebootHold}) {
+		t.Errorf("events %v, want one %s and no would-be re-taint", got, ReasonWouldRebootHold)
+	}
+	if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("hold")); got != 1 {
+		t.Errorf("would-hold operations = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(a.metrics.observe.tainted); got != 1 {
+		t.Errorf("node_ready_would_be_tainted = %v while it would be held, want 1", got)
+	}
+	check.err = nil
+	a.step(t.Context())
+	n = f.node("n1")
+	if c, m := conditionOf(t, n); c.Reason != api.ReasonChecksPassed || m.Boot != bootB {
+		t.Fatalf("condition %s %q after the pass: want %s with the new boot %s recorded", c.Reason, c.Message, api.ReasonChecksPassed, bootB)
+	}
+	if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("remove")); got != 1 {
+		t.Errorf("would-untaint operations = %v, want 1", got)
+	}
+	if got := rec.got(); !slices.Equal(got, []string{ReasonWouldRebootHold, ReasonWouldUntaint}) {
+		t.Errorf("events %v", got)
+	}
+	// Verified under the new boot: no second hold.
+	a.step(t.Context())
+	if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("hold")); got != 1 {
+		t.Errorf("would-hold operations = %v after the release, want still 1", got)
+	}
+	if len(f.node("n1").Spec.Taints) != 0 || testutil.ToFloat64(a.metrics.taintOps.WithLabelValues("add", "success")) != 0 {
+		t.Error("a taint was written in observe mode")
+	}
+}

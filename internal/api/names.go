@@ -114,4 +114,9 @@ const (
 	// verified under (--reverify-after-reboot); it is held with the startup
 	// taint until every check and gate passes again (status False).
 	ReasonRebooted = "Rebooted"
+	// ReasonWouldHoldAfterReboot: observe mode with
+	// --reverify-after-reboot; the node rebooted since it was verified and
+	// its checks have not passed since, so enforce would hold it with the
+	// startup taint (status False).
+	ReasonWouldHoldAfterReboot = "WouldHoldAfterReboot"
 )

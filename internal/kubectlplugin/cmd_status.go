@@ -15,9 +15,11 @@ var statusCommand = &command{
 	long: `Shows one line per node (sorted by name):
 
   NAME      the node
-  VERIFIED  the agent's label ` + api.VerifiedLabel + `: true, false (re-tainted), unknown (not set)
+  VERIFIED  the agent's label ` + api.VerifiedLabel + `: true, false (re-tainted, or held after a
+            reboot), unknown (not set)
   TAINT     which of the agent's taints the node carries (any value or effect): unverified (a
-            startup key), unhealthy (an unhealthy key), none. The keys are every autoscaler
+            startup key; "unverified (after reboot)" when the agent holds the node after a
+            reboot), unhealthy (an unhealthy key), none. The keys are every autoscaler
             preset's, startup: ` + strings.Join(api.PreviousStartupTaintKeys(), ", ") + `;
             unhealthy: ` + strings.Join(api.PreviousUnhealthyTaintKeys(), ", ") + `;
             and the --startup-taint, --unhealthy-taint and --previous-taint-keys of each agent

@@ -21,9 +21,10 @@ func ConditionOf(node *corev1.Node) *corev1.NodeCondition {
 // is the round at which the outcome last changed; later rounds with the
 // same outcome leave it as it is.
 type Round struct {
-	// Outcome is passed, failed, recovering, bootstrapped, bypassed, would
-	// hold, would re-taint (observe mode), or
-	// the condition's reason when it is none of the agent's.
+	// Outcome is passed, failed, recovering, bootstrapped, bypassed,
+	// rebooted (held after a reboot), would hold, would re-taint, would
+	// hold after reboot (observe mode), or the condition's reason when it
+	// is none of the agent's.
 	Outcome string
 	// Detail is the message's summary, or the whole message when it is not
 	// in the agent's encoding.
@@ -55,6 +56,10 @@ func RoundOf(reason, message string) Round {
 		r.Outcome = "would hold"
 	case api.ReasonWouldRetaint:
 		r.Outcome = "would re-taint"
+	case api.ReasonRebooted:
+		r.Outcome = "rebooted"
+	case api.ReasonWouldHoldAfterReboot:
+		r.Outcome = "would hold after reboot"
 	default:
 		r.Outcome = reason
 	}

@@ -63,6 +63,9 @@ func PrintStatus(w io.Writer, reports []NodeReport, wide bool, now time.Time) er
 		if len(r.Taints) > 0 {
 			taint = strings.Join(r.Taints, ",")
 		}
+		if r.Condition != nil && r.Condition.Reason == api.ReasonRebooted {
+			taint += " (after reboot)"
+		}
 		if w := r.Would; w != nil {
 			// Observe mode: what enforce would have on the node.
 			taint += sprintf(" (would: %s, %s)", w.Taint, age(w.Since.Time, now))
@@ -249,6 +252,24 @@ func printRound(w io.Writer, c *Condition, now time.Time) {
 		outcome = "observe mode: enforce would hold this new node with the startup taint, failing: " + list(round.Message.Failing)
 		if !round.Message.Since.IsZero() {
 			outcome += ", held since its creation " + stamp(round.Message.Since, now)
+		}
+	case "rebooted":
+		outcome = "held after a reboot: the boot ID changed since the node was verified"
+		if b := round.Message.Boot; b != "" {
+			outcome += " (verified under boot " + b + ")"
+		}
+		outcome += "; the startup taint stays until every check and gate passes again, failing: " + list(round.Message.Failing)
+		if !round.Message.Since.IsZero() {
+			outcome += ", failing since " + stamp(round.Message.Since, now)
+		}
+	case "would hold after reboot":
+		outcome = "observe mode: the node rebooted since it was verified"
+		if b := round.Message.Boot; b != "" {
+			outcome += " (under boot " + b + ")"
+		}
+		outcome += "; enforce would hold it with the startup taint until every check and gate passes again, failing: " + list(round.Message.Failing)
+		if !round.Message.Since.IsZero() {
+			outcome += ", held since " + stamp(round.Message.Since, now)
 		}
 	case "would re-taint":
 		outcome = "observe mode: enforce would have re-tainted this node"

@@ -97,7 +97,7 @@ func Report(node *corev1.Node, keys TaintKeys) NodeReport {
 			r.Failing = round.Message.Failing
 		}
 		switch c.Reason {
-		case api.ReasonWouldHold:
+		case api.ReasonWouldHold, api.ReasonWouldHoldAfterReboot:
 			r.Would = &Would{Taint: taintUnverified, Since: metav1.NewTime(round.Message.Since)}
 		case api.ReasonWouldRetaint:
 			r.Would = &Would{Taint: taintUnhealthy, Since: metav1.NewTime(round.Message.Since)}

@@ -194,7 +194,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		r.config.AddFlags(fs)
 	}
 	fs.StringVar(&o.Mode, "mode", o.Mode, "enforce: taint and untaint the node; observe: run and record every check and what enforce would have done (condition, Events, node_ready_would_* metrics), never add a taint and remove ours at once, so no node is held")
-	fs.BoolVar(&o.ReverifyAfterReboot, "reverify-after-reboot", o.ReverifyAfterReboot, "hold a verified node whose boot ID (status.nodeInfo.bootID) differs from the one it was verified under with the startup taint and verified=false until every check and gate passes again, within the fleet budget, never while suspended or bypassed, never in observe mode; the boot ID is recorded in the node's condition")
+	fs.BoolVar(&o.ReverifyAfterReboot, "reverify-after-reboot", o.ReverifyAfterReboot, "hold a verified node whose boot ID (status.nodeInfo.bootID) differs from the one it was verified under with the startup taint and verified=false until every check and gate passes again, within the fleet budget, never while suspended or bypassed; in observe mode the hold is recorded (condition WouldHoldAfterReboot, Event, node_ready_would_taint_operations_total), never written; the boot ID is recorded in the node's condition")
 	fs.StringVar(&o.SuspendConfigMap, "suspend-configmap", o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --pod-namespace that kubectl node-ready suspend writes and resume deletes: while it exists, or cannot be read, no re-taint is written; untaints go on")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
