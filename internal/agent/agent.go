@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -45,8 +46,10 @@ const (
 // goroutines use them), and loop, which only the goroutine running Run
 // touches.
 type Agent struct {
-	cfg      Config
-	client   Client
+	cfg    Config
+	client Client
+	// clock is cfg.Clock, or the real clock.
+	clock    clock.WithTicker
 	log      *slog.Logger
 	metrics  *Metrics
 	recorder Recorder
@@ -126,20 +129,24 @@ type Stopper interface{ Stop() }
 // among them; the gates are attached to the agent's loop. idleStop (may be
 // nil) is stopped whenever a bootstrap-only agent goes idle.
 func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMetrics *checks.Metrics, metrics *Metrics, recorder Recorder, log *slog.Logger) (*Agent, error) {
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	a := &Agent{
-		cfg: cfg, client: client, log: log, metrics: metrics, recorder: recorder, idleStop: idleStop,
+		cfg: cfg, client: client, clock: clk, log: log, metrics: metrics, recorder: recorder, idleStop: idleStop,
 		view: newNodeView(client, cfg.NodeName, log),
 		wake: make(chan struct{}, 1),
 		lock: &retaintLock{
 			client: client, namespace: cfg.LeaseNamespace, name: api.RetaintLease,
-			holder: cfg.NodeName, duration: 15 * time.Second, now: time.Now,
+			holder: cfg.NodeName, duration: 15 * time.Second, clock: clk,
 		},
 	}
 	metrics.observe.setMode(cfg.Observe)
-	a.loop.startup = newInitialBackoff(cfg.InitialBackoff, cfg.InitialTries)
+	a.loop.startup = newInitialBackoff(cfg.InitialBackoff, cfg.InitialTries, clk)
 	a.loop.writeRetry = &backoff.ExponentialBackOff{
 		InitialInterval: cfg.InitialBackoff, Multiplier: 2, RandomizationFactor: 0.2,
-		MaxInterval: cfg.Period, Stop: backoff.Stop, Clock: backoff.SystemClock,
+		MaxInterval: cfg.Period, Stop: backoff.Stop, Clock: clk,
 	}
 	a.loop.writeRetry.Reset()
 	var continuous []checks.Check
@@ -229,7 +236,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), a.view.informer.HasSynced) {
 		return nil
 	}
-	timer := time.NewTimer(0)
+	timer := a.clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		a.loop.woken = false
@@ -241,15 +248,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.loop.woken = true
 			if !timer.Stop() {
 				select {
-				case <-timer.C:
+				case <-timer.C():
 				default:
 				}
 			}
-		case <-timer.C:
+		case <-timer.C():
 		}
 		next := a.step(ctx)
 		a.metrics.iterations.Inc()
-		a.loop.due = time.Now().Add(next)
+		a.loop.due = a.clock.Now().Add(next)
 		timer.Reset(next)
 	}
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
 
@@ -53,4 +55,8 @@ type Config struct {
 	// ReverifyAfterReboot holds a verified node whose boot ID changed with
 	// the startup taint until it verifies again (reboot.go).
 	ReverifyAfterReboot bool
+	// Clock is the time every rule of the loop reads: the timer between
+	// rounds, the failure streak's start, the backoffs, the re-taint Lease.
+	// nil is the real clock; tests step a fake one.
+	Clock clock.WithTicker
 }

@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -31,8 +32,9 @@ type retaintLock struct {
 	// duration is how long the holder may keep the lease; it is written
 	// into the Lease for people to read, never read from it.
 	duration time.Duration
-	// now is the clock (time.Now: its monotonic reading measures spans).
-	now func() time.Time
+	// clock measures the spans (the real clock's monotonic reading) and
+	// dates the refusals.
+	clock clock.PassiveClock
 
 	// observedRV is another holder's record as last seen, and observedAt
 	// when this agent first saw it: when the read that returned it had
@@ -57,7 +59,7 @@ const concurrentTaker = "another agent (it won a concurrent take)"
 // has stayed the same for duration. Otherwise it returns false and the
 // holder; the caller tries again next round.
 func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
-	start := l.now()
+	start := l.clock.Now()
 	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
@@ -80,7 +82,7 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 		// that waited (in the client's rate limiter, or queued by the API
 		// server) may return a record written long after it was sent, by a
 		// holder that has all its time still ahead of it.
-		seen := l.now()
+		seen := l.clock.Now()
 		if lease.ResourceVersion != l.observedRV {
 			l.observedRV, l.observedAt = lease.ResourceVersion, seen
 			return false, holder, nil
@@ -111,7 +113,7 @@ func (l *retaintLock) deadline() time.Time {
 
 // held reports whether the holder may still act on the lease it took.
 func (l *retaintLock) held() bool {
-	return !l.acquiredAt.IsZero() && l.now().Before(l.deadline())
+	return !l.acquiredAt.IsZero() && l.clock.Now().Before(l.deadline())
 }
 
 func (l *retaintLock) fill(lease *coordinationv1.Lease, now time.Time) {
@@ -153,5 +155,5 @@ func (l *retaintLock) release(ctx context.Context) {
 // written when the lease is released. The value changes every time (the
 // holder's clock, to the nanosecond): readers take a change as a refusal.
 func (l *retaintLock) refuseBy(node string) {
-	l.refused = node + " " + l.now().UTC().Format(time.RFC3339Nano)
+	l.refused = node + " " + l.clock.Now().UTC().Format(time.RFC3339Nano)
 }

@@ -14,17 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
-// fakeClock is a clock the test moves.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time       { return c.t }
-func (c *fakeClock) step(d time.Duration) { c.t = c.t.Add(d) }
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
 func leaseAt(holder string, renew time.Time, seconds int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-node-ready-retaint", Namespace: "kube-node-ready", ResourceVersion: "7"},
@@ -61,19 +57,19 @@ func TestRetaintLockIsNeverBlockedOrStolenByOneAgent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeCluster()
 			f.lease = tt.lease
-			clock := newFakeClock(real.Add(tt.skew))
-			l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: duration, now: clock.now}
+			clk := clocktesting.NewFakeClock(real.Add(tt.skew))
+			l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: duration, clock: clk}
 			// Right after the other agent wrote it, the lease is its own.
 			got, holder, err := l.acquire(t.Context())
 			if err != nil || got || holder != ptr.Deref(tt.lease.Spec.HolderIdentity, "") {
 				t.Fatalf("first acquire = %v, %q, %v; want false, held by %s", got, holder, err, ptr.Deref(tt.lease.Spec.HolderIdentity, ""))
 			}
-			clock.step(duration - time.Second)
+			clk.Step(duration - time.Second)
 			if got, _, err := l.acquire(t.Context()); err != nil || got {
 				t.Fatalf("acquire %s after first seeing the record = %v, %v; want false", duration-time.Second, got, err)
 			}
 			// The same record for the whole duration: the holder is gone.
-			clock.step(time.Second)
+			clk.Step(time.Second)
 			if got, _, err := l.acquire(t.Context()); err != nil || !got {
 				t.Fatalf("acquire after the record stayed the same for %s = %v, %v; want true: one agent blocks every re-taint", duration, got, err)
 			}
@@ -89,13 +85,13 @@ func TestRetaintLockIsNeverBlockedOrStolenByOneAgent(t *testing.T) {
 func TestRetaintLockHolderRenewingIsNotTakenOver(t *testing.T) {
 	f := newFakeCluster()
 	f.lease = leaseAt("busy", time.Now(), 15)
-	clock := newFakeClock(time.Now())
-	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, now: clock.now}
+	clk := clocktesting.NewFakeClock(time.Now())
+	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, clock: clk}
 	for range 5 {
 		if got, _, _ := l.acquire(t.Context()); got {
 			t.Fatal("took a lease whose record keeps changing")
 		}
-		clock.step(10 * time.Second)
+		clk.Step(10 * time.Second)
 		f.mu.Lock()
 		f.lease.ResourceVersion += "1"
 		f.mu.Unlock()
@@ -107,15 +103,15 @@ func TestRetaintLockHolderRenewingIsNotTakenOver(t *testing.T) {
 // duration must not be followed by a taint.
 func TestRetaintLockHeldOnlyWithinItsTime(t *testing.T) {
 	f := newFakeCluster()
-	clock := newFakeClock(time.Now())
-	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, now: clock.now}
+	clk := clocktesting.NewFakeClock(time.Now())
+	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, clock: clk}
 	if got, _, err := l.acquire(t.Context()); err != nil || !got {
 		t.Fatalf("acquire a free lease = %v, %v", got, err)
 	}
 	if !l.held() {
 		t.Fatal("not held right after acquire")
 	}
-	clock.step(10 * time.Second)
+	clk.Step(10 * time.Second)
 	if l.held() {
 		t.Error("held 10 s into a 15 s lease: another agent may take it over before the taint lands")
 	}
@@ -143,14 +139,14 @@ func (s *slowLeaseRead) GetLease(ctx context.Context, namespace, name string) (*
 // the holder still counts and taints, and both re-taint beyond the budget.
 func TestRetaintLockTakerDatesWhatItSawFromTheAnswer(t *testing.T) {
 	f := newFakeCluster()
-	clock := newFakeClock(time.Now())
+	clk := clocktesting.NewFakeClock(time.Now())
 	const duration = 15 * time.Second
-	holder := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "a", duration: duration, now: clock.now}
+	holder := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "a", duration: duration, clock: clk}
 	read := &slowLeaseRead{fakeCluster: f}
-	taker := &retaintLock{client: read, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "b", duration: duration, now: clock.now}
+	taker := &retaintLock{client: read, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "b", duration: duration, clock: clk}
 	// The taker asks; its read waits 9 s, meanwhile the holder takes the free Lease.
 	read.during = func() {
-		clock.step(9 * time.Second)
+		clk.Step(9 * time.Second)
 		if got, _, err := holder.acquire(t.Context()); err != nil || !got {
 			t.Fatalf("holder acquire of a free lease = %v, %v", got, err)
 		}
@@ -159,14 +155,14 @@ func TestRetaintLockTakerDatesWhatItSawFromTheAnswer(t *testing.T) {
 		t.Fatalf("taker acquire = %v, %q, %v; want false, held by a", got, who, err)
 	}
 	for range 20 {
-		clock.step(time.Second)
+		clk.Step(time.Second)
 		got, _, err := taker.acquire(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got && holder.held() {
 			t.Fatalf("taker took the lease %s after the holder did, while the holder may still act on it (until %s after): two agents hold it",
-				clock.now().Sub(holder.acquiredAt), holder.deadline().Sub(holder.acquiredAt))
+				clk.Now().Sub(holder.acquiredAt), holder.deadline().Sub(holder.acquiredAt))
 		}
 		if got {
 			return
@@ -237,7 +233,7 @@ func TestRetaintLockLostRaceNamesAHolder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeCluster()
 			f.lease = tt.lease
-			l := &retaintLock{client: racedLease{f}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, now: time.Now}
+			l := &retaintLock{client: racedLease{f}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, clock: clock.RealClock{}}
 			got, holder, err := l.acquire(t.Context())
 			if err != nil || got || holder == "" {
 				t.Errorf("acquire lost to another agent = %v, %q, %v; want false, a holder named", got, holder, err)
@@ -259,7 +255,7 @@ func (hungLease) GetLease(ctx context.Context, _, _ string) (*coordinationv1.Lea
 // for ever: an API server that does not answer must not stall the agent's
 // loop, and a Lease left behind is taken over after its duration anyway.
 func TestRetaintLockReleaseIsBounded(t *testing.T) {
-	l := &retaintLock{client: hungLease{newFakeCluster()}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 200 * time.Millisecond, now: time.Now}
+	l := &retaintLock{client: hungLease{newFakeCluster()}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 200 * time.Millisecond, clock: clock.RealClock{}}
 	done := make(chan struct{})
 	go func() {
 		l.release(context.WithoutCancel(t.Context()))

@@ -129,7 +129,7 @@ func (a *Agent) observeStart(ctx context.Context, node *corev1.Node) bool {
 		return true
 	}
 	if retainted && a.would.state == "" {
-		a.setWould(api.ReasonWouldRetaint, time.Now())
+		a.setWould(api.ReasonWouldRetaint, a.clock.Now())
 	}
 	a.log.Info("observe mode: removing taints of ours; enforce would keep them", "taints", node.Spec.Taints)
 	if err := a.apply(ctx, Decide(State{Bypass: true}, a.cfg.Thresholds, a.cfg.Taints)); err != nil {
@@ -159,7 +159,7 @@ func (a *Agent) actObserve(ctx context.Context, round checks.Round, continuous b
 		Continuous: continuous,
 	}, a.cfg.Thresholds, a.cfg.Taints)
 	var write Desired
-	now := time.Now()
+	now := a.clock.Now()
 	switch {
 	case want.IsRetaint():
 		a.setWould(api.ReasonWouldRetaint, now)

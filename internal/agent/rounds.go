@@ -127,7 +127,7 @@ func (a *Agent) uncounted(round checks.Round) time.Duration {
 	a.health.set(true, apiAnswered(round))
 	a.log.Info("round woken by a change of the node failed; not counted: only periodic rounds count toward the re-taint",
 		"failed", round.Failed(), "consecutive_failures", a.loop.failures, "error", round.Summary())
-	return max(time.Until(a.loop.due), 0)
+	return max(a.loop.due.Sub(a.clock.Now()), 0)
 }
 
 // observe records a round's outcome in state, metrics, readiness and logs.
@@ -142,7 +142,7 @@ func (a *Agent) observe(round checks.Round) {
 		a.loop.passes++
 	} else {
 		if a.loop.failures == 0 {
-			a.loop.failingSince = time.Now()
+			a.loop.failingSince = a.clock.Now()
 		}
 		a.loop.failures++
 		a.loop.passes = 0
@@ -239,10 +239,10 @@ func (a *Agent) jittered() time.Duration {
 }
 
 // newInitialBackoff is the start-up backoff: first, doubling, tries times.
-func newInitialBackoff(first time.Duration, tries int) backoff.BackOff {
+func newInitialBackoff(first time.Duration, tries int, clk backoff.Clock) backoff.BackOff {
 	b := &backoff.ExponentialBackOff{
 		InitialInterval: first, Multiplier: 2, RandomizationFactor: 0,
-		MaxInterval: first << 20, Stop: backoff.Stop, Clock: backoff.SystemClock,
+		MaxInterval: first << 20, Stop: backoff.Stop, Clock: clk,
 	}
 	r := backoff.WithMaxRetries(b, uint64(tries))
 	r.Reset()

@@ -35,7 +35,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 	}()
 	bo := backoff.WithContext(backoff.WithMaxRetries(&backoff.ExponentialBackOff{
 		InitialInterval: 50 * time.Millisecond, Multiplier: 2, RandomizationFactor: 0.3,
-		MaxInterval: 2 * time.Second, Stop: backoff.Stop, Clock: backoff.SystemClock,
+		MaxInterval: 2 * time.Second, Stop: backoff.Stop, Clock: a.clock,
 	}, 5), ctx)
 	bo.Reset()
 	for {
@@ -82,7 +82,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(d):
+		case <-a.clock.After(d):
 		}
 	}
 }
@@ -160,7 +160,7 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 		}
 		if !a.loop.everVerified && a.cfg.Taints.startupOn(before.Spec.Taints) {
 			a.loop.everVerified = true
-			secs := time.Since(before.CreationTimestamp.Time).Seconds()
+			secs := a.clock.Since(before.CreationTimestamp.Time).Seconds()
 			a.metrics.timeToVerified.Set(secs)
 			a.log.Info("node verified; startup taint removed", "since_creation_seconds", secs)
 			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", a.startupRemoved(before))
@@ -205,7 +205,7 @@ func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
 	if node == nil {
 		return
 	}
-	patch, err := ConditionPatch(node, a.stampBoot(node, want), time.Now())
+	patch, err := ConditionPatch(node, a.stampBoot(node, want), a.clock.Now())
 	if err != nil || patch == nil {
 		return
 	}

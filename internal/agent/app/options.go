@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
@@ -388,5 +389,6 @@ func (o *Options) Config() (agent.Config, error) {
 		Observe:          o.Mode == api.ModeObserve,
 
 		ReverifyAfterReboot: o.ReverifyAfterReboot,
+		Clock:               clock.RealClock{},
 	}, nil
 }

@@ -244,22 +244,6 @@ func TestNodeDeletedUnderTheAgent(t *testing.T) {
 	cp.WaitNode(t, n.Name, 20*time.Second, "verified after re-creation", verified)
 }
 
-func TestStartupRetriesExhaustedKeepTaintAndSaySo(t *testing.T) {
-	n := cp.NewNode(t, "exhausted", harness.NodeOptions{})
-	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--initial-tries=2", "--retaint-threshold=100")
-	cp.WaitEvent(t, 15*time.Second, "Node", n.Name, "NodeVerificationFailed", "")
-	if !tainted(cp.GetNode(t, n.Name)) {
-		t.Error("node untainted although its checks fail")
-	}
-	_, metrics := httpGet(t, a.URL("/metrics"))
-	if !strings.Contains(metrics, "node_ready_initial_retries_exhausted_total 1") {
-		t.Error("metrics do not count the exhausted start-up retries")
-	}
-	if !strings.Contains(metrics, `node_check_success{check="dns"} 0`) || !strings.Contains(metrics, "node_ready_verified 0") {
-		t.Error("metrics do not show the failing dns check and the unverified node")
-	}
-}
-
 // TestFailedUntaintIsRetriedWithinSeconds: a passed round whose patch the API
 // server refuses is retried on a backoff, not a whole period later.
 func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {

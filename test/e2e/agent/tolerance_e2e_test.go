@@ -9,55 +9,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
-
-// TestRestartedAgentKeepsTheTolerance: the agent of a node in service
-// restarts (a rolling update, an OOM kill, a reboot) while the node's DNS is
-// down. Its failed rounds are periodic rounds: the node is re-tainted after
-// --retaint-threshold periods, not seconds after the restart. The same holds
-// for a node that carries no taint of ours (the chart installed into a
-// running cluster).
-func TestRestartedAgentKeepsTheTolerance(t *testing.T) {
-	const period = 3 * time.Second
-	for _, tc := range []struct {
-		name        string
-		opts        harness.NodeOptions
-		verifyFirst bool
-	}{
-		{name: "restart-verified", verifyFirst: true},
-		{name: "restart-untainted", opts: harness.NodeOptions{NoStartupTaint: true}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			n := cp.NewNode(t, tc.name, tc.opts)
-			resolv := ownResolvConf(t)
-			args := []string{"--check.dns.resolv-conf=" + resolv, "--fleet-budget=100%", "--retaint-threshold=3"}
-			if tc.verifyFirst {
-				first := startAgent(t, n, args...)
-				cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)
-				if err := first.Stop(5 * time.Second); err != nil {
-					t.Fatal(err)
-				}
-			}
-			breakDNS(t, resolv)
-			start := time.Now()
-			a := startAgent(t, n, append(args, "--check-period="+period.String())...)
-			cp.WaitNode(t, n.Name, 30*time.Second, "re-tainted", func(n *corev1.Node) bool { return hasTaint(n, unhealthyTaint) })
-			took := time.Since(start)
-			t.Logf("re-tainted %s after the agent started", took.Round(100*time.Millisecond))
-			// Three failed rounds: the first at once, the next two a period (±10 %) apart each.
-			if least := time.Duration(2 * 0.9 * float64(period)); took < least {
-				t.Errorf("re-tainted %s after the agent started, want at least %s (3 rounds %s apart): the restart shortened the tolerance",
-					took.Round(100*time.Millisecond), least, period)
-			}
-			if got := a.Metric(t, "node_ready_consecutive_failures"); got < 3 {
-				t.Errorf("re-tainted after %v failed rounds, want 3", got)
-			}
-		})
-	}
-}
 
 // TestPeersReplacedByTheAgentsRollingUpdate: the agents' own rolling update
 // replaces every peer pod a node's cached peer list names by a pod at a new
@@ -175,24 +128,5 @@ func TestWokenRoundsDoNotShortenTheTolerance(t *testing.T) {
 	}
 	if got := a.Metric(t, "node_ready_consecutive_failures"); got != 0 {
 		t.Errorf("%v failed rounds counted toward the re-taint, want 0: no periodic round ran", got)
-	}
-}
-
-// TestRecoveryConfirmedAtTheRecoverInterval: a re-tainted node whose checks
-// pass is untainted after --recover-threshold passed rounds that run
-// --recover-interval apart, not a period apart: with a one-hour period it is
-// back in service within seconds. A node that stays re-tainted until the
-// next period would fail the wait.
-func TestRecoveryConfirmedAtTheRecoverInterval(t *testing.T) {
-	n := cp.NewNode(t, "recover-interval", harness.NodeOptions{
-		NoStartupTaint: true,
-		ExtraTaints:    []corev1.Taint{unhealthyTaint},
-		Labels:         map[string]string{"node-ready/verified": "false"},
-	})
-	a := startAgent(t, n, "--check-period=1h", "--recover-threshold=2", "--recover-interval=1s")
-	cp.WaitNode(t, n.Name, 20*time.Second, "untainted and verified", verified)
-	cp.WaitEvent(t, 5*time.Second, "Node", n.Name, "NodeVerified", "")
-	if got := a.Metric(t, "node_ready_loop_iterations_total"); got < 2 {
-		t.Errorf("untainted after %v rounds, want 2 (--recover-threshold)", got)
 	}
 }
