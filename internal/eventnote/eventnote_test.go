@@ -55,4 +55,3 @@ func TestShorten(t *testing.T) {
 		})
 	}
 }
-

@@ -42,7 +42,7 @@ type cleanupStatus struct {
 func newStatus(after map[string][]string, attempt int) *cleanupStatus {
 	s := &cleanupStatus{CleanupStatus: api.CleanupStatus{Attempt: attempt, Plugins: make(map[string]string, len(after))}, after: after}
 	for name := range after {
-		s.Plugins[name] = api.PluginPending
+		s.Plugins[name] = string(api.PluginPending)
 	}
 	s.startReady()
 	return s
@@ -50,32 +50,39 @@ func newStatus(after map[string][]string, attempt int) *cleanupStatus {
 
 // finish records a plugin's outcome and starts the plugins it held back.
 func (s *cleanupStatus) finish(r cleanup.PluginResult) {
-	state := api.PluginDone
-	switch {
-	case r.Result == cleanup.ResultSkipped && r.Err != nil:
-		state = api.PluginSkipped + ": " + r.Err.Error()
-	case r.Result == cleanup.ResultSkipped:
-		state = api.PluginSkipped
-	case r.Result == cleanup.ResultDryRun:
-		state = api.PluginDryRun
-	case r.Failed():
-		state = r.Result
-		if r.Err != nil {
-			state = api.PluginFailed + ": " + r.Err.Error()
-		}
-	}
-	s.Plugins[r.Name] = eventnote.Cut(state, maxReason)
+	s.Plugins[r.Name] = eventnote.Cut(pluginState(r).String(), maxReason)
 	s.startReady()
+}
+
+// pluginState is what a plugin's outcome shows in the document. Every
+// result cleanup counts as failed (PluginResult.Failed, unhealthy included)
+// is failed there, with the error, or the result when there is none.
+func pluginState(r cleanup.PluginResult) api.PluginState {
+	var why string
+	if r.Err != nil {
+		why = r.Err.Error()
+	}
+	switch {
+	case r.Result == cleanup.ResultSkipped:
+		return api.PluginState{Phase: api.PluginSkipped, Reason: why}
+	case r.Result == cleanup.ResultDryRun:
+		return api.PluginState{Phase: api.PluginDryRun}
+	case r.Failed() && why == "":
+		return api.PluginState{Phase: api.PluginFailed, Reason: r.Result}
+	case r.Failed():
+		return api.PluginState{Phase: api.PluginFailed, Reason: why}
+	}
+	return api.PluginState{Phase: api.PluginDone}
 }
 
 // startReady marks pending plugins whose predecessors all finished as running.
 func (s *cleanupStatus) startReady() {
 	for name, deps := range s.after {
-		if s.Plugins[name] != api.PluginPending {
+		if s.State(name).Phase != api.PluginPending {
 			continue
 		}
-		if !slices.ContainsFunc(deps, func(d string) bool { st := s.Plugins[d]; return st == api.PluginPending || st == api.PluginRunning }) {
-			s.Plugins[name] = api.PluginRunning
+		if !slices.ContainsFunc(deps, func(d string) bool { return s.State(d).Unfinished() }) {
+			s.Plugins[name] = string(api.PluginRunning)
 		}
 	}
 }
@@ -83,8 +90,8 @@ func (s *cleanupStatus) startReady() {
 // unfinished counts the plugins still pending or running.
 func (s *cleanupStatus) unfinished() int {
 	n := 0
-	for _, st := range s.Plugins {
-		if st == api.PluginPending || st == api.PluginRunning {
+	for name := range s.Plugins {
+		if s.State(name).Unfinished() {
 			n++
 		}
 	}

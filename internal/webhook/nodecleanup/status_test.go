@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
@@ -30,6 +31,9 @@ func TestCleanupStatusFollowsThePipeline(t *testing.T) {
 		{name: "a plugin that did not apply is skipped",
 			finish: &cleanup.PluginResult{Name: "notify", Result: cleanup.ResultSkipped},
 			want:   map[string]string{"volumeattachments": "done", "notify": "skipped", "portworx": "failed: HTTP 500", "log": "running"}},
+		{name: "a failure without an error carries its result",
+			finish: &cleanup.PluginResult{Name: "log", Result: cleanup.ResultTimeout},
+			want:   map[string]string{"volumeattachments": "done", "notify": "skipped", "portworx": "failed: HTTP 500", "log": "failed: timeout"}},
 	}
 	for _, st := range steps {
 		if st.finish != nil {
@@ -39,8 +43,22 @@ func TestCleanupStatusFollowsThePipeline(t *testing.T) {
 			t.Errorf("%s: plugins = %v, want %v", st.name, s.Plugins, st.want)
 		}
 	}
-	if s.Attempt != 2 || s.unfinished() != 1 {
-		t.Errorf("attempt %d, unfinished %d; want 2 and 1", s.Attempt, s.unfinished())
+	if s.Attempt != 2 || s.unfinished() != 0 {
+		t.Errorf("attempt %d, unfinished %d; want 2 and 0", s.Attempt, s.unfinished())
+	}
+}
+
+// A plugin cleanup counts as failed is failed in the document, unhealthy
+// (left out by its health probe) included: the two sets agree.
+func TestEveryFailedResultIsAFailedState(t *testing.T) {
+	for _, result := range []string{cleanup.ResultSuccess, cleanup.ResultFailure, cleanup.ResultTimeout, cleanup.ResultPanic, cleanup.ResultSkipped, cleanup.ResultDryRun, cleanup.ResultUnhealthy} {
+		for _, err := range []error{nil, errors.New("boom")} {
+			r := cleanup.PluginResult{Name: "p", Result: result, Err: err}
+			st, perr := api.ParsePluginState(pluginState(r).String())
+			if perr != nil || st.Failed() != r.Failed() {
+				t.Errorf("%s (error %v): state %q failed=%v, cleanup says failed=%v", result, err, pluginState(r), st.Failed(), r.Failed())
+			}
+		}
 	}
 }
 
