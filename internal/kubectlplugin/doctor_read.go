@@ -16,7 +16,7 @@ import (
 )
 
 // What the doctor recognises our workloads by and reads their settings
-// from, as deployed: the pod label DESIGN.md fixes (app=kube-node-ready so
+// from, as deployed: the chart's pod label (docs/install.md: app=kube-node-ready so
 // that kubectl logs -l app=kube-node-ready works), the images' names, and
 // the binaries' flags with their environment twins (a test checks these
 // against the binaries' own).

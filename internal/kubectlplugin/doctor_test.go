@@ -330,7 +330,7 @@ func TestIsClusterAutoscaler(t *testing.T) {
 	}
 }
 
-// TestIsOurs: our workloads are found by the pod label DESIGN.md fixes, or
+// TestIsOurs: our workloads are found by the chart's pod label, or
 // by the image name when manifests renamed the label.
 func TestIsOurs(t *testing.T) {
 	ds := agentDS(api.StartupTaint, api.UnhealthyTaint)

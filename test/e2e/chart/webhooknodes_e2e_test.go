@@ -23,7 +23,7 @@ import (
 )
 
 // Every ServiceAccount of ours may write only its own keys on a Node
-// (DESIGN.md, "Safety by design"): the chart's admission policies enforce
+// (docs/safety.md, "Design rules"): the chart's admission policies enforce
 // it, and the tests here prove it against the real API server with the
 // policies as the chart renders them.
 
