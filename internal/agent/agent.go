@@ -27,18 +27,6 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
-// Event reasons recorded on the Node.
-const (
-	ReasonVerified           = "NodeVerified"
-	ReasonVerificationFailed = "NodeVerificationFailed"
-	ReasonRetainted          = "NodeRetainted"
-	ReasonRetaintSuppressed  = "RetaintSuppressed"
-	// ReasonRetaintDeferred: a re-taint waits for the re-taint Lease.
-	ReasonRetaintDeferred = "RetaintDeferred"
-	// ReasonGateTimeout: the DaemonSet gate gave up on a DaemonSet.
-	ReasonGateTimeout = "DaemonSetGateTimeout"
-)
-
 // Agent verifies one node. Create it with New and call Run.
 //
 // Its fields are set by New and only read afterwards, except three: view

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
@@ -27,7 +28,7 @@ func TestEventRecorderNotes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := events.NewFakeRecorder(1)
-			EventRecorder{Recorder: fake}.Eventf(ref, corev1.EventTypeWarning, ReasonRetainted, "Taint", tt.format, tt.args...)
+			EventRecorder{Recorder: fake}.Eventf(ref, corev1.EventTypeWarning, api.EventNodeRetainted, "Taint", tt.format, tt.args...)
 			if got := <-fake.Events; got != tt.want {
 				t.Errorf("Event %q, want %q", got, tt.want)
 			}

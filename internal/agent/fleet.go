@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Why a re-taint the checks call for did not happen in a round: the reason
@@ -78,7 +80,7 @@ func (a *Agent) retaint(ctx context.Context, node *corev1.Node, want Desired) er
 			"consecutive_failures", a.loop.failures)
 		// The note stays the same while the outage lasts, so repeats count into
 		// one Event series instead of one Event per round.
-		a.event(node, corev1.EventTypeWarning, ReasonRetaintSuppressed, "Retaint",
+		a.event(node, corev1.EventTypeWarning, api.EventRetaintSuppressed, "Retaint",
 			"%s, but the fleet budget is used up: %d nodes may be re-tainted at once (%s)",
 			cause, limit, a.cfg.FleetBudgetFlag)
 		return nil
@@ -119,15 +121,15 @@ func (a *Agent) deferRetaint(node *corev1.Node, reason, holder, cause string) {
 	case DeferLeaseHeld:
 		a.logBlocked(reason+"/"+holder, "re-taint deferred: another agent holds the re-taint lease", "lease", lease, "holder", holder,
 			"takeover_after_seconds", a.lock.duration.Seconds(), "consecutive_failures", a.loop.failures)
-		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
+		a.event(node, corev1.EventTypeWarning, api.EventRetaintDeferred, "Retaint",
 			"%s; the re-taint waits for Lease %s held by %s (taken over once unchanged for %s)", cause, lease, holder, a.lock.duration)
 	case DeferLeaseError:
 		a.logBlocked(reason, "re-taint deferred: cannot take the re-taint lease", "lease", lease, "consecutive_failures", a.loop.failures)
-		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
+		a.event(node, corev1.EventTypeWarning, api.EventRetaintDeferred, "Retaint",
 			"%s, but Lease %s cannot be taken; the re-taint is retried", cause, lease)
 	case DeferLeaseExpired:
 		a.logBlocked(reason, "re-taint deferred: the fleet count outlasted the re-taint lease", "lease", lease, "consecutive_failures", a.loop.failures)
-		a.event(node, corev1.EventTypeWarning, ReasonRetaintDeferred, "Retaint",
+		a.event(node, corev1.EventTypeWarning, api.EventRetaintDeferred, "Retaint",
 			"%s, but counting the fleet budget outlasted Lease %s; the re-taint is retried", cause, lease)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // gateHost is what the agent's gates see of it (checks.GateHost): its node
@@ -29,7 +31,7 @@ func (h gateHost) DaemonSetTimedOut(ds string, waited, timeout time.Duration) {
 	a.metrics.gateTimeouts.Inc()
 	a.log.Warn("gate gave up waiting for a DaemonSet; no longer waited for", "daemonset", ds, "waited_seconds", waited.Seconds())
 	if node := a.view.node(); node != nil {
-		a.event(node, corev1.EventTypeWarning, ReasonGateTimeout, "Verify",
+		a.event(node, corev1.EventTypeWarning, api.EventDaemonSetGateTimeout, "Verify",
 			"DaemonSet %s not Ready on this node after %s; no longer waited for", ds, timeout)
 	}
 }

@@ -203,8 +203,8 @@ func TestRetaintCountOutlastingTheLeaseIsDeferred(t *testing.T) {
 	if got := testutil.ToFloat64(a.metrics.retaintSuppressed); got != 0 {
 		t.Errorf("node_ready_retaint_suppressed_total = %v, want 0: the fleet budget refused nothing", got)
 	}
-	if ev := rec.got(); !slices.Equal(ev, []string{ReasonRetaintDeferred}) {
-		t.Errorf("events = %v, want [%s]", ev, ReasonRetaintDeferred)
+	if ev := rec.got(); !slices.Equal(ev, []string{api.EventRetaintDeferred}) {
+		t.Errorf("events = %v, want [%s]", ev, api.EventRetaintDeferred)
 	}
 }
 

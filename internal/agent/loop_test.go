@@ -46,8 +46,8 @@ func TestStartupBackoffThenEveryPeriod(t *testing.T) {
 	if got := testutil.ToFloat64(a.metrics.initialExhausted); got != 1 {
 		t.Errorf("node_ready_initial_retries_exhausted_total = %v, want 1", got)
 	}
-	if ev := rec.got(); !slices.Equal(ev, []string{ReasonVerificationFailed}) {
-		t.Errorf("events = %v, want one %s", ev, ReasonVerificationFailed)
+	if ev := rec.got(); !slices.Equal(ev, []string{api.EventNodeVerificationFailed}) {
+		t.Errorf("events = %v, want one %s", ev, api.EventNodeVerificationFailed)
 	}
 	if !HasTaint(f.node("n1").Spec.Taints, startup) || a.loop.failures != 5 {
 		t.Fatalf("after 5 failed start-up rounds: taints %v, failures %d; want the startup taint kept, 5", f.node("n1").Spec.Taints, a.loop.failures)
@@ -241,8 +241,8 @@ func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 	if got := testutil.ToFloat64(a.metrics.gateTimeouts); got != 1 {
 		t.Errorf("node_ready_gate_timeouts_total = %v, want 1", got)
 	}
-	if ev := rec.got(); !slices.Equal(ev, []string{ReasonGateTimeout, ReasonVerified}) {
-		t.Errorf("events = %v, want [%s %s]", ev, ReasonGateTimeout, ReasonVerified)
+	if ev := rec.got(); !slices.Equal(ev, []string{api.EventDaemonSetGateTimeout, api.EventNodeVerified}) {
+		t.Errorf("events = %v, want [%s %s]", ev, api.EventDaemonSetGateTimeout, api.EventNodeVerified)
 	}
 	if f.openDaemonSetWatches() == 0 {
 		t.Fatal("no DaemonSet watch ran while the node was verified")

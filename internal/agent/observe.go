@@ -38,12 +38,6 @@ import (
 // count. In a cluster-wide fault observe therefore records a re-taint on
 // every failing node, where enforce would have stopped at the budget.
 
-// The Events of observe mode.
-const (
-	ReasonWouldRetaint = "NodeWouldBeRetainted"
-	ReasonWouldUntaint = "NodeWouldBeUntainted"
-)
-
 // would is what enforce would have on the node now.
 type would struct {
 	// state is "" (nothing), api.ReasonWouldHold (the startup taint) or
@@ -166,7 +160,7 @@ func (a *Agent) actObserve(ctx context.Context, round checks.Round, continuous b
 		a.metrics.observe.actions.WithLabelValues("add").Inc()
 		a.log.Warn("observe mode: enforce would have re-tainted the node", "consecutive_failures", a.loop.failures,
 			"taint", taintString(a.cfg.Taints.Unhealthy), "failing", round.Failed())
-		a.event(node, corev1.EventTypeWarning, ReasonWouldRetaint, "Observe",
+		a.event(node, corev1.EventTypeWarning, api.EventNodeWouldBeRetainted, "Observe",
 			"observe mode: checks failed %d rounds in a row (%v); enforce would have applied taint %s (within the fleet budget)",
 			a.cfg.Thresholds.Retaint, round.Failed(), taintString(a.cfg.Taints.Unhealthy))
 	case want.Label == "true":
@@ -178,7 +172,7 @@ func (a *Agent) actObserve(ctx context.Context, round checks.Round, continuous b
 				what = "taint " + taintString(a.cfg.Taints.Unhealthy)
 			}
 			a.log.Info("observe mode: enforce would remove its taint now", "taint", what, "held_seconds", held.Seconds())
-			a.event(node, corev1.EventTypeNormal, ReasonWouldUntaint, "Observe",
+			a.event(node, corev1.EventTypeNormal, api.EventNodeWouldBeUntainted, "Observe",
 				"observe mode: checks pass; enforce would have held the node with %s for %s, until now", what, held)
 			a.releasedAfterReboot(node)
 			a.setWould("", time.Time{})

@@ -69,8 +69,8 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 			if c := cond(f); c == nil || c.Reason != api.ReasonChecksPassed {
 				t.Errorf("condition %+v after the pass, want %s", c, api.ReasonChecksPassed)
 			}
-			if !slices.Contains(rec.got(), ReasonWouldUntaint) {
-				t.Errorf("events %v, want %s saying how long enforce would have held the node", rec.got(), ReasonWouldUntaint)
+			if !slices.Contains(rec.got(), api.EventNodeWouldBeUntainted) {
+				t.Errorf("events %v, want %s saying how long enforce would have held the node", rec.got(), api.EventNodeWouldBeUntainted)
 			}
 			if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("hold")); got != 1 {
 				t.Errorf("would-hold operations = %v, want 1", got)
@@ -96,8 +96,8 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 		if c := cond(f); c == nil || c.Reason != api.ReasonWouldRetaint {
 			t.Fatalf("condition %+v, want %s", c, api.ReasonWouldRetaint)
 		}
-		if got := rec.got(); !slices.Equal(got, []string{ReasonWouldRetaint}) {
-			t.Errorf("events %v, want one %s", got, ReasonWouldRetaint)
+		if got := rec.got(); !slices.Equal(got, []string{api.EventNodeWouldBeRetainted}) {
+			t.Errorf("events %v, want one %s", got, api.EventNodeWouldBeRetainted)
 		}
 		if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("add")); got != 1 {
 			t.Errorf("would-re-taint operations = %v, want 1", got)
@@ -157,8 +157,8 @@ func TestObserveRecordsARebootHold(t *testing.T) {
 	if !a.bootstrapRound(n) {
 		t.Error("a node enforce would hold after a reboot does not run the bootstrap set")
 	}
-	if got := rec.got(); !slices.Equal(got, []string{ReasonWouldRebootHold}) {
-		t.Errorf("events %v, want one %s and no would-be re-taint", got, ReasonWouldRebootHold)
+	if got := rec.got(); !slices.Equal(got, []string{api.EventNodeWouldBeHeldAfterReboot}) {
+		t.Errorf("events %v, want one %s and no would-be re-taint", got, api.EventNodeWouldBeHeldAfterReboot)
 	}
 	if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("hold")); got != 1 {
 		t.Errorf("would-hold operations = %v, want 1", got)
@@ -175,7 +175,7 @@ func TestObserveRecordsARebootHold(t *testing.T) {
 	if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("remove")); got != 1 {
 		t.Errorf("would-untaint operations = %v, want 1", got)
 	}
-	if got := rec.got(); !slices.Equal(got, []string{ReasonWouldRebootHold, ReasonWouldUntaint}) {
+	if got := rec.got(); !slices.Equal(got, []string{api.EventNodeWouldBeHeldAfterReboot, api.EventNodeWouldBeUntainted}) {
 		t.Errorf("events %v", got)
 	}
 	// Verified under the new boot: no second hold.

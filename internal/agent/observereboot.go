@@ -19,10 +19,6 @@ import (
 // would-be re-taint, it is not weighed against the fleet budget, the
 // re-taint Lease or the suspend switch: observe writes nothing those gate.
 
-// ReasonWouldRebootHold is the Event of a node enforce would hold after a
-// reboot.
-const ReasonWouldRebootHold = "NodeWouldBeHeldAfterReboot"
-
 // observeReboot notes, in observe mode, that enforce would hold node after
 // a reboot. node is as the step sees it, taints of ours already gone.
 func (a *Agent) observeReboot(node *corev1.Node) {
@@ -34,7 +30,7 @@ func (a *Agent) observeReboot(node *corev1.Node) {
 	a.metrics.observe.actions.WithLabelValues("hold").Inc()
 	a.log.Warn("observe mode: node rebooted since it was verified; enforce would hold it with the startup taint until every check and gate passes again",
 		"verified_boot_id", a.verifiedBoot(node), "boot_id", bootID(node), "taint", taintString(a.cfg.Taints.Startup))
-	a.event(node, corev1.EventTypeWarning, ReasonWouldRebootHold, "Observe",
+	a.event(node, corev1.EventTypeWarning, api.EventNodeWouldBeHeldAfterReboot, "Observe",
 		"observe mode: the node rebooted since it was verified (boot ID %s, verified under %s); enforce would have applied taint %s until every check and gate passes again",
 		bootID(node), a.verifiedBoot(node), taintString(a.cfg.Taints.Startup))
 }

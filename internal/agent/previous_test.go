@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // The taints of the cluster-autoscaler preset, with the seed keys and the
@@ -114,16 +116,16 @@ func TestStepPreviousKeys(t *testing.T) {
 		wantEvent []string
 	}{
 		{name: "created with the seed key, round passes: verified, the key removed",
-			node: testNode("n1", []corev1.Taint{startup}, nil, nil), wantLabel: "true", wantEvent: []string{ReasonVerified}},
+			node: testNode("n1", []corev1.Taint{startup}, nil, nil), wantLabel: "true", wantEvent: []string{api.EventNodeVerified}},
 		{name: "created with the seed key, rounds fail: still being verified, nothing written",
 			node: testNode("n1", []corev1.Taint{startup}, nil, nil), roundErr: errDNS, failures: 5, wantTaint: []string{startup.Key}},
 		{name: "re-tainted with the seed unhealthy key, second pass: recovered, the key removed",
-			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), passes: 1, wantLabel: "true", wantEvent: []string{ReasonVerified}},
+			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), passes: 1, wantLabel: "true", wantEvent: []string{api.EventNodeVerified}},
 		{name: "re-tainted with the seed unhealthy key, first pass: kept",
 			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), wantTaint: []string{unhealthy.Key}, wantLabel: "false"},
 		{name: "verified node, third failure: the configured unhealthy taint",
 			node: testNode("n1", nil, verifiedLabels, nil), roundErr: errDNS, failures: 2,
-			wantTaint: []string{caStatus.Key}, wantLabel: "false", wantEvent: []string{ReasonRetainted}},
+			wantTaint: []string{caStatus.Key}, wantLabel: "false", wantEvent: []string{api.EventNodeRetainted}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,9 +29,6 @@ import (
 // most the budget), and remediation reads a node with a label as verified
 // once, never as a new node it may delete.
 
-// ReasonRebootHeld is the Event of a node held after a reboot.
-const ReasonRebootHeld = "NodeHeldAfterReboot"
-
 // RebootHeld reports whether node is held after a reboot: it carries the
 // startup taint (or a previous startup key) with the verified label
 // "false" and no unhealthy taint. A re-taint never leaves that state (it

@@ -69,8 +69,8 @@ func TestRebootHoldsTheNodeUntilItVerifiesAgain(t *testing.T) {
 	if c.Reason != api.ReasonRebooted || !slices.Equal(m.Failing, []string{"dns"}) || m.Boot != bootA {
 		t.Errorf("condition %s %q: want %s naming the failing check, the boot verified under still %s", c.Reason, c.Message, api.ReasonRebooted, bootA)
 	}
-	if got := countOf(rec.got(), ReasonRebootHeld); got != 1 {
-		t.Errorf("%d %s Events, want 1: %v", got, ReasonRebootHeld, rec.got())
+	if got := countOf(rec.got(), api.EventNodeHeldAfterReboot); got != 1 {
+		t.Errorf("%d %s Events, want 1: %v", got, api.EventNodeHeldAfterReboot, rec.got())
 	}
 	check.err = nil
 	a.step(t.Context())
@@ -102,7 +102,7 @@ func TestRebootedNodeWithPassingChecksIsReleasedInItsRound(t *testing.T) {
 	if _, m := conditionOf(t, n); m.Boot != bootB {
 		t.Errorf("boot recorded %q, want %q", m.Boot, bootB)
 	}
-	if ev := rec.got(); !slices.Equal(ev, []string{ReasonRebootHeld, ReasonVerified}) {
+	if ev := rec.got(); !slices.Equal(ev, []string{api.EventNodeHeldAfterReboot, api.EventNodeVerified}) {
 		t.Errorf("events %v", ev)
 	}
 }
@@ -135,24 +135,24 @@ func TestRebootHoldGates(t *testing.T) {
 			mutate: func(c *Config) {
 				c.ReverifyAfterReboot = true
 				c.Suspend = &fakeSwitch{cached: switchOn, fresh: switchOn}
-			}, wantEvent: ReasonRetaintSuspended, wantBoot: bootA},
+			}, wantEvent: api.EventRetaintSuspended, wantBoot: bootA},
 		{name: "suspend switch unreadable", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
 			mutate: func(c *Config) {
 				c.ReverifyAfterReboot = true
 				c.Suspend = &fakeSwitch{cached: suspend.State{}, fresh: switchOff}
-			}, wantEvent: ReasonRetaintSuspended, wantBoot: bootA},
+			}, wantEvent: api.EventRetaintSuspended, wantBoot: bootA},
 		{name: "suspended, seen only on the fresh read", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
 			mutate: func(c *Config) {
 				c.ReverifyAfterReboot = true
 				c.Suspend = &fakeSwitch{cached: switchOff, fresh: switchOn}
-			}, wantEvent: ReasonRetaintSuspended, wantBoot: bootA},
+			}, wantEvent: api.EventRetaintSuspended, wantBoot: bootA},
 		{name: "fleet budget used by another held node", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
 			others: []*corev1.Node{heldOther}, mutate: func(c *Config) {
 				c.ReverifyAfterReboot = true
 				c.FleetBudget = mustBudget(t, "1")
-			}, wantEvent: ReasonRetaintSuppressed, wantBoot: bootA},
+			}, wantEvent: api.EventRetaintSuppressed, wantBoot: bootA},
 		{name: "re-taint Lease held by another agent", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
-			lease: leaseAt("n9", time.Now().Add(time.Hour), 3600), wantEvent: ReasonRetaintDeferred, wantBoot: bootA},
+			lease: leaseAt("n9", time.Now().Add(time.Hour), 3600), wantEvent: api.EventRetaintDeferred, wantBoot: bootA},
 		{name: "bypassed between the read and the patch", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
 			hooks: []func(*fakeCluster) error{func(f *fakeCluster) error {
 				n := f.nodes["n1"].DeepCopy()
@@ -186,7 +186,7 @@ func TestRebootHoldGates(t *testing.T) {
 			if tc.wantEvent != "" && countOf(rec.got(), tc.wantEvent) != 1 {
 				t.Errorf("events %v, want one %s", rec.got(), tc.wantEvent)
 			}
-			if slices.Contains(rec.got(), ReasonRebootHeld) {
+			if slices.Contains(rec.got(), api.EventNodeHeldAfterReboot) {
 				t.Errorf("events %v name a hold", rec.got())
 			}
 			if tc.wantBoot != "" {
@@ -207,7 +207,7 @@ func TestHeldNodeCountsAgainstTheFleetBudget(t *testing.T) {
 	a.loop.failures = a.cfg.Thresholds.Retaint - 1
 	a.loop.startupOver = true
 	a.step(t.Context())
-	if HasTaint(f.node("n1").Spec.Taints, unhealthy) || !slices.Contains(rec.got(), ReasonRetaintSuppressed) {
+	if HasTaint(f.node("n1").Spec.Taints, unhealthy) || !slices.Contains(rec.got(), api.EventRetaintSuppressed) {
 		t.Errorf("re-tainted beside a node held after a reboot with a budget of 1: %v, events %v", f.node("n1").Spec.Taints, rec.got())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Round accounting: which checks a round runs, which rounds count toward a
@@ -192,7 +193,7 @@ func (a *Agent) next(round checks.Round) time.Duration {
 		a.loop.startupOver = true
 		a.metrics.initialExhausted.Inc()
 		if node := a.view.node(); node != nil {
-			a.event(node, corev1.EventTypeWarning, ReasonVerificationFailed, "Verify",
+			a.event(node, corev1.EventTypeWarning, api.EventNodeVerificationFailed, "Verify",
 				"checks still failing after %d start-up tries, node stays tainted and is retried every %s",
 				a.cfg.InitialTries, a.cfg.Period)
 		}

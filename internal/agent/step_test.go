@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
 
@@ -69,7 +70,7 @@ func TestStep(t *testing.T) {
 	}{
 		{name: "new node, round passes: untainted and labelled in one write",
 			node:      testNode("n1", []corev1.Taint{startup}, nil, nil),
-			wantLabel: "true", wantWrite: 1, wantEvent: []string{ReasonVerified}},
+			wantLabel: "true", wantWrite: 1, wantEvent: []string{api.EventNodeVerified}},
 		{name: "new node, round fails: nothing written",
 			node: testNode("n1", []corev1.Taint{startup}, nil, nil), roundErr: errDNS, failures: 5,
 			wantTaint: []string{startup.Key}, wantFail: 6},
@@ -78,42 +79,42 @@ func TestStep(t *testing.T) {
 			wantLabel: "true", wantFail: 2},
 		{name: "verified node, third failure: unhealthy taint, label false",
 			node: testNode("n1", nil, verifiedLabels, nil), roundErr: errDNS, failures: 2,
-			wantTaint: []string{unhealthy.Key}, wantLabel: "false", wantWrite: 1, wantEvent: []string{ReasonRetainted}, wantFail: 3},
+			wantTaint: []string{unhealthy.Key}, wantLabel: "false", wantWrite: 1, wantEvent: []string{api.EventNodeRetainted}, wantFail: 3},
 		{name: "fleet budget used up: suppressed, not tainted",
 			node:   testNode("n1", nil, verifiedLabels, nil),
 			others: []*corev1.Node{testNode("n2", []corev1.Taint{unhealthy}, retaintedLabel, nil)},
 			budget: "1", roundErr: errDNS, failures: 2,
-			wantLabel: "true", wantEvent: []string{ReasonRetaintSuppressed}, wantFail: 3},
+			wantLabel: "true", wantEvent: []string{api.EventRetaintSuppressed}, wantFail: 3},
 		{name: "re-taint Lease held by another agent: deferred with an Event, not tainted",
 			node: testNode("n1", nil, verifiedLabels, nil), lease: leaseAt("gone", time.Now().Add(time.Hour), 3600),
 			roundErr: errDNS, failures: 2,
-			wantLabel: "true", wantEvent: []string{ReasonRetaintDeferred}, wantFail: 3},
+			wantLabel: "true", wantEvent: []string{api.EventRetaintDeferred}, wantFail: 3},
 		{name: "live node (no taint or label of ours), round passes: labelled in one write, no Event",
 			node:      testNode("n1", nil, nil, nil),
 			wantLabel: "true", wantWrite: 1},
 		{name: "live node, third failure of the continuous checks: unhealthy taint, label false",
 			node: testNode("n1", nil, nil, nil), roundErr: errDNS, failures: 2,
-			wantTaint: []string{unhealthy.Key}, wantLabel: "false", wantWrite: 1, wantEvent: []string{ReasonRetainted}, wantFail: 3},
+			wantTaint: []string{unhealthy.Key}, wantLabel: "false", wantWrite: 1, wantEvent: []string{api.EventNodeRetainted}, wantFail: 3},
 		{name: "re-tainted node, first pass: kept until the recover threshold",
 			node:      testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil),
 			wantTaint: []string{unhealthy.Key}, wantLabel: "false"},
 		{name: "re-tainted node, second pass: untainted",
 			node: testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil), passes: 1,
-			wantLabel: "true", wantWrite: 1, wantEvent: []string{ReasonVerified}},
+			wantLabel: "true", wantWrite: 1, wantEvent: []string{api.EventNodeVerified}},
 		{name: "bypass annotation: untainted while failing, never re-tainted",
 			node:     testNode("n1", []corev1.Taint{startup}, nil, map[string]string{"node-ready/skip-verification": "true"}),
 			roundErr: errDNS, failures: 9,
-			wantWrite: 1, wantEvent: []string{ReasonVerified}, wantFail: 9},
+			wantWrite: 1, wantEvent: []string{api.EventNodeVerified}, wantFail: 9},
 		{name: "bypass on a re-tainted node: untainted and verified=false removed, freeing its fleet-budget slot",
 			node:     testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, map[string]string{"node-ready/skip-verification": "true"}),
 			roundErr: errDNS, failures: 9,
-			wantWrite: 1, wantEvent: []string{ReasonVerified}, wantFail: 9},
+			wantWrite: 1, wantEvent: []string{api.EventNodeVerified}, wantFail: 9},
 		{name: "fleet budget: a bypassed node still labelled verified=false does not count",
 			node: testNode("n1", nil, verifiedLabels, nil),
 			others: []*corev1.Node{testNode("n2", []corev1.Taint{unhealthy}, retaintedLabel,
 				map[string]string{"node-ready/skip-verification": "true"})},
 			budget: "1", roundErr: errDNS, failures: 2,
-			wantTaint: []string{unhealthy.Key}, wantLabel: "false", wantWrite: 1, wantEvent: []string{ReasonRetainted}, wantFail: 3},
+			wantTaint: []string{unhealthy.Key}, wantLabel: "false", wantWrite: 1, wantEvent: []string{api.EventNodeRetainted}, wantFail: 3},
 		{name: "wait-for taint: no round, nothing written",
 			node:      testNode("n1", []corev1.Taint{startup, karpenter}, nil, nil),
 			wantTaint: []string{startup.Key, karpenter.Key}},
@@ -128,7 +129,7 @@ func TestStep(t *testing.T) {
 				f.store(n)
 				return apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("changed"))
 			}},
-			wantTaint: []string{"other"}, wantLabel: "true", wantWrite: 1, wantEvent: []string{ReasonVerified}},
+			wantTaint: []string{"other"}, wantLabel: "true", wantWrite: 1, wantEvent: []string{api.EventNodeVerified}},
 		{name: "write refused (admission policy): node unchanged, error",
 			node: testNode("n1", []corev1.Taint{startup}, nil, nil),
 			hooks: []func(f *fakeCluster) error{func(*fakeCluster) error {

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
 
@@ -17,10 +18,6 @@ const (
 	// on is unknown: not tainting is the safe side.
 	DeferSuspendUnreadable = "suspend_unreadable"
 )
-
-// ReasonRetaintSuspended: a re-taint waits while the suspend switch is on
-// (or cannot be read); recorded once per episode.
-const ReasonRetaintSuspended = "RetaintSuspended"
 
 // SuspendSwitch is the operator's suspend switch as the agent reads it
 // (suspend.Switch): the watch's copy, and a fresh read.
@@ -64,7 +61,7 @@ func (a *Agent) suspended(node *corev1.Node, st suspend.State, cause string) boo
 		return true
 	}
 	a.logBlocked(key, "re-taint held: "+st.Why(), "consecutive_failures", a.loop.failures)
-	a.event(node, corev1.EventTypeWarning, ReasonRetaintSuspended, "Retaint",
+	a.event(node, corev1.EventTypeWarning, api.EventRetaintSuspended, "Retaint",
 		"%s, but no node is re-tainted while %s; untaints go on (kubectl node-ready resume ends it)", cause, st.Why())
 	return true
 }

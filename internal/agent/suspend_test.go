@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
 
@@ -71,8 +72,8 @@ func TestSuspendHoldsEveryRetaint(t *testing.T) {
 			if got := testutil.ToFloat64(a.metrics.retaintDeferred.WithLabelValues(tc.want)); got != 2 {
 				t.Errorf("node_ready_retaint_deferred_total{reason=%q} = %v after two rounds, want 2", tc.want, got)
 			}
-			if n := countOf(rec.got(), ReasonRetaintSuspended); n != 1 {
-				t.Errorf("%d %s Events in two rounds, want 1 (once per episode): %v", n, ReasonRetaintSuspended, rec.got())
+			if n := countOf(rec.got(), api.EventRetaintSuspended); n != 1 {
+				t.Errorf("%d %s Events in two rounds, want 1 (once per episode): %v", n, api.EventRetaintSuspended, rec.got())
 			}
 			if tc.noLease && (f.lease != nil || sw.reads != 0) {
 				t.Errorf("the Lease taken or the switch read again (%d reads) while the watch showed it holding", sw.reads)

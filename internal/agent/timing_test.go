@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/clocktest"
 )
 
@@ -119,8 +120,8 @@ func TestRetaintThenRecoverOnTheClock(t *testing.T) {
 	if got := l.rounds(); got != 6 {
 		t.Errorf("%d rounds, want 6", got)
 	}
-	if ev := l.rec.got(); !slices.Equal(ev, []string{ReasonRetainted, ReasonVerified}) {
-		t.Errorf("events = %v, want [%s %s]", ev, ReasonRetainted, ReasonVerified)
+	if ev := l.rec.got(); !slices.Equal(ev, []string{api.EventNodeRetainted, api.EventNodeVerified}) {
+		t.Errorf("events = %v, want [%s %s]", ev, api.EventNodeRetainted, api.EventNodeVerified)
 	}
 }
 
@@ -195,8 +196,8 @@ func TestStartupBackoffOnTheClock(t *testing.T) {
 		t.Errorf("node_ready_initial_retries_exhausted_total = %v, want 1", got)
 	}
 	l.expectRound(t, time.Minute, "round past the start-up tries")
-	if ev := l.rec.got(); !slices.Equal(ev, []string{ReasonVerificationFailed}) {
-		t.Errorf("events = %v, want one %s", ev, ReasonVerificationFailed)
+	if ev := l.rec.got(); !slices.Equal(ev, []string{api.EventNodeVerificationFailed}) {
+		t.Errorf("events = %v, want one %s", ev, api.EventNodeVerificationFailed)
 	}
 	if n := l.f.node("n1"); !HasTaint(n.Spec.Taints, startup) || n.Labels["node-ready/verified"] == "true" {
 		t.Fatalf("after 5 failed start-up rounds: taints %v, labels %v; want the startup taint kept", n.Spec.Taints, n.Labels)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
@@ -149,13 +150,13 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 		}
 		if a.bypassed(after) {
 			a.log.Info("taints removed: bypass annotation set", "annotation", a.cfg.BypassAnnotation)
-			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "taints removed without checks: annotation %s=true", a.cfg.BypassAnnotation)
+			a.event(after, corev1.EventTypeNormal, api.EventNodeVerified, "Untaint", "taints removed without checks: annotation %s=true", a.cfg.BypassAnnotation)
 			return
 		}
 		if RebootHeld(before, a.cfg.Taints, a.cfg.VerifiedLabel) {
 			a.loop.everVerified = true
 			a.log.Info("node verified again after a reboot; startup taint removed", "boot_id", a.loop.boot)
-			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks and gates passed after a reboot; startup taint %s removed", a.startupRemoved(before))
+			a.event(after, corev1.EventTypeNormal, api.EventNodeVerified, "Untaint", "all checks and gates passed after a reboot; startup taint %s removed", a.startupRemoved(before))
 			return
 		}
 		if !a.loop.everVerified && a.cfg.Taints.startupOn(before.Spec.Taints) {
@@ -163,12 +164,12 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 			secs := a.clock.Since(before.CreationTimestamp.Time).Seconds()
 			a.metrics.timeToVerified.Set(secs)
 			a.log.Info("node verified; startup taint removed", "since_creation_seconds", secs)
-			a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "all checks passed; startup taint %s removed", a.startupRemoved(before))
+			a.event(after, corev1.EventTypeNormal, api.EventNodeVerified, "Untaint", "all checks passed; startup taint %s removed", a.startupRemoved(before))
 			return
 		}
 		a.loop.everVerified = true
 		a.log.Info("checks pass again; node untainted", "passed_rounds", a.loop.passes)
-		a.event(after, corev1.EventTypeNormal, ReasonVerified, "Untaint", "checks passed %d rounds in a row; node untainted", a.cfg.Thresholds.Recover)
+		a.event(after, corev1.EventTypeNormal, api.EventNodeVerified, "Untaint", "checks passed %d rounds in a row; node untainted", a.cfg.Thresholds.Recover)
 	case "":
 		if before.Labels[a.cfg.VerifiedLabel] != "true" && after.Labels[a.cfg.VerifiedLabel] == "true" {
 			// No Event: at an install into a running cluster every node
@@ -179,13 +180,13 @@ func (a *Agent) afterWrite(before, after *corev1.Node, op string) {
 		if !a.cfg.Taints.startupOn(before.Spec.Taints) && a.cfg.Taints.startupOn(after.Spec.Taints) {
 			a.log.Warn("node rebooted since it was verified; held with the startup taint until verified again",
 				"verified_boot_id", a.verifiedBoot(before), "boot_id", bootID(after), "taint", taintString(a.cfg.Taints.Startup))
-			a.event(after, corev1.EventTypeWarning, ReasonRebootHeld, "Taint",
+			a.event(after, corev1.EventTypeWarning, api.EventNodeHeldAfterReboot, "Taint",
 				"the node rebooted since it was verified (boot ID %s, verified under %s); taint %s applied until every check and gate passes again",
 				bootID(after), a.verifiedBoot(before), taintString(a.cfg.Taints.Startup))
 			return
 		}
 		a.log.Warn("node re-tainted after consecutive failed rounds", "consecutive_failures", a.loop.failures, "taint", taintString(a.cfg.Taints.Unhealthy))
-		a.event(after, corev1.EventTypeWarning, ReasonRetainted, "Taint", "checks failed %d rounds in a row; taint %s applied", a.cfg.Thresholds.Retaint, taintString(a.cfg.Taints.Unhealthy))
+		a.event(after, corev1.EventTypeWarning, api.EventNodeRetainted, "Taint", "checks failed %d rounds in a row; taint %s applied", a.cfg.Thresholds.Retaint, taintString(a.cfg.Taints.Unhealthy))
 	}
 }
 

@@ -11,14 +11,14 @@ const (
 	// ExternalNamesFlag is the flag, in the agent and the webhook alike,
 	// that lists the names outside the cluster to resolve.
 	ExternalNamesFlag = "check.dns.external-names"
-	// ReasonExternalNameUnresolved is the Warning Event a webhook records on
+	// EventExternalNameUnresolved is the Warning Event a webhook records on
 	// its Pod at every round in which the name (the Event's action) does not
 	// resolve there.
-	ReasonExternalNameUnresolved = "ExternalNameUnresolved"
-	// ReasonExternalNameResolved is the Normal Event a webhook records on its
+	EventExternalNameUnresolved = "ExternalNameUnresolved"
+	// EventExternalNameResolved is the Normal Event a webhook records on its
 	// Pod when the name (the Event's action) resolves there at its first
 	// round, or again after it did not.
-	ReasonExternalNameResolved = "ExternalNameResolved"
+	EventExternalNameResolved = "ExternalNameResolved"
 	// MaxExternalNameLength is the longest name an Event's action holds.
 	MaxExternalNameLength = 128
 )

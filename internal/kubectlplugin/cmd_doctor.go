@@ -59,7 +59,7 @@ And it names every external name of the agents' dns check (agent.dns.externalNam
 --check.dns.external-names) that does not resolve from the webhook's pod: a problem, since every
 agent given it fails its dns check wherever the cluster answers as it does there. doctor resolves
 nothing itself and execs nothing: the webhook resolves those names from its pod every minute and
-records each outcome as an Event on the Pod (` + api.ReasonExternalNameUnresolved + `, ` + api.ReasonExternalNameResolved + `,
+records each outcome as an Event on the Pod (` + api.EventExternalNameUnresolved + `, ` + api.EventExternalNameResolved + `,
 the name in the Event's action); doctor reads the newest of each name among the webhook's pods. Helm fixes name
 the published chart (` + autoscaler.PublishedChart + `) at the version the
 release deployed.

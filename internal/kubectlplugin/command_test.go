@@ -328,13 +328,13 @@ func TestWhyCommand(t *testing.T) {
 	}
 	setup := func() *fakeAPI {
 		fapi := newFake(testNode("a", "false", []corev1.Taint{unhealthyTaint}, condition(agentFailing())))
-		fapi.events["default"] = []eventsv1.Event{event("default", "a", "NodeRetainted"), event("default", "b", "NodeVerified")}
+		fapi.events["default"] = []eventsv1.Event{event("default", "a", api.EventNodeRetainted), event("default", "b", api.EventNodeVerified)}
 		fapi.events["other"] = []eventsv1.Event{event("other", "a", "Elsewhere")}
 		return fapi
 	}
 	t.Run("all namespaces", func(t *testing.T) {
 		code, out, _, _ := run(setup(), "", "why", "a")
-		if code != 0 || !strings.Contains(out, "NodeRetainted") || !strings.Contains(out, "Elsewhere") || strings.Contains(out, "NodeVerified") ||
+		if code != 0 || !strings.Contains(out, api.EventNodeRetainted) || !strings.Contains(out, "Elsewhere") || strings.Contains(out, api.EventNodeVerified) ||
 			!strings.Contains(out, "all namespaces") || !strings.Contains(out, "Outcome:") {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
@@ -342,7 +342,7 @@ func TestWhyCommand(t *testing.T) {
 	t.Run("--namespace", func(t *testing.T) {
 		fapi := setup()
 		code, out, _, _ := run(fapi, "", "why", "a", "-n", "other")
-		if code != 0 || strings.Contains(out, "NodeRetainted") || !strings.Contains(out, "Elsewhere") || strings.Join(fapi.listed, ",") != "other" {
+		if code != 0 || strings.Contains(out, api.EventNodeRetainted) || !strings.Contains(out, "Elsewhere") || strings.Join(fapi.listed, ",") != "other" {
 			t.Errorf("exit %d, listed in %v, output:\n%s", code, fapi.listed, out)
 		}
 	})
@@ -350,7 +350,7 @@ func TestWhyCommand(t *testing.T) {
 		fapi := setup()
 		fapi.forbid["list events *"] = true
 		code, out, _, _ := run(fapi, "", "why", "a")
-		if code != 0 || !strings.Contains(out, "NodeRetainted") || !strings.Contains(out, "namespace default (listing all namespaces is not allowed)") {
+		if code != 0 || !strings.Contains(out, api.EventNodeRetainted) || !strings.Contains(out, "namespace default (listing all namespaces is not allowed)") {
 			t.Errorf("exit %d, output:\n%s", code, out)
 		}
 	})

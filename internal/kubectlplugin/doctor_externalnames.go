@@ -95,7 +95,7 @@ func unresolvedNames(deps []appsv1.Deployment, podEvents map[string][]eventsv1.E
 		newest := map[string]*eventsv1.Event{}
 		for j := range events {
 			e := &events[j]
-			if e.Reason != api.ReasonExternalNameUnresolved && e.Reason != api.ReasonExternalNameResolved ||
+			if e.Reason != api.EventExternalNameUnresolved && e.Reason != api.EventExternalNameResolved ||
 				e.Regarding.Kind != "Pod" || !strings.HasPrefix(e.Regarding.Name, d.Name+"-") || !slices.Contains(names, e.Action) {
 				continue
 			}
@@ -105,7 +105,7 @@ func unresolvedNames(deps []appsv1.Deployment, podEvents map[string][]eventsv1.E
 		}
 		for _, name := range names {
 			e := newest[name]
-			if e == nil || e.Reason != api.ReasonExternalNameUnresolved {
+			if e == nil || e.Reason != api.EventExternalNameUnresolved {
 				continue
 			}
 			l := eventLine(e)

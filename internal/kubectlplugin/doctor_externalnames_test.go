@@ -23,7 +23,7 @@ func nameEvent(pod, reason, name string, at time.Time, count int32) eventsv1.Eve
 		EventTime:           metav1.NewMicroTime(at),
 		Note:                "external name " + name + " does not resolve from this pod: server answered NXDOMAIN",
 	}
-	if reason == api.ReasonExternalNameResolved {
+	if reason == api.EventExternalNameResolved {
 		e.Type, e.Note = corev1.EventTypeNormal, "external name "+name+" resolves from this pod"
 	}
 	if count > 1 {
@@ -43,12 +43,12 @@ func TestDoctorSaysWhichExternalNameDoesNotResolve(t *testing.T) {
 	old, cur := "kube-node-ready-webhook-5d9f-aaaaa", "kube-node-ready-webhook-7c4b-bbbbb"
 	f := doctorFake(api.StartupTaint, api.UnhealthyTaint, []string{"--" + api.ExternalNamesFlag + "=down.example,back.example,quiet.example"})
 	f.events = map[string][]eventsv1.Event{knrNS: {
-		nameEvent(cur, api.ReasonExternalNameUnresolved, "down.example", t0.Add(2*time.Minute), 5),
+		nameEvent(cur, api.EventExternalNameUnresolved, "down.example", t0.Add(2*time.Minute), 5),
 		// Listed newest first: the order of a list says nothing.
-		nameEvent(cur, api.ReasonExternalNameResolved, "back.example", t0.Add(time.Minute), 1),
-		nameEvent(old, api.ReasonExternalNameUnresolved, "back.example", t0, 30),
-		nameEvent("other-webhook-1-ccccc", api.ReasonExternalNameUnresolved, "back.example", t0.Add(3*time.Minute), 2),
-		nameEvent(cur, api.ReasonExternalNameUnresolved, "unlisted.example", t0.Add(3*time.Minute), 2),
+		nameEvent(cur, api.EventExternalNameResolved, "back.example", t0.Add(time.Minute), 1),
+		nameEvent(old, api.EventExternalNameUnresolved, "back.example", t0, 30),
+		nameEvent("other-webhook-1-ccccc", api.EventExternalNameUnresolved, "back.example", t0.Add(3*time.Minute), 2),
+		nameEvent(cur, api.EventExternalNameUnresolved, "unlisted.example", t0.Add(3*time.Minute), 2),
 	}}
 	code, out, errOut, _ := run(f, "", "doctor")
 	if code != ExitError {
@@ -71,7 +71,7 @@ func TestDoctorSaysWhichExternalNameDoesNotResolve(t *testing.T) {
 	}
 
 	// The newer success of down.example, from another replica: no problem left.
-	f.events[knrNS] = append(f.events[knrNS], nameEvent(old, api.ReasonExternalNameResolved, "down.example", t0.Add(3*time.Minute), 1))
+	f.events[knrNS] = append(f.events[knrNS], nameEvent(old, api.EventExternalNameResolved, "down.example", t0.Add(3*time.Minute), 1))
 	if code, out, errOut, _ := run(f, "", "doctor"); code != ExitOK || strings.Contains(out, "does not resolve") {
 		t.Errorf("every name's newest outcome resolved: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

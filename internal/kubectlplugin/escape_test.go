@@ -70,7 +70,7 @@ func TestPrintEscapesClusterText(t *testing.T) {
 	if err := PrintCleanup(&buf, InCleanup(reports), now); err != nil {
 		t.Fatal(err)
 	}
-	events := []eventsv1.Event{{Reason: "NodeRetainted" + hostile, Type: "Warning", Note: "note" + hostile,
+	events := []eventsv1.Event{{Reason: api.EventNodeRetainted + hostile, Type: "Warning", Note: "note" + hostile,
 		ReportingController: "ctl" + hostile, EventTime: metav1.NewMicroTime(now)}}
 	why := Why{Report: reports[0], Keys: PresetTaintKeys(), EventsScope: "all namespaces"}
 	why.Events, why.EventsTotal = EventLines(events, 0)

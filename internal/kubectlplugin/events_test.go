@@ -7,15 +7,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 func TestEventLines(t *testing.T) {
 	at := func(minutesAgo int) time.Time { return now.Add(-time.Duration(minutesAgo) * time.Minute) }
 	events := []eventsv1.Event{
 		// A series: counted, last seen at its last observation.
-		{Reason: "RetaintSuppressed", Type: "Warning", ReportingController: "kube-node-ready-agent", Note: "budget\nexhausted",
+		{Reason: api.EventRetaintSuppressed, Type: "Warning", ReportingController: "kube-node-ready-agent", Note: "budget\nexhausted",
 			EventTime: metav1.NewMicroTime(at(30)), Series: &eventsv1.EventSeries{Count: 7, LastObservedTime: metav1.NewMicroTime(at(1))}},
-		{Reason: "NodeVerified", Type: "Normal", ReportingController: "kube-node-ready-agent", EventTime: metav1.NewMicroTime(at(60))},
+		{Reason: api.EventNodeVerified, Type: "Normal", ReportingController: "kube-node-ready-agent", EventTime: metav1.NewMicroTime(at(60))},
 		// Written through core/v1 (kubelet): source component, old count.
 		{Reason: "NodeReady", Type: "Normal", DeprecatedSource: corev1.EventSource{Component: "kubelet"},
 			DeprecatedCount: 3, DeprecatedFirstTimestamp: metav1.NewTime(at(90)), DeprecatedLastTimestamp: metav1.NewTime(at(10))},
@@ -32,9 +34,9 @@ func TestEventLines(t *testing.T) {
 		seen         time.Time
 	}{
 		{"Old", "-", 1, at(120)},
-		{"NodeVerified", "kube-node-ready-agent", 1, at(60)},
+		{api.EventNodeVerified, "kube-node-ready-agent", 1, at(60)},
 		{"NodeReady", "kubelet", 3, at(10)},
-		{"RetaintSuppressed", "kube-node-ready-agent", 7, at(1)},
+		{api.EventRetaintSuppressed, "kube-node-ready-agent", 7, at(1)},
 	}
 	for i, w := range want {
 		l := lines[i]
@@ -46,7 +48,7 @@ func TestEventLines(t *testing.T) {
 		t.Errorf("note %q, want it on one line", lines[3].Note)
 	}
 	newest, total := EventLines(events, 2)
-	if total != 4 || len(newest) != 2 || newest[0].Reason != "NodeReady" || newest[1].Reason != "RetaintSuppressed" {
+	if total != 4 || len(newest) != 2 || newest[0].Reason != "NodeReady" || newest[1].Reason != api.EventRetaintSuppressed {
 		t.Errorf("limit 2: %+v of %d, want the 2 newest of 4", newest, total)
 	}
 }

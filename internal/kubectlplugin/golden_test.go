@@ -97,11 +97,11 @@ func TestGoldenWhy(t *testing.T) {
 		return e
 	}
 	events := []eventsv1.Event{
-		ev("NodeRetainted", "Warning", "re-tainted after 3 failed rounds: dns, network", 57*time.Minute, 1),
-		ev("NodeVerified", "Normal", "verified in 14.2s", 25*time.Hour, 1),
+		ev(api.EventNodeRetainted, "Warning", "re-tainted after 3 failed rounds: dns, network", 57*time.Minute, 1),
+		ev(api.EventNodeVerified, "Normal", "verified in 14.2s", 25*time.Hour, 1),
 		{Reason: "NodeReady", Type: "Normal", Note: "Node ip-10-0-1-9 status is now: NodeReady", DeprecatedSource: corev1.EventSource{Component: "kubelet"},
 			DeprecatedLastTimestamp: metav1.NewTime(now.Add(-26 * time.Hour))},
-		ev("RetaintSuppressed", "Warning", "fleet budget: 1 of 1 nodes re-tainted", 50*time.Minute, 12),
+		ev(api.EventRetaintSuppressed, "Warning", "fleet budget: 1 of 1 nodes re-tainted", 50*time.Minute, 12),
 	}
 	nodes := fleet()
 	for _, tt := range []struct {

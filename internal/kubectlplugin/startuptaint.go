@@ -25,7 +25,7 @@ func missedWarnings(nodes []corev1.Node) []string {
 		out = append(out, fmt.Sprintf("node %s joined without the webhook's admission (no %s annotation, created after nodes it admitted): "+
 			"no startup taint was decided for it, so it was not held for verification unless its creator tainted it; "+
 			"the webhook was down or not called (Event %s; check the webhook's pods and its MutatingWebhookConfiguration's caBundle)",
-			name, api.StartupTaintAdmissionAnnotation, "StartupTaintMissed"))
+			name, api.StartupTaintAdmissionAnnotation, api.EventStartupTaintMissed))
 	}
 	return out
 }

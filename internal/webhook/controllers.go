@@ -35,10 +35,6 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
-// ReasonConfigInvalid is recorded on the webhook's Pod when a changed
-// configuration file is rejected.
-const ReasonConfigInvalid = "CleanupConfigInvalid"
-
 // startNodeControllers starts what acts on Nodes after admission: the Node
 // informer on every replica; back-fill and cleanup (nodecleanup),
 // remediation and the missed-node reporter on the leader only. configs
@@ -246,7 +242,7 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client k
 			what = "configuration invalid; node deletions are held until it is fixed (admission and back-fill run): "
 		}
 		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: opts.Namespace, Name: opts.PodName}
-		recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonConfigInvalid, "Reload", "%s", eventnote.Shorten(what+err.Error()))
+		recorder.Eventf(ref, nil, corev1.EventTypeWarning, api.EventCleanupConfigInvalid, "Reload", "%s", eventnote.Shorten(what+err.Error()))
 	}
 	if err := loader.RegisterMetrics(reg); err != nil {
 		return nil, err
@@ -261,12 +257,6 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client k
 	wg.Go(func() { loader.Watch(ctx, opts.ConfigReloadInterval) })
 	return loader, nil
 }
-
-// Event reasons of plugin health, recorded on the webhook's Pod.
-const (
-	ReasonPluginUnhealthy = "CleanupPluginUnhealthy"
-	ReasonPluginHealthy   = "CleanupPluginHealthy"
-)
 
 // startHealth probes the plugins that offer a health probe every
 // --plugin-health-interval, on every replica (each exports its own
@@ -285,14 +275,14 @@ func startHealth(ctx context.Context, wg *sync.WaitGroup, opts Options, loader *
 		if err != nil {
 			log.Warn("cleanup plugin unhealthy", "plugin", plugin, "error", err.Error())
 			if ref != nil {
-				recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonPluginUnhealthy, "HealthProbe", "%s",
+				recorder.Eventf(ref, nil, corev1.EventTypeWarning, api.EventCleanupPluginUnhealthy, "HealthProbe", "%s",
 					eventnote.Shorten(fmt.Sprintf("cleanup plugin %s: %s; it is not run until its probe passes", plugin, err)))
 			}
 			return
 		}
 		log.Info("cleanup plugin healthy again", "plugin", plugin)
 		if ref != nil {
-			recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonPluginHealthy, "HealthProbe", "cleanup plugin %s: health probe passes again", plugin)
+			recorder.Eventf(ref, nil, corev1.EventTypeNormal, api.EventCleanupPluginHealthy, "HealthProbe", "cleanup plugin %s: health probe passes again", plugin)
 		}
 	}
 	wg.Go(func() { health.Watch(ctx, opts.PluginHealthInterval, loader.Pipeline) })

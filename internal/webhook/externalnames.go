@@ -58,12 +58,12 @@ func judgeExternalNames(known map[string]bool, results map[string]error) ([]name
 		err := results[name]
 		if err != nil {
 			failing[name] = true
-			out = append(out, nameEvent{corev1.EventTypeWarning, api.ReasonExternalNameUnresolved, name,
+			out = append(out, nameEvent{corev1.EventTypeWarning, api.EventExternalNameUnresolved, name,
 				eventnote.Shorten(fmt.Sprintf("external name %s does not resolve from this pod: %v", name, err))})
 			continue
 		}
 		if known == nil || known[name] {
-			out = append(out, nameEvent{corev1.EventTypeNormal, api.ReasonExternalNameResolved, name,
+			out = append(out, nameEvent{corev1.EventTypeNormal, api.EventExternalNameResolved, name,
 				fmt.Sprintf("external name %s resolves from this pod", name)})
 		}
 	}

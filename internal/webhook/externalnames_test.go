@@ -105,18 +105,18 @@ func TestExternalNamesRoundEveryPeriod(t *testing.T) {
 		x.round(t.Context())
 		return current
 	}
-	if got := round(); len(got) != 2 || got[0].reason != api.ReasonExternalNameUnresolved || got[0].name != "flaky.example" ||
-		got[1].reason != api.ReasonExternalNameResolved || got[1].name != "up.example" {
+	if got := round(); len(got) != 2 || got[0].reason != api.EventExternalNameUnresolved || got[0].name != "flaky.example" ||
+		got[1].reason != api.EventExternalNameResolved || got[1].name != "up.example" {
 		t.Fatalf("first round: %+v", got)
 	}
 	if v := testutil.ToFloat64(x.unresolved); v != 1 {
 		t.Errorf("unresolved = %v after the first round, want 1", v)
 	}
-	if got := round(); len(got) != 1 || got[0].reason != api.ReasonExternalNameUnresolved {
+	if got := round(); len(got) != 1 || got[0].reason != api.EventExternalNameUnresolved {
 		t.Fatalf("second round, flaky.example still broken: %+v", got)
 	}
 	broken.Store(false)
-	if got := round(); len(got) != 1 || got[0].reason != api.ReasonExternalNameResolved || got[0].name != "flaky.example" {
+	if got := round(); len(got) != 1 || got[0].reason != api.EventExternalNameResolved || got[0].name != "flaky.example" {
 		t.Fatalf("third round, flaky.example back: %+v", got)
 	}
 	if v := testutil.ToFloat64(x.unresolved); v != 0 {

@@ -13,12 +13,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/startuptaint"
 )
-
-// ReasonStartupTaintMissed is recorded on a node that joined without
-// admission's startup taint decision.
-const ReasonStartupTaintMissed = "StartupTaintMissed"
 
 // missedInterval is how often the leader looks for such nodes in its cache.
 const missedInterval = 10 * time.Second
@@ -82,7 +79,7 @@ func (r *missedReporter) scan(told map[string]bool) {
 		told[name] = true
 		r.log.Warn("node joined without the webhook's admission: no startup taint was decided for it (the webhook was down or not called)", "node", name)
 		ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name}
-		r.recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonStartupTaintMissed, "Admission",
+		r.recorder.Eventf(ref, nil, corev1.EventTypeWarning, api.EventStartupTaintMissed, "Admission",
 			"node joined without the webhook's admission (the webhook was down or not called): no startup taint was added, so it was not held for verification unless its creator tainted it")
 	}
 }

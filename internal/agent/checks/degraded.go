@@ -11,13 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
-
-// ReasonDNSBackendDegraded is the reason of the Warning Event an agent
-// records on its node when an endpoint of the cluster DNS failed while
-// others answered: a broken backend elsewhere, not counted against the node.
-const ReasonDNSBackendDegraded = "DNSBackendDegraded"
 
 // degradedFor is how long a backend seen failing counts as degraded
 // without being seen again: a check asks the backends directly only when
@@ -58,7 +54,7 @@ func ReportBackends(cs []Check, r *BackendReport) {
 }
 
 // BackendReport tells of degraded backends once per episode: a Warning
-// Event on the node (ReasonDNSBackendDegraded) and a log line when a
+// Event on the node (api.EventDNSBackendDegraded) and a log line when a
 // backend starts failing while others answer, and the gauge
 // node_check_degraded_backends{check} all along. An episode ends when the
 // backend is seen answering, or is not seen failing for degradedFor.
@@ -152,7 +148,7 @@ func (r *BackendReport) tell(check string, svc ServiceRef, b BackendState) {
 	}
 	note := fmt.Sprintf("%s: endpoint %s of %s%s fails while other endpoints answer (%v); not counted against this node",
 		check, b.Server, svc, where, b.Err)
-	r.recorder.Eventf(ref, corev1.EventTypeWarning, ReasonDNSBackendDegraded, "Check", "%s", eventnote.Shorten(note))
+	r.recorder.Eventf(ref, corev1.EventTypeWarning, api.EventDNSBackendDegraded, "Check", "%s", eventnote.Shorten(note))
 }
 
 // nextDegraded is the set of degraded backends after a run saw seen at

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
@@ -51,7 +52,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 
 	if attempt == 1 {
 		log.Info("node cleanup started", "plugins", pipeline.Names(), "dry_run", pipeline.DryRun())
-		c.event(node, corev1.EventTypeNormal, ReasonCleanupStarted, "Cleanup", "cleanup started: plugins %s%s", strings.Join(pipeline.Names(), ", "), dryRunNote(pipeline))
+		c.event(node, corev1.EventTypeNormal, api.EventCleanupStarted, "Cleanup", "cleanup started: plugins %s%s", strings.Join(pipeline.Names(), ", "), dryRunNote(pipeline))
 	}
 	start := time.Now()
 	// A probe at most healthMaxAge old: at a mass scale-in the receivers are
@@ -75,7 +76,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	}
 	for _, f := range res.OptionalFailures() {
 		log.Warn("optional cleanup plugin failed; continuing", "plugin", f.Name, "result", f.Result, "error", f.Err.Error())
-		c.event(node, corev1.EventTypeWarning, ReasonCleanupPluginFailed, "Cleanup", "optional plugin %s failed (%s), continuing: %s", f.Name, f.Result, f.Err)
+		c.event(node, corev1.EventTypeWarning, api.EventCleanupPluginFailed, "Cleanup", "optional plugin %s failed (%s), continuing: %s", f.Name, f.Result, f.Err)
 	}
 	if res.Err != nil {
 		tried := c.countTry(m, res)
@@ -84,7 +85,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		}
 		retry := c.retryDelay(requeues)
 		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "tried", tried, "retry_in_seconds", retry.Seconds())
-		c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s%s: %s", attempt, retry, c.deadlineNote(m, tried), res.Err)
+		c.event(node, corev1.EventTypeWarning, api.EventCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s%s: %s", attempt, retry, c.deadlineNote(m, tried), res.Err)
 		c.nodes.WithLabelValues("failed").Inc()
 		status.failed(retry)
 		pipeline.Finished(ctx, node, attempt, res.Err)
@@ -104,7 +105,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 	}
 	c.nodes.WithLabelValues("completed").Inc()
 	log.Info("node cleanup completed; finalizer removed", "results", res.Summary(), "duration_seconds", time.Since(start).Seconds())
-	c.event(node, corev1.EventTypeNormal, ReasonCleanupCompleted, "Cleanup", "cleanup completed in %s (%s)%s; finalizer removed", time.Since(start).Round(time.Millisecond), res.Summary(), dryRunNote(pipeline))
+	c.event(node, corev1.EventTypeNormal, api.EventCleanupCompleted, "Cleanup", "cleanup completed in %s (%s)%s; finalizer removed", time.Since(start).Round(time.Millisecond), res.Summary(), dryRunNote(pipeline))
 	pipeline.Finished(ctx, node, attempt, nil)
 	return nil
 }
@@ -118,7 +119,7 @@ func (c *Controller) bypass(ctx context.Context, m *metav1.PartialObjectMetadata
 	if removed {
 		c.nodes.WithLabelValues("skipped").Inc()
 		c.log.Warn("node cleanup skipped by annotation; finalizer removed", "node", m.Name, "uid", string(m.UID), "annotation", c.cfg.SkipAnnotation)
-		c.event(nodeOf(m), corev1.EventTypeWarning, ReasonCleanupSkipped, "Cleanup", "%s=true: finalizer removed without running cleanup plugins", c.cfg.SkipAnnotation)
+		c.event(nodeOf(m), corev1.EventTypeWarning, api.EventCleanupSkipped, "Cleanup", "%s=true: finalizer removed without running cleanup plugins", c.cfg.SkipAnnotation)
 	}
 	return nil
 }

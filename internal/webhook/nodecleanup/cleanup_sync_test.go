@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
@@ -50,7 +51,7 @@ func TestCleanupRunsThePluginsThenRemovesOnlyOurFinalizers(t *testing.T) {
 	if calls := p.calls(); !slices.Equal(calls, []types.UID{n.UID}) {
 		t.Errorf("plugin called for %v, want once for %s", calls, n.UID)
 	}
-	f.expectEvents(ReasonCleanupStarted, ReasonCleanupCompleted)
+	f.expectEvents(api.EventCleanupStarted, api.EventCleanupCompleted)
 	if f.count("completed") != 1 {
 		t.Errorf("completed = %v, want 1", f.count("completed"))
 	}
@@ -72,7 +73,7 @@ func TestCleanupFailureKeepsTheFinalizer(t *testing.T) {
 	if s := f.statusOf("n"); s.Attempt != 1 || s.RetryIn != "1s" || s.Plugins["p"] != "failed: boom" {
 		t.Errorf("status %+v, want attempt 1, retry in 1s, p failed: boom", s)
 	}
-	f.expectEvents(ReasonCleanupStarted, ReasonCleanupFailed)
+	f.expectEvents(api.EventCleanupStarted, api.EventCleanupFailed)
 
 	got, err = f.syncCleanup("n", 1)
 	if err == nil {
@@ -82,7 +83,7 @@ func TestCleanupFailureKeepsTheFinalizer(t *testing.T) {
 	if s := f.statusOf("n"); s.Attempt != 2 || s.RetryIn != "2s" {
 		t.Errorf("status %+v, want attempt 2, retry in 2s", s)
 	}
-	f.expectEvents(ReasonCleanupFailed)
+	f.expectEvents(api.EventCleanupFailed)
 	if f.count("failed") != 2 {
 		t.Errorf("failed = %v, want 2", f.count("failed"))
 	}
@@ -97,7 +98,7 @@ func TestOptionalPluginFailureDoesNotHoldTheNode(t *testing.T) {
 	if fs := f.finalizers("n"); !slices.Equal(fs, []string{"a/b"}) {
 		t.Errorf("finalizers %q, want ours removed", fs)
 	}
-	f.expectEvents(ReasonCleanupStarted, ReasonCleanupPluginFailed, ReasonCleanupCompleted)
+	f.expectEvents(api.EventCleanupStarted, api.EventCleanupPluginFailed, api.EventCleanupCompleted)
 }
 
 // The bypass annotation removes the finalizer without running a plugin.
@@ -113,7 +114,7 @@ func TestSkipAnnotationBypassesTheCleanup(t *testing.T) {
 	if fs := f.finalizers("n"); !slices.Equal(fs, []string{"a/b"}) {
 		t.Errorf("finalizers %q, want ours removed", fs)
 	}
-	f.expectEvents(ReasonCleanupSkipped)
+	f.expectEvents(api.EventCleanupSkipped)
 	if f.count("skipped") != 1 {
 		t.Errorf("skipped = %v, want 1", f.count("skipped"))
 	}
@@ -129,7 +130,7 @@ func TestInvalidConfigurationHoldsTheDeletion(t *testing.T) {
 			t.Fatalf("sync = %v with requests %q, want errHeld and none", err, got)
 		}
 	}
-	if e := f.expectEvents(ReasonCleanupHeld); len(e) == 1 && !strings.Contains(e[0], "bad url") {
+	if e := f.expectEvents(api.EventCleanupHeld); len(e) == 1 && !strings.Contains(e[0], "bad url") {
 		t.Errorf("event %q does not say why", e[0])
 	}
 	if f.count("held") != 1 {
@@ -168,13 +169,13 @@ func TestCleanupDeadlineReleasesAfterRealAttempts(t *testing.T) {
 	if _, err := f.syncCleanup("n", 0); err == nil {
 		t.Fatal("released after one attempt")
 	}
-	f.expectEvents(ReasonCleanupStarted, ReasonCleanupFailed)
+	f.expectEvents(api.EventCleanupStarted, api.EventCleanupFailed)
 	got, err := f.syncCleanup("n", 1)
 	f.expect(got[len(got)-1:], err, "patch nodes n")
 	if fs := f.finalizers("n"); !slices.Equal(fs, []string{"a/b"}) {
 		t.Errorf("finalizers %q, want ours removed past the deadline", fs)
 	}
-	f.expectEvents(ReasonCleanupDeadlineExceeded)
+	f.expectEvents(api.EventCleanupDeadlineExceeded)
 	if f.count("deadline_exceeded") != 1 {
 		t.Errorf("deadline_exceeded = %v, want 1", f.count("deadline_exceeded"))
 	}
@@ -212,13 +213,13 @@ func TestCleanupDeadlineReleasesANodeWhosePluginIsUnhealthy(t *testing.T) {
 			t.Fatalf("released after %d attempts, want 3", attempt+1)
 		}
 	}
-	f.expectEvents(ReasonCleanupStarted, ReasonCleanupFailed, ReasonCleanupFailed)
+	f.expectEvents(api.EventCleanupStarted, api.EventCleanupFailed, api.EventCleanupFailed)
 	got, err := f.syncCleanup("n", 2)
 	f.expect(got[len(got)-1:], err, "patch nodes n")
 	if fs := f.finalizers("n"); !slices.Equal(fs, []string{"a/b"}) {
 		t.Errorf("finalizers %q, want ours removed past the deadline", fs)
 	}
-	notes := f.expectEvents(ReasonCleanupDeadlineExceeded)
+	notes := f.expectEvents(api.EventCleanupDeadlineExceeded)
 	if len(notes) == 1 && !strings.Contains(notes[0], "after 3 attempts that called or probed the critical plugins") {
 		t.Errorf("event %q, want it to say how many attempts asked", notes[0])
 	}
@@ -304,7 +305,7 @@ func TestChangesDuringTheRun(t *testing.T) {
 		if fs := f.finalizers("n"); !slices.Equal(fs, []string{"a/b"}) {
 			t.Errorf("finalizers %q, want ours removed by the bypass", fs)
 		}
-		f.expectEvents(ReasonCleanupStarted, ReasonCleanupSkipped)
+		f.expectEvents(api.EventCleanupStarted, api.EventCleanupSkipped)
 	})
 	t.Run("node re-created", func(t *testing.T) {
 		n := deleting("n")

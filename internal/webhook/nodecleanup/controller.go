@@ -42,21 +42,6 @@ import (
 // NodesResource is what the informer lists and the patches target.
 var NodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
 
-// Event reasons recorded on the Node.
-const (
-	ReasonCleanupStarted      = "CleanupStarted"
-	ReasonCleanupCompleted    = "CleanupCompleted"
-	ReasonCleanupFailed       = "CleanupFailed"
-	ReasonCleanupSkipped      = "CleanupSkipped"
-	ReasonCleanupPluginFailed = "CleanupPluginFailed"
-	// ReasonCleanupDeadlineExceeded: critical plugins still failed past
-	// Config.Deadline and the finalizer was removed anyway.
-	ReasonCleanupDeadlineExceeded = "CleanupDeadlineExceeded"
-	// ReasonCleanupHeld: no valid cleanup configuration; the node's
-	// deletion waits until there is one.
-	ReasonCleanupHeld = "CleanupHeld"
-)
-
 // Config tunes the controller.
 type Config struct {
 	// Finalizer is ours.

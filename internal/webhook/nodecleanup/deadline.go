@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
@@ -127,7 +128,7 @@ func (c *Controller) releaseAfterDeadline(ctx context.Context, m *metav1.Partial
 	c.nodes.WithLabelValues("deadline_exceeded").Inc()
 	log.Warn("cleanup deadline passed with critical plugins failing; finalizer removed anyway",
 		"deadline_seconds", c.cfg.Deadline.Seconds(), "tried", tried, "error", res.Err.Error(), "results", res.Summary())
-	c.event(node, corev1.EventTypeWarning, ReasonCleanupDeadlineExceeded, "Cleanup",
+	c.event(node, corev1.EventTypeWarning, api.EventCleanupDeadlineExceeded, "Cleanup",
 		"cleanup deadline (%s) passed after %d attempts that called or probed the critical plugins; finalizer removed although critical plugins failed: %s", c.cfg.Deadline, tried, res.Err)
 	return nil
 }
@@ -162,7 +163,7 @@ func (c *Controller) hold(m *metav1.PartialObjectMetadata) error {
 		}
 		c.nodes.WithLabelValues("held").Inc()
 		c.log.Error("node deletion held: the cleanup configuration is invalid", "node", m.Name, "uid", string(m.UID), "error", why)
-		c.event(nodeOf(m), corev1.EventTypeWarning, ReasonCleanupHeld, "Cleanup",
+		c.event(nodeOf(m), corev1.EventTypeWarning, api.EventCleanupHeld, "Cleanup",
 			"deletion held: the cleanup configuration is invalid, no plugin runs and the finalizer stays until it is fixed (or %s=true): %s", c.cfg.SkipAnnotation, why)
 	}
 	return errHeld

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // An update the informer delivered between the worker's cache read and its
@@ -65,7 +67,7 @@ func TestEventNoteIsNotAFormat(t *testing.T) {
 	rec := events.NewFakeRecorder(1)
 	c := &Controller{cfg: Config{Recorder: rec}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u1"}}
-	c.event(node, corev1.EventTypeWarning, ReasonCleanupFailed, "Cleanup", "failed: %s", errors.New("DELETE /v1/cluster/a%2Fb"))
+	c.event(node, corev1.EventTypeWarning, api.EventCleanupFailed, "Cleanup", "failed: %s", errors.New("DELETE /v1/cluster/a%2Fb"))
 	if got := <-rec.Events; !strings.Contains(got, "a%2Fb") {
 		t.Errorf("event %q, want the error unchanged", got)
 	}

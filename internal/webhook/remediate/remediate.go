@@ -78,23 +78,6 @@ const ReplacingAnnotation = api.ReplacingAnnotation
 // NodeClaims is Karpenter's NodeClaim API.
 var NodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
 
-// Event reasons, recorded on the Node.
-const (
-	// ReasonUnverified: past the deadline (policy report, dry-run, or a
-	// replacement that is held back).
-	ReasonUnverified = "NodeUnverifiedPastDeadline"
-	// ReasonReplacing: its NodeClaim or the Node was deleted.
-	ReasonReplacing = "NodeReplacing"
-	// ReasonReplaceFailed: the delete failed; tried again next scan.
-	ReasonReplaceFailed = "NodeReplaceFailed"
-	// ReasonPaused: the circuit breaker opened; recorded once on the node
-	// whose replacement it stopped first.
-	ReasonPaused = "RemediationPaused"
-	// ReasonResumed: a new node verified and closed the breaker; recorded on
-	// that node.
-	ReasonResumed = "RemediationResumed"
-)
-
 // Config tunes the controller.
 type Config struct {
 	Policy Policy

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // replace deletes the node's NodeClaim or the Node (or, in dry-run, says
@@ -76,7 +78,7 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 		}
 	}
 	if c.cfg.DryRun {
-		if c.note(n, "dry-run", corev1.EventTypeWarning, ReasonUnverified,
+		if c.note(n, "dry-run", corev1.EventTypeWarning, api.EventNodeUnverifiedPastDeadline,
 			"carries %s for %s, past --unverified-deadline=%s; dry run: would delete %s", taint, age, c.cfg.Deadline, target) {
 			log.Info("dry run: would replace the node", "delete", target)
 			c.actions.WithLabelValues("dry_run", "success").Inc()
@@ -96,7 +98,7 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 	if err := c.delete(ctx, n, claim); err != nil {
 		log.Error("replacing the node failed; judged again next scan", "delete", target, "error", err)
 		c.actions.WithLabelValues(action, "error").Inc()
-		c.note(n, "failed", corev1.EventTypeWarning, ReasonReplaceFailed, "deleting %s failed: %v", target, err)
+		c.note(n, "failed", corev1.EventTypeWarning, api.EventNodeReplaceFailed, "deleting %s failed: %v", target, err)
 		// Even when stopping: a mark without a delete would hold the budget.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -111,7 +113,7 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 		log.Warn("replacing a re-tainted node through its NodeClaim: Karpenter drains it (--remediation-replace-retainted)", "delete", target)
 	}
 	c.actions.WithLabelValues(action, "success").Inc()
-	c.note(n, "replacing", corev1.EventTypeWarning, ReasonReplacing,
+	c.note(n, "replacing", corev1.EventTypeWarning, api.EventNodeReplacing,
 		"carried %s for %s, past --unverified-deadline=%s: deleted %s", taint, age, c.cfg.Deadline, target)
 	return true, ""
 }

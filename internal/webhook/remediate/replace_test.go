@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // The delete is decided on what the API server says right before it, not
@@ -99,7 +101,7 @@ func TestReplaceMarksThenDeletes(t *testing.T) {
 	if got := f.count("delete_node", "success"); got != 1 {
 		t.Errorf("delete_node success = %v, want 1", got)
 	}
-	f.expectEvents(ReasonReplacing)
+	f.expectEvents(api.EventNodeReplacing)
 }
 
 // Mark, delete fails, unmark: a mark without a delete would hold the
@@ -130,7 +132,7 @@ func TestFailedDeleteRemovesTheMark(t *testing.T) {
 	if f.count("delete_node", "error") != 1 || f.count("unmark", "success") != 1 {
 		t.Errorf("delete_node error %v, unmark success %v; want 1 and 1", f.count("delete_node", "error"), f.count("unmark", "success"))
 	}
-	f.expectEvents(ReasonReplaceFailed)
+	f.expectEvents(api.EventNodeReplaceFailed)
 }
 
 // A validly marked node still present (the delete after the mark was lost,
@@ -161,7 +163,7 @@ func TestMarkedNodeIsRetriedAndAnEarlierIncarnationsMarkIsRemoved(t *testing.T) 
 	if f.node("stuck") != nil {
 		t.Error("stalled replacement not retried")
 	}
-	f.expectEvents(ReasonReplacing, ReasonReplacing)
+	f.expectEvents(api.EventNodeReplacing, api.EventNodeReplacing)
 }
 
 // A node that left the unverified set (it verified) loses its mark, and as
@@ -188,7 +190,7 @@ func TestNodeThatVerifiedIsUnmarkedAndClosesTheBreaker(t *testing.T) {
 	if f.c.brks.of("").open {
 		t.Error("breaker still open after a new node verified")
 	}
-	f.expectEvents(ReasonResumed)
+	f.expectEvents(api.EventRemediationResumed)
 }
 
 // A node re-created under the name of one that left keeps its own state:
@@ -213,7 +215,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if f.count("dry_run", "success") != 1 {
 		t.Errorf("dry_run = %v, want 1", f.count("dry_run", "success"))
 	}
-	f.expectEvents(ReasonUnverified)
+	f.expectEvents(api.EventNodeUnverifiedPastDeadline)
 }
 
 // Report tells once per node and reads nothing from the API server.
@@ -225,7 +227,7 @@ func TestReportTellsOnce(t *testing.T) {
 	if f.count("report", "success") != 1 {
 		t.Errorf("report = %v, want 1", f.count("report", "success"))
 	}
-	f.expectEvents(ReasonUnverified)
+	f.expectEvents(api.EventNodeUnverifiedPastDeadline)
 }
 
 // While the API server does not answer nothing is judged; when it answers
@@ -291,7 +293,7 @@ func TestBreakerOpeningIsTold(t *testing.T) {
 	cached := f.cached("a")
 	f.expectActions(f.scan(cached...))
 	got := f.recorded()
-	if len(got) != 2 || !contains([]byte(got[0]), ReasonPaused) || !contains([]byte(got[1]), "circuit breaker is open") {
+	if len(got) != 2 || !contains([]byte(got[0]), api.EventRemediationPaused) || !contains([]byte(got[1]), "circuit breaker is open") {
 		t.Errorf("events %q, want RemediationPaused then the hold", got)
 	}
 	if testutilCircuit(f) != 1 {

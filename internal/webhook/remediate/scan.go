@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
@@ -57,7 +58,7 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 		n := o.Node
 		age := now.Sub(o.Since).Round(time.Second)
 		if c.cfg.Policy == PolicyReport {
-			c.note(n, "report", corev1.EventTypeWarning, ReasonUnverified,
+			c.note(n, "report", corev1.EventTypeWarning, api.EventNodeUnverifiedPastDeadline,
 				"carries %s for %s, past --unverified-deadline=%s; policy report: nothing is done", o.Taint, age, c.cfg.Deadline)
 			continue
 		}
@@ -72,7 +73,7 @@ func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string 
 			}
 			p.Blocked[n.Name] = reason // held on the fresh read
 		}
-		c.note(n, "blocked:"+reason, corev1.EventTypeWarning, ReasonUnverified,
+		c.note(n, "blocked:"+reason, corev1.EventTypeWarning, api.EventNodeUnverifiedPastDeadline,
 			"carries %s for %s, past --unverified-deadline=%s; not replaced: %s", o.Taint, age, c.cfg.Deadline, c.blockedText(reason, p, n))
 	}
 	counted := map[string]int{}
@@ -143,7 +144,7 @@ func (c *Controller) resolveLeavers(ctx context.Context) {
 		if pool := c.pool(n); l.fresh && n.Labels[c.cfg.VerifiedLabel] == "true" && c.brks.of(pool).record(false) {
 			c.log.Info("circuit breaker closed: a new node of the pool verified; replacements in it may resume", "node", n.Name, "pool", pool)
 			if c.cfg.Recorder != nil {
-				c.cfg.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonResumed, "Remediate", "%s",
+				c.cfg.Recorder.Eventf(n, nil, corev1.EventTypeNormal, api.EventRemediationResumed, "Remediate", "%s",
 					eventnote.Shorten("this new node verified: replacing nodes of its pool "+poolName(pool)+" that never verify resumes"))
 			}
 		}

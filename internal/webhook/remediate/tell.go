@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
@@ -51,7 +52,7 @@ func (c *Controller) tellBreakerOpen(p Plan, pool string) {
 	}
 	for _, o := range p.Overdue {
 		if c.pool(o.Node) == pool {
-			c.cfg.Recorder.Eventf(o.Node, nil, corev1.EventTypeWarning, ReasonPaused, "Remediate", "%s",
+			c.cfg.Recorder.Eventf(o.Node, nil, corev1.EventTypeWarning, api.EventRemediationPaused, "Remediate", "%s",
 				eventnote.Shorten("replacing stopped in pool "+poolName(pool)+": "+msg+"; it resumes when a new node of the pool verifies"))
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -84,7 +85,7 @@ func TestRetaintLeaseLeftByAGoneAgent(t *testing.T) {
 		got, err := a.TryMetric("node_ready_retaint_deferred_total", `reason="lease_held"`)
 		return err == nil && got > 0, fmt.Sprintf("node_ready_retaint_deferred_total{reason=\"lease_held\"} = %v (err %v)", got, err)
 	})
-	cp.WaitEvent(t, 10*time.Second, "Node", n.Name, "RetaintDeferred", "")
+	cp.WaitEvent(t, 10*time.Second, "Node", n.Name, api.EventRetaintDeferred, "")
 	if !logContains(a.Process, "another agent holds the re-taint lease") {
 		t.Error("agent did not log that its re-taint waits for the lease")
 	}

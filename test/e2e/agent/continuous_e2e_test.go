@@ -38,7 +38,7 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 	})
 	// Its last writes are done: the Event (sent by a queue of its own) is
 	// there, and the loop says it rests.
-	cp.WaitEvent(t, 10*time.Second, "Node", node.Name, "NodeVerified", "")
+	cp.WaitEvent(t, 10*time.Second, "Node", node.Name, api.EventNodeVerified, "")
 	harness.Eventually(t, 10*time.Second, "the agent says it rests", func() (bool, string) {
 		return logContains(a.Process, "bootstrap-only, so no more rounds"), a.Tail(5)
 	})

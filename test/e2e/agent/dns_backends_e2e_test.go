@@ -13,7 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -60,7 +60,7 @@ func TestDNSBackendElsewhereIsNoNodesFault(t *testing.T) {
 
 	breakDNS(t, brokenResolv)
 	cp.WaitNode(t, broken.Name, 60*time.Second, "re-tainted", func(n *corev1.Node) bool { return hasTaint(n, unhealthyTaint) })
-	cp.WaitEvent(t, 10*time.Second, "Node", broken.Name, "NodeRetainted", "")
+	cp.WaitEvent(t, 10*time.Second, "Node", broken.Name, api.EventNodeRetainted, "")
 	if got := brokenAgent.Metric(t, "node_check_failures_total", `check="dns"`); got < 3 {
 		t.Errorf("broken node: %v failed dns rounds, want at least 3", got)
 	}
@@ -85,16 +85,16 @@ func TestDNSBackendElsewhereIsNoNodesFault(t *testing.T) {
 		if got := a.Metric(t, "node_ready_taint_operations_total", `operation="add"`); got != 0 {
 			t.Errorf("healthy node %s: %v re-taints", name, got)
 		}
-		for _, reason := range []string{"RetaintSuppressed", "NodeRetainted"} {
+		for _, reason := range []string{api.EventRetaintSuppressed, api.EventNodeRetainted} {
 			if notes := cp.EventNotes(t, "Node", name, reason); len(notes) > 0 {
 				t.Errorf("healthy node %s: %s %q", name, reason, notes)
 			}
 		}
-		cp.WaitEvent(t, 30*time.Second, "Node", name, checks.ReasonDNSBackendDegraded, d.Broken+":53")
+		cp.WaitEvent(t, 30*time.Second, "Node", name, api.EventDNSBackendDegraded, d.Broken+":53")
 		if got := a.Metric(t, "node_check_degraded_backends", `check="dns"`); got != 1 {
 			t.Errorf("healthy node %s: node_check_degraded_backends{check=\"dns\"} = %v, want 1", name, got)
 		}
-		for _, note := range cp.EventNotes(t, "Node", name, checks.ReasonDNSBackendDegraded) {
+		for _, note := range cp.EventNotes(t, "Node", name, api.EventDNSBackendDegraded) {
 			if strings.Contains(note, d.Healthy+":53") {
 				t.Errorf("healthy node %s: the healthy endpoint told as degraded: %q", name, note)
 			}

@@ -100,7 +100,7 @@ func TestObserveRecordsWhatEnforceDoes(t *testing.T) {
 					got.held = append(got.held, role)
 				case api.ReasonWouldRetaint:
 					got.retainted = append(got.retainted, role)
-					cp.WaitEvent(t, 5*time.Second, "Node", name, "NodeWouldBeRetainted", "")
+					cp.WaitEvent(t, 5*time.Second, "Node", name, api.EventNodeWouldBeRetainted, "")
 				}
 				if want := metricsserver.Bool(reason == api.ReasonWouldHold || reason == api.ReasonWouldRetaint); a.Metric(t, "node_ready_would_be_tainted") != want {
 					t.Errorf("observe: node_ready_would_be_tainted on %s = %v, want %v (condition %s)", name, a.Metric(t, "node_ready_would_be_tainted"), want, reason)

@@ -80,7 +80,7 @@ func TestPreviousKeysNeverStrandANode(t *testing.T) {
 	if !slices.Equal(n.Spec.Taints, []corev1.Taint{other}) {
 		t.Errorf("taints after verification %v, want only %v", n.Spec.Taints, other)
 	}
-	cp.WaitEvent(t, 10*time.Second, "Node", created.Name, "NodeVerified", api.StartupTaintKey+" removed")
+	cp.WaitEvent(t, 10*time.Second, "Node", created.Name, api.EventNodeVerified, api.StartupTaintKey+" removed")
 	cp.WaitNode(t, retainted.Name, 30*time.Second, "recovered, the seed unhealthy taint removed", untainted)
 
 	err = patch(created.Name, jsonpatch.Test("/spec/taints", []corev1.Taint{other}), jsonpatch.Add("/spec/taints/-", seedUnhealthy))

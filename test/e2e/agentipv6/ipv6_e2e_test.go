@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/e2e/agentkit"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -85,7 +86,7 @@ func TestBrokenNodeRetaintedOnIPv6(t *testing.T) {
 	kit.CP.WaitNode(t, node.Name, 20*time.Second, "re-tainted as unhealthy", func(n *corev1.Node) bool {
 		return agentkit.HasTaint(n, agentkit.UnhealthyTaint) && n.Labels["node-ready/verified"] == "false"
 	})
-	kit.CP.WaitEvent(t, 5*time.Second, "Node", node.Name, "NodeRetainted", "")
+	kit.CP.WaitEvent(t, 5*time.Second, "Node", node.Name, api.EventNodeRetainted, "")
 	if text := a.LogT(t); !strings.Contains(text, "["+dead+"]:53") {
 		t.Errorf("the agent's log does not name the dead IPv6 resolver [%s]:53:\n%s", dead, a.Tail(20))
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -24,7 +25,7 @@ func (k Kit) ThreeNodesVerifiedWithEventsAndMetrics(t *testing.T, prefix string)
 	for _, a := range agents {
 		n := a.Node
 		k.CP.WaitNode(t, n.Name, 20*time.Second, "verified", Verified)
-		k.CP.WaitEvent(t, 10*time.Second, "Node", n.Name, "NodeVerified", "")
+		k.CP.WaitEvent(t, 10*time.Second, "Node", n.Name, api.EventNodeVerified, "")
 	}
 
 	a := agents[0]
@@ -119,7 +120,7 @@ func (k Kit) RetaintWithinFleetBudgetAndRecovery(t *testing.T, prefix string) {
 	for _, n := range nodes {
 		node := k.CP.GetNode(t, n.Name)
 		if Tainted(node) {
-			k.CP.WaitEvent(t, 5*time.Second, "Node", n.Name, "NodeRetainted", "")
+			k.CP.WaitEvent(t, 5*time.Second, "Node", n.Name, api.EventNodeRetainted, "")
 			if node.Labels["node-ready/verified"] != "false" {
 				t.Errorf("re-tainted node %s has verified=%q", n.Name, node.Labels["node-ready/verified"])
 			}
@@ -130,7 +131,7 @@ func (k Kit) RetaintWithinFleetBudgetAndRecovery(t *testing.T, prefix string) {
 			}
 			continue
 		}
-		k.CP.WaitEvent(t, 5*time.Second, "Node", n.Name, "RetaintSuppressed", "")
+		k.CP.WaitEvent(t, 5*time.Second, "Node", n.Name, api.EventRetaintSuppressed, "")
 		suppressed++
 	}
 	if suppressed != 2 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/hack/manifestgen"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 	cleanupplugins "github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
@@ -89,6 +91,17 @@ func TestAlertRules(t *testing.T) {
 		"--set", "monitoring.prometheusRule.enabled=true", "--show-only", "templates/prometheusrule.yaml")
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	// The Events an alert tells the reader to look at exist: each name is
+	// one the binaries record.
+	named := regexp.MustCompile(`\b([A-Z][a-z]+[A-Z][A-Za-z]+) Events?\b`).FindAllStringSubmatch(out, -1)
+	if len(named) < 5 {
+		t.Errorf("the alerts name %d Events, want the 5 or more they named when this test was written", len(named))
+	}
+	for _, m := range named {
+		if !slices.Contains(api.EventReasons(), m[1]) {
+			t.Errorf("an alert names the %s Event, which no binary records (internal/api/events.go)", m[1])
+		}
 	}
 	var rule struct {
 		Spec map[string]any `json:"spec"`

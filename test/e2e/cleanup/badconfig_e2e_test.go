@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -76,7 +77,7 @@ func TestInvalidConfigAtStartHoldsDeletionsOnly(t *testing.T) {
 	// A deletion is held, and says why.
 	px.set(admitted, pxOK)
 	cp.KubectlT(t, "", "delete", "node", admitted, "--wait=false")
-	e.waitEvent(t, admitted, "CleanupHeld", "plugins.portworx")
+	e.waitEvent(t, admitted, api.EventCleanupHeld, "plugins.portworx")
 	if n, err := cp.Client.CoreV1().Nodes().Get(ctx, admitted, metav1.GetOptions{}); err != nil || !slices.Contains(n.Finalizers, fin) {
 		t.Fatalf("node %s after CleanupHeld: %v, want it held by %s", admitted, err, fin)
 	}
@@ -95,7 +96,7 @@ func TestInvalidConfigAtStartHoldsDeletionsOnly(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "degraded: cleanup configuration invalid") || !strings.Contains(string(body), "tokenFile") {
 		t.Errorf("/readyz = %d %q, want 200 naming the invalid configuration", resp.StatusCode, body)
 	}
-	cp.WaitEvent(t, 10*time.Second, "Pod", pod, "CleanupConfigInvalid", "node deletions are held")
+	cp.WaitEvent(t, 10*time.Second, "Pod", pod, api.EventCleanupConfigInvalid, "node deletions are held")
 	if calls := px.callsFor(admitted); len(calls) != 0 {
 		t.Errorf("portworx called %d times without a valid configuration", len(calls))
 	}

@@ -173,8 +173,8 @@ func TestCleanup(t *testing.T) {
 			}
 			last = i
 		}
-		e.waitEvent(t, name, "CleanupStarted", "")
-		e.waitEvent(t, name, "CleanupCompleted", "")
+		e.waitEvent(t, name, api.EventCleanupStarted, "")
+		e.waitEvent(t, name, api.EventCleanupCompleted, "")
 		if got := e.leader(t).Metric(t, "node_cleanup_operations_total", `plugin="portworx"`, `result="success"`); got < 1 {
 			t.Errorf("node_cleanup_operations_total{plugin=portworx,result=success} = %v", got)
 		}
@@ -226,10 +226,10 @@ func TestCleanup(t *testing.T) {
 		}
 		// Repeated failures are one Event series (events.k8s.io aggregates
 		// Events that differ only in their note).
-		e.waitEvent(t, name, "CleanupFailed", "attempt 1 failed, finalizer kept, retrying in 200ms: portworx: portworx: remove node stuck-1 (id px-stuck-1): HTTP 500")
+		e.waitEvent(t, name, api.EventCleanupFailed, "attempt 1 failed, finalizer kept, retrying in 200ms: portworx: portworx: remove node stuck-1 (id px-stuck-1): HTTP 500")
 		harness.WaitFor(t, 10*time.Second, "the CleanupFailed series to count a second failure", func() bool {
 			return slices.ContainsFunc(cp.Events(t, "Node", name), func(ev eventsv1.Event) bool {
-				return ev.Reason == "CleanupFailed" && ev.Series != nil && ev.Series.Count >= 2
+				return ev.Reason == api.EventCleanupFailed && ev.Series != nil && ev.Series.Count >= 2
 			})
 		})
 		// The delay doubles per failure (200ms base in this test).
@@ -248,7 +248,7 @@ func TestCleanup(t *testing.T) {
 		if calls[len(calls)-1].status != 200 {
 			t.Errorf("node gone but the last portworx call answered %d", calls[len(calls)-1].status)
 		}
-		e.waitEvent(t, name, "CleanupCompleted", "")
+		e.waitEvent(t, name, api.EventCleanupCompleted, "")
 	})
 
 	t.Run("an optional plugin failing does not keep the node", func(t *testing.T) {
@@ -259,8 +259,8 @@ func TestCleanup(t *testing.T) {
 		e.createNode(t, name)
 		cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
 		e.waitGone(t, name, 30*time.Second)
-		e.waitEvent(t, name, "CleanupPluginFailed", "optional plugin notify failed")
-		e.waitEvent(t, name, "CleanupCompleted", "notify=failure")
+		e.waitEvent(t, name, api.EventCleanupPluginFailed, "optional plugin notify failed")
+		e.waitEvent(t, name, api.EventCleanupCompleted, "notify=failure")
 	})
 
 	t.Run("a critical notify plugin holds the node until its start message is delivered", func(t *testing.T) {
@@ -297,7 +297,7 @@ func TestCleanup(t *testing.T) {
 		waitArrived(t, e.px, name)
 		cp.KubectlT(t, "", "annotate", "node", name, skipAnnot+"=true")
 		e.waitGone(t, name, 10*time.Second)
-		e.waitEvent(t, name, "CleanupSkipped", skipAnnot+"=true")
+		e.waitEvent(t, name, api.EventCleanupSkipped, skipAnnot+"=true")
 		if calls := e.px.callsFor(name); len(calls) != 1 || calls[0].status != 0 {
 			t.Errorf("portworx calls %+v, want the hanging one abandoned by the bypass", calls)
 		}
@@ -318,7 +318,7 @@ func TestCleanup(t *testing.T) {
 		if calls := e.px.callsFor(name); len(calls) != 0 {
 			t.Errorf("dry run called portworx: %+v", calls)
 		}
-		e.waitEvent(t, name, "CleanupCompleted", "dry run")
+		e.waitEvent(t, name, api.EventCleanupCompleted, "dry run")
 		if logLine(e.leader(t).LogT(t), `"msg":"dry run: would delete volumeattachment"`, `"node":"dry-1"`, `"volumeattachment":"va-dry-1"`) < 0 {
 			t.Errorf("no dry-run report for the volumeattachment in the leader's log")
 		}
@@ -332,7 +332,7 @@ func TestCleanup(t *testing.T) {
 				return strings.Contains(p.LogT(t), `"msg":"configuration reload failed; keeping the previous configuration"`)
 			})
 		}
-		cp.WaitEvent(t, 10*time.Second, "Pod", "webhook-a", "CleanupConfigInvalid", "plugins.portworx.timeout")
+		cp.WaitEvent(t, 10*time.Second, "Pod", "webhook-a", api.EventCleanupConfigInvalid, "plugins.portworx.timeout")
 		// The previous configuration (portworx enabled) keeps running.
 		const name = "after-invalid"
 		e.px.set(name, pxOK)

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -47,7 +48,7 @@ func TestCleanupDeadline(t *testing.T) {
 	if took < deadline-time.Second || took > deadline+1500*time.Millisecond {
 		t.Errorf("node gone %s after deletion, want about the %s deadline", took.Round(100*time.Millisecond), deadline)
 	}
-	e.waitEvent(t, name, "CleanupDeadlineExceeded", "finalizer removed although critical plugins failed: portworx")
+	e.waitEvent(t, name, api.EventCleanupDeadlineExceeded, "finalizer removed although critical plugins failed: portworx")
 	if got := w.Metric(t, "node_cleanup_nodes_total", `result="deadline_exceeded"`); got != 1 {
 		t.Errorf("node_cleanup_nodes_total{result=deadline_exceeded} = %v, want 1", got)
 	}
@@ -117,7 +118,7 @@ func TestCleanupDeadlineCountsRealAttempts(t *testing.T) {
 	e.leader(t)
 
 	e.waitGone(t, name, 30*time.Second)
-	e.waitEvent(t, name, "CleanupDeadlineExceeded", fmt.Sprintf("passed after %d attempts that called or probed the critical plugins", outageMinTries))
+	e.waitEvent(t, name, api.EventCleanupDeadlineExceeded, fmt.Sprintf("passed after %d attempts that called or probed the critical plugins", outageMinTries))
 	// The first attempts past the deadline kept the node: the webhook's own
 	// account of each attempt, in order.
 	log := w.LogT(t)
@@ -187,7 +188,7 @@ func TestCleanupDeadlineWithAnUnhealthyHook(t *testing.T) {
 	if took < deadline-time.Second || took > bound {
 		t.Errorf("node gone %s after deletion, want within %s (deadline %s)", took.Round(100*time.Millisecond), bound, deadline)
 	}
-	e.waitEvent(t, name, "CleanupDeadlineExceeded", "attempts that called or probed the critical plugins; finalizer removed although critical plugins failed: hook: health probe failed")
+	e.waitEvent(t, name, api.EventCleanupDeadlineExceeded, "attempts that called or probed the critical plugins; finalizer removed although critical plugins failed: hook: health probe failed")
 	if got := w.Metric(t, "node_cleanup_nodes_total", `result="deadline_exceeded"`); got != 1 {
 		t.Errorf("node_cleanup_nodes_total{result=deadline_exceeded} = %v, want 1", got)
 	}

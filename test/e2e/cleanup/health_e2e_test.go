@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -99,7 +100,7 @@ func TestPluginHealth(t *testing.T) {
 	})
 	podEvents := func(reason string) []string { return cp.EventNotes(t, "Pod", pod, reason) }
 	harness.WaitFor(t, 20*time.Second, "a CleanupPluginUnhealthy Event on the webhook's Pod", func() bool {
-		return slices.ContainsFunc(podEvents("CleanupPluginUnhealthy"), func(n string) bool {
+		return slices.ContainsFunc(podEvents(api.EventCleanupPluginUnhealthy), func(n string) bool {
 			return strings.Contains(n, "cleanup plugin hook: health probe failed: ") && strings.Contains(n, "answered HTTP 503")
 		})
 	})
@@ -136,13 +137,13 @@ func TestPluginHealth(t *testing.T) {
 		_, probes := rcv.state()
 		return probes >= 4
 	})
-	if n := len(podEvents("CleanupPluginUnhealthy")); n != 1 {
+	if n := len(podEvents(api.EventCleanupPluginUnhealthy)); n != 1 {
 		t.Errorf("%d CleanupPluginUnhealthy Events, want 1 (one per change, not per probe)", n)
 	}
 
 	rcv.set(false, false)
 	e.waitGone(t, name, 30*time.Second)
-	harness.WaitFor(t, 20*time.Second, "a CleanupPluginHealthy Event", func() bool { return len(podEvents("CleanupPluginHealthy")) == 1 })
+	harness.WaitFor(t, 20*time.Second, "a CleanupPluginHealthy Event", func() bool { return len(podEvents(api.EventCleanupPluginHealthy)) == 1 })
 	if v := w.Metric(t, "node_cleanup_plugin_healthy", `plugin="hook"`); v != 1 {
 		t.Errorf("node_cleanup_plugin_healthy{hook} = %v after recovery, want 1", v)
 	}

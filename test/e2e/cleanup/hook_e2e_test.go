@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -167,7 +168,7 @@ func TestHookAndNotifyDoNotFollowRedirectsAway(t *testing.T) {
 	const name = "redirected-1"
 	e.createNode(t, name)
 	cp.KubectlT(t, "", "delete", "node", name, "--wait=false")
-	e.waitEvent(t, name, "CleanupFailed", "HTTP 307, a redirect, not followed")
+	e.waitEvent(t, name, api.EventCleanupFailed, "HTTP 307, a redirect, not followed")
 	if got := away.got(); len(got) > 0 {
 		t.Errorf("the other address got %d requests meant for the configured receivers: %q", len(got), got)
 	}

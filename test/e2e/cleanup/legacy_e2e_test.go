@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -58,5 +59,5 @@ func TestLegacyFinalizerIsNotStranded(t *testing.T) {
 		return slices.Equal(n.Finalizers, []string{"example.com/keep"})
 	})
 	e := &env{cp: cp, procs: []*harness.Daemon{w}}
-	e.waitEvent(t, "legacy-deleted", "CleanupCompleted", "finalizer removed")
+	e.waitEvent(t, "legacy-deleted", api.EventCleanupCompleted, "finalizer removed")
 }

@@ -13,7 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -74,9 +74,9 @@ func TestLocalVolumesOfALiveNodeWithTheSameHostname(t *testing.T) {
 		t.Errorf("claim apps/%s of the live node's volume was deleted: %v", sharedClaim, err)
 	}
 	// The plugin's result says so, and the deletion was not held for it.
-	e.waitEvent(t, "lv-old", "CleanupCompleted", "local-volumes=skipped")
-	e.waitEvent(t, "lv-alone", "CleanupCompleted", "local-volumes=success")
-	e.waitEvent(t, "lv-old", plugins.ReasonLocalVolumesHostnameShared, "left persistentvolumes "+shared+" alone: they are pinned to hostname lv-shared, which live node lv-new also carries")
+	e.waitEvent(t, "lv-old", api.EventCleanupCompleted, "local-volumes=skipped")
+	e.waitEvent(t, "lv-alone", api.EventCleanupCompleted, "local-volumes=success")
+	e.waitEvent(t, "lv-old", api.EventLocalVolumesHostnameShared, "left persistentvolumes "+shared+" alone: they are pinned to hostname lv-shared, which live node lv-new also carries")
 	if logLine(w.LogT(t), `"msg":"local persistentvolumes left alone: another live node carries the hostname they are pinned to"`, `"node":"lv-old"`) < 0 {
 		t.Errorf("no log line saying lv-old's volumes were left alone")
 	}

@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -101,7 +102,7 @@ func TestCleanupResumesAfterAPIServerOutage(t *testing.T) {
 	if e.px.enumerated() <= runsDuringOutage {
 		t.Errorf("portworx enumerated %d times, %d before the API server came back: the pipeline did not run again", e.px.enumerated(), runsDuringOutage)
 	}
-	e.waitEvent(t, name, "CleanupCompleted", "portworx=success")
+	e.waitEvent(t, name, api.EventCleanupCompleted, "portworx=success")
 	log := w.LogT(t)
 	if logLine(log, `"msg":"node not in the portworx cluster; nothing to decommission"`, `"node":"`+name+`"`) < 0 {
 		t.Errorf("no re-run of the portworx plugin that found the node already decommissioned")

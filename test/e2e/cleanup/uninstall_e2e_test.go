@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -135,7 +136,7 @@ func TestRemoveFinalizersWaitsAndReports(t *testing.T) {
 		close(px.release) // the slow receiver answers: the webhook finishes
 		text := finished(t, out, done)
 		e.waitGone(t, slow, 10*time.Second)
-		e.waitEvent(t, slow, "CleanupCompleted", "portworx=success")
+		e.waitEvent(t, slow, api.EventCleanupCompleted, "portworx=success")
 		if strings.Contains(text, "removed the finalizer from node "+slow) {
 			t.Errorf("remove-finalizers stripped %s, whose cleanup finished within the wait:\n%s", slow, text)
 		}

@@ -74,8 +74,8 @@ func TestRebootReverify(t *testing.T) {
 		if cond.Reason != api.ReasonRebooted || !slices.Contains(m.Failing, "dns") || m.Boot != oldBoot {
 			t.Errorf("condition %s %q: want %s naming dns, the boot verified under still %s", cond.Reason, cond.Message, api.ReasonRebooted, oldBoot)
 		}
-		if notes := c.EventNotes(t, "Node", victim.Name, agent.ReasonRebootHeld); len(notes) == 0 {
-			t.Errorf("no %s Event", agent.ReasonRebootHeld)
+		if notes := c.EventNotes(t, "Node", victim.Name, api.EventNodeHeldAfterReboot); len(notes) == 0 {
+			t.Errorf("no %s Event", api.EventNodeHeldAfterReboot)
 		}
 		taints.assertNoRetaint(t, mark, victim.Name)
 		if got := log.retainted(); got {

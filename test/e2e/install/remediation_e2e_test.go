@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -92,12 +93,12 @@ func testReplaceNeverVerifying(t *testing.T) {
 		t.Logf("stop %s: %v", n.Name, err)
 	}
 	stopped = true
-	for _, reason := range []string{"NodeReplacing", "CleanupCompleted"} {
+	for _, reason := range []string{api.EventNodeReplacing, api.EventCleanupCompleted} {
 		events := c.KubectlOK(t, "", "get", "events", "-A", "--field-selector", "reason="+reason+",involvedObject.name="+n.Name, "-o", "jsonpath={.items[*].message}")
 		if strings.TrimSpace(events) == "" {
 			t.Errorf("no %s Event for %s", reason, n.Name)
 		}
-		if reason == "NodeReplacing" && !strings.Contains(events, "deleted Node "+n.Name) {
+		if reason == api.EventNodeReplacing && !strings.Contains(events, "deleted Node "+n.Name) {
 			t.Errorf("NodeReplacing Event of %s says %q, want the Node deleted", n.Name, events)
 		}
 	}

@@ -150,7 +150,7 @@ func deleteNode(t *testing.T, c *harness.Cluster) {
 	c.WaitNodeGone(t, victim.Name, time.Minute)
 	// The Event is written before the finalizer is removed, by a recorder
 	// that sends it in the background.
-	c.WaitEvent(t, 30*time.Second, "Node", victim.Name, "CleanupCompleted", "")
+	c.WaitEvent(t, 30*time.Second, "Node", victim.Name, api.EventCleanupCompleted, "")
 }
 
 func realNodeNames(c *harness.Cluster) []string {

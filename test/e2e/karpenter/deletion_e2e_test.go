@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook/nodecleanup"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -126,8 +126,8 @@ func (e *env) testDeleteHeld(t *testing.T) {
 	if limit := cleanupDeadline + 10*time.Second; held > limit {
 		t.Errorf("node %s held %s, past --cleanup-deadline=%s by more than a retry", node, held, cleanupDeadline)
 	}
-	if len(e.cp.EventNotes(t, "Node", node, nodecleanup.ReasonCleanupDeadlineExceeded)) == 0 {
-		t.Errorf("no %s Event on %s", nodecleanup.ReasonCleanupDeadlineExceeded, node)
+	if len(e.cp.EventNotes(t, "Node", node, api.EventCleanupDeadlineExceeded)) == 0 {
+		t.Errorf("no %s Event on %s", api.EventCleanupDeadlineExceeded, node)
 	}
 	t.Logf("figure: consolidation with a failing critical plugin: Node held %s (--cleanup-deadline=%s, %d hook attempts)", r(held), cleanupDeadline, len(calls))
 }

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -69,7 +68,7 @@ func (e *env) testRepair(t *testing.T) {
 		return e.w.Metric(t, "node_remediation_actions_total", `action="delete_nodeclaim"`, `result="success"`) > replaced, ""
 	})
 	replacedAfter := time.Since(failedAt)
-	e.cp.WaitEvent(t, 10*time.Second, "Node", node, remediate.ReasonReplacing, "")
+	e.cp.WaitEvent(t, 10*time.Second, "Node", node, api.EventNodeReplacing, "")
 	e.cp.WaitNodeGone(t, node, time.Minute)
 	if got := e.w.Metric(t, "node_remediation_actions_total", `action="delete_nodeclaim"`, `result="success"`) - replaced; got != 1 {
 		t.Errorf("our remediation deleted %v NodeClaims, want 1", got)

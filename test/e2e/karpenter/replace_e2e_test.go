@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -43,7 +43,7 @@ func (e *env) testReplace(t *testing.T) {
 		}
 	}
 	kept := claimProviderNode(alive[0])
-	e.cp.WaitEvent(t, 10*time.Second, "Node", kept, remediate.ReasonPaused, "")
+	e.cp.WaitEvent(t, 10*time.Second, "Node", kept, api.EventRemediationPaused, "")
 	// Open, it stays open: ten more scans, and no NodeClaim deleted or made.
 	e.wb.WaitCounter(t, harness.Counter{Name: "node_remediation_scans_total", Match: []string{`result="ok"`}}, 10,
 		"scans with the breaker open", func() (bool, string) {

@@ -187,7 +187,7 @@ func TestCleanupWithTheRealWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node %s still there 20 s after cleanup skip --yes", name)
 	}
-	cp.WaitEvent(t, 15*time.Second, "Node", name, "CleanupSkipped", "")
+	cp.WaitEvent(t, 15*time.Second, "Node", name, api.EventCleanupSkipped, "")
 	for _, code := range rcv.answered(name) {
 		if code != http.StatusInternalServerError {
 			t.Errorf("the hook was answered %d for %s: the cleanup was to fail throughout", code, name)

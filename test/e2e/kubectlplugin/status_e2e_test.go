@@ -77,12 +77,12 @@ func TestStatusAndWhy(t *testing.T) {
 	}
 	cp.WaitNode(t, verified.Name, 20*time.Second, "verified", isVerified)
 	cp.WaitNode(t, broken.Name, 20*time.Second, "verified", isVerified)
-	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, "NodeVerified", "")
+	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, api.EventNodeVerified, "")
 	healthy.Store(false)
 	cp.WaitNode(t, broken.Name, 20*time.Second, "re-tainted", func(n *corev1.Node) bool {
 		return hasTaint(n, harness.UnhealthyTaint.Key) && n.Labels[api.VerifiedLabel] == "false"
 	})
-	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, "NodeRetainted", "")
+	cp.WaitEvent(t, 15*time.Second, "Node", broken.Name, api.EventNodeRetainted, "")
 	cp.WaitNode(t, failing.Name, 20*time.Second, "dns failing in the condition", func(n *corev1.Node) bool {
 		c := condition(n)
 		if c == nil {
@@ -200,11 +200,11 @@ func TestStatusAndWhy(t *testing.T) {
 				t.Errorf("why kp-broken does not match %s:\n%s", re, out)
 			}
 		}
-		if v, r := strings.Index(out, "NodeVerified"), strings.Index(out, "NodeRetainted"); v < 0 || r < v {
+		if v, r := strings.Index(out, api.EventNodeVerified), strings.Index(out, api.EventNodeRetainted); v < 0 || r < v {
 			t.Errorf("Events not oldest first, newest last:\n%s", out)
 		}
-		if limited := plugin(t, "why", "kp-broken", "--events=1").stdout; !strings.Contains(limited, "NodeRetainted") ||
-			strings.Contains(limited, "NodeVerified") || !strings.Contains(limited, "; the last 1 of ") {
+		if limited := plugin(t, "why", "kp-broken", "--events=1").stdout; !strings.Contains(limited, api.EventNodeRetainted) ||
+			strings.Contains(limited, api.EventNodeVerified) || !strings.Contains(limited, "; the last 1 of ") {
 			t.Errorf("--events=1 shows not just the newest:\n%s", limited)
 		}
 	})

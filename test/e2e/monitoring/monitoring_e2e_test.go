@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -606,7 +607,7 @@ func (e *env) testRetainted(t *testing.T) {
 		return len(now) == 1, fmt.Sprintf("re-tainted: %v", now)
 	})
 	harness.Eventually(t, 60*time.Second, "NodeRetainted firing for "+retainted, func() (bool, string) {
-		firing := e.alerts(t, "NodeRetainted", "firing")
+		firing := e.alerts(t, api.EventNodeRetainted, "firing")
 		for _, a := range firing {
 			if a.Labels["node"] == retainted {
 				return true, ""
@@ -629,7 +630,7 @@ func (e *env) testRetainted(t *testing.T) {
 		}
 		return false, fmt.Sprintf("firing: %v", firing)
 	})
-	for _, a := range e.alerts(t, "NodeRetainted", "firing") {
+	for _, a := range e.alerts(t, api.EventNodeRetainted, "firing") {
 		if a.Labels["node"] != retainted {
 			t.Errorf("NodeRetainted fired for %s, which was never re-tainted (the budget holds all but %s)", a.Labels["node"], retainted)
 		}

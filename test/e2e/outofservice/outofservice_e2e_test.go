@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup/plugins"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -104,7 +105,7 @@ func TestOutOfServiceDetachesAtOnce(t *testing.T) {
 
 	// The live node's cleanup ended (the plugin waited 2m, then skipped)
 	// and it was never tainted: the positive signal is the Event.
-	c.WaitEvent(t, 3*time.Minute, "Node", live.Name, "CleanupCompleted", "out-of-service=skipped")
+	c.WaitEvent(t, 3*time.Minute, "Node", live.Name, api.EventCleanupCompleted, "out-of-service=skipped")
 	t.Logf("figure: live node: deleted -> cleanup completed with out-of-service skipped %s", time.Since(liveDeleted).Round(time.Second))
 	if taintSeen(w.LogT(t), live.Name) {
 		t.Errorf("node %s, whose kubelet answered, was tainted out of service", live.Name)

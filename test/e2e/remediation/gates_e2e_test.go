@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -263,9 +264,9 @@ func TestCircuitBreaker(t *testing.T) {
 		}
 		return true, ""
 	})
-	paused := len(e.events(t, "never-2", remediate.ReasonPaused)) + len(e.events(t, "never-3", remediate.ReasonPaused))
+	paused := len(e.events(t, "never-2", api.EventRemediationPaused)) + len(e.events(t, "never-3", api.EventRemediationPaused))
 	if paused != 1 {
-		t.Errorf("%d %s Events, want 1 (said once)", paused, remediate.ReasonPaused)
+		t.Errorf("%d %s Events, want 1 (said once)", paused, api.EventRemediationPaused)
 	}
 	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="circuit_breaker"`); got != 2 {
 		t.Errorf("blocked{circuit_breaker} = %v, want 2", got)
@@ -278,7 +279,7 @@ func TestCircuitBreaker(t *testing.T) {
 	e.node(t, "healthy", harness.NodeOptions{})
 	e.scanned(t, 2, "the new node was seen unverified", nil)
 	e.verify(t, "healthy")
-	e.waitEvent(t, "healthy", remediate.ReasonResumed, "resumes")
+	e.waitEvent(t, "healthy", api.EventRemediationResumed, "resumes")
 	for _, n := range []string{"never-2", "never-3"} {
 		harness.WaitFor(t, 30*time.Second, n+" replaced after the breaker closed", func() bool { return !e.exists(t, n) })
 	}

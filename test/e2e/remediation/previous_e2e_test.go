@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -24,7 +23,7 @@ func TestPreviousKeysAreUnverified(t *testing.T) {
 	e.node(t, "seed-unhealthy", harness.NodeOptions{NoStartupTaint: true, ExtraTaints: []corev1.Taint{seedUnhealthy},
 		Labels: map[string]string{api.VerifiedLabel: "false"}})
 	e.node(t, "user-key", harness.NodeOptions{NoStartupTaint: true, ExtraTaints: []corev1.Taint{old}})
-	e.waitEvent(t, "seed-startup", remediate.ReasonUnverified, "carries "+api.StartupTaintKey+" for")
-	e.waitEvent(t, "seed-unhealthy", remediate.ReasonUnverified, "carries "+api.UnhealthyTaintKey+" for")
-	e.waitEvent(t, "user-key", remediate.ReasonUnverified, "carries example.com/old for")
+	e.waitEvent(t, "seed-startup", api.EventNodeUnverifiedPastDeadline, "carries "+api.StartupTaintKey+" for")
+	e.waitEvent(t, "seed-unhealthy", api.EventNodeUnverifiedPastDeadline, "carries "+api.UnhealthyTaintKey+" for")
+	e.waitEvent(t, "user-key", api.EventNodeUnverifiedPastDeadline, "carries example.com/old for")
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -175,8 +176,8 @@ func TestReport(t *testing.T) {
 	e.node(t, "fine", harness.NodeOptions{NoStartupTaint: true, Labels: map[string]string{"node-ready/verified": "true"}})
 	e.node(t, "no-agent", harness.NodeOptions{NoStartupTaint: true})
 
-	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "carries "+harness.StartupTaint.Key+" for")
-	e.waitEvent(t, "stuck", remediate.ReasonUnverified, "policy report: nothing is done")
+	e.waitEvent(t, "stuck", api.EventNodeUnverifiedPastDeadline, "carries "+harness.StartupTaint.Key+" for")
+	e.waitEvent(t, "stuck", api.EventNodeUnverifiedPastDeadline, "policy report: nothing is done")
 	timed := e.w.Metric(t, scanSeconds, `result="ok"`)
 	e.scanned(t, 3, "further scans under policy report", e.stillThere(t, time.Now(), "stuck", "fine", "no-agent"))
 	// Each scan is timed before it is counted: the histogram's count keeps
@@ -197,7 +198,7 @@ func TestReport(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"fine", "no-agent"} {
-		if ev := e.events(t, n, remediate.ReasonUnverified); len(ev) > 0 {
+		if ev := e.events(t, n, api.EventNodeUnverifiedPastDeadline); len(ev) > 0 {
 			t.Errorf("node %s without the agent's taints reported: %v", n, ev)
 		}
 	}
@@ -212,8 +213,8 @@ func TestReplaceNodeWithoutNodeClaimAPI(t *testing.T) {
 	}
 	for _, n := range []string{"stuck-1", "stuck-2"} {
 		harness.WaitFor(t, 30*time.Second, n+" deleted and cleaned up", func() bool { return !e.exists(t, n) })
-		e.waitEvent(t, n, remediate.ReasonReplacing, "deleted Node "+n)
-		e.waitEvent(t, n, "CleanupCompleted", "")
+		e.waitEvent(t, n, api.EventNodeReplacing, "deleted Node "+n)
+		e.waitEvent(t, n, api.EventCleanupCompleted, "")
 	}
 	if got := e.w.Metric(t, "node_remediation_actions_total", `action="delete_node"`, `result="success"`); got != 2 {
 		t.Errorf("delete_node successes = %v, want 2", got)
@@ -251,13 +252,13 @@ func TestReplaceDeletesTheNodeClaim(t *testing.T) {
 
 	for node, claim := range map[string]string{"by-name": "claim-by-name", "by-provider-id": "claim-by-provider-id"} {
 		harness.WaitFor(t, 30*time.Second, "NodeClaim "+claim+" deleted", func() bool { return !e.claimExists(t, claim) })
-		e.waitEvent(t, node, remediate.ReasonReplacing, "deleted NodeClaim "+claim)
+		e.waitEvent(t, node, api.EventNodeReplacing, "deleted NodeClaim "+claim)
 	}
 	for _, n := range []string{"orphan", "pointed"} {
 		harness.WaitFor(t, 30*time.Second, n+" deleted", func() bool { return !e.exists(t, n) })
-		e.waitEvent(t, n, remediate.ReasonReplacing, "deleted Node "+n)
+		e.waitEvent(t, n, api.EventNodeReplacing, "deleted Node "+n)
 	}
-	e.waitEvent(t, "protected", remediate.ReasonUnverified, "not replaced: the node is protected from deletion")
+	e.waitEvent(t, "protected", api.EventNodeUnverifiedPastDeadline, "not replaced: the node is protected from deletion")
 	e.scanned(t, 3, "further scans with the NodeClaims gone", func() (bool, string) {
 		if ok, why := e.stillThere(t, time.Now(), "by-name", "by-provider-id", "protected")(); !ok {
 			return false, why + " (its NodeClaim, not the Node, was to be deleted; or it is protected)"
@@ -313,8 +314,8 @@ func TestDryRun(t *testing.T) {
 	n1 := e.node(t, "dry-1", harness.NodeOptions{})
 	e.nodeClaim(t, "claim-dry-1", n1, false)
 	e.node(t, "dry-2", harness.NodeOptions{})
-	e.waitEvent(t, "dry-1", remediate.ReasonUnverified, "dry run: would delete NodeClaim claim-dry-1")
-	e.waitEvent(t, "dry-2", remediate.ReasonUnverified, "dry run: would delete Node dry-2")
+	e.waitEvent(t, "dry-1", api.EventNodeUnverifiedPastDeadline, "dry run: would delete NodeClaim claim-dry-1")
+	e.waitEvent(t, "dry-2", api.EventNodeUnverifiedPastDeadline, "dry run: would delete Node dry-2")
 	e.scanned(t, 3, "further dry-run scans", func() (bool, string) {
 		if ok, why := e.stillThere(t, time.Now(), "dry-1", "dry-2")(); !ok {
 			return false, "dry run deleted something: " + why
@@ -351,8 +352,8 @@ func TestFleetBudgetHoldsReplacement(t *testing.T) {
 		e.retainted(t, n)
 	}
 	e.node(t, "new", harness.NodeOptions{})
-	e.waitEvent(t, "new", remediate.ReasonUnverified, "fleet budget of 2 is used up")
-	e.waitEvent(t, "retainted-2", remediate.ReasonUnverified, "the node verified once and serves workloads")
+	e.waitEvent(t, "new", api.EventNodeUnverifiedPastDeadline, "fleet budget of 2 is used up")
+	e.waitEvent(t, "retainted-2", api.EventNodeUnverifiedPastDeadline, "the node verified once and serves workloads")
 	e.scanned(t, 3, "further scans while the fleet budget is used up", e.stillThere(t, time.Now(), "new", "retainted-1", "retainted-2", "retainted-3"))
 	if got := e.w.Metric(t, "node_remediation_blocked_nodes", `reason="fleet_budget"`); got != 1 {
 		t.Errorf("blocked{fleet_budget} = %v, want 1", got)
@@ -466,7 +467,7 @@ func TestBudgetUnderTwentyNeverVerifyingNodes(t *testing.T) {
 	}
 	var blocked []string
 	for _, n := range []string{"never-19", "never-18"} {
-		blocked = append(blocked, e.events(t, n, remediate.ReasonUnverified)...)
+		blocked = append(blocked, e.events(t, n, api.EventNodeUnverifiedPastDeadline)...)
 	}
 	if !slices.ContainsFunc(blocked, func(s string) bool { return strings.Contains(s, "--max-replacing allows 3") }) {
 		t.Errorf("the last nodes never recorded waiting for the budget: %v", blocked)

@@ -19,7 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 	"github.com/kube-node-ready/kube-node-ready/test/e2e/agentkit"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
@@ -97,8 +96,8 @@ func TestCapacityThatServesIsNeverDeleted(t *testing.T) {
 	e.podOn(t, "log-shipper-empty", "empty", ds)
 
 	harness.WaitFor(t, 30*time.Second, "the never-verified node running only a DaemonSet pod replaced", func() bool { return !e.exists(t, "empty") })
-	e.waitEvent(t, "serving", remediate.ReasonUnverified, "no Karpenter NodeClaim to drain it through")
-	e.waitEvent(t, "busy", remediate.ReasonUnverified, "runs pods other than DaemonSet and mirror pods")
+	e.waitEvent(t, "serving", api.EventNodeUnverifiedPastDeadline, "no Karpenter NodeClaim to drain it through")
+	e.waitEvent(t, "busy", api.EventNodeUnverifiedPastDeadline, "runs pods other than DaemonSet and mirror pods")
 	e.scanned(t, 5, "further scans over the nodes that serve", e.stillThere(t, time.Now(), "serving", "busy"))
 	for _, p := range []string{"web-0", "job-0"} {
 		if _, err := e.cp.Client.CoreV1().Pods("default").Get(t.Context(), p, metav1.GetOptions{}); err != nil {

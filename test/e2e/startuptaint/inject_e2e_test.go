@@ -163,13 +163,13 @@ func TestStartupTaintAtCreation(t *testing.T) {
 			t.Fatalf("admission still answered while the webhook was stopped: %v %v", missed.Spec.Taints, missed.Finalizers)
 		}
 		w2 := start("webhook-2")
-		cp.WaitEvent(t, 60*time.Second, "Node", missed.Name, "StartupTaintMissed", "")
+		cp.WaitEvent(t, 60*time.Second, "Node", missed.Name, api.EventStartupTaintMissed, "")
 		harness.Eventually(t, 30*time.Second, "the gauge names one node", func() (bool, string) {
 			v := w2.Metric(t, "node_cleanup_webhook_startup_taint_missed_nodes")
 			return v == 1, fmt.Sprint(v)
 		})
 		for _, name := range []string{before.Name, "linux", "windows"} {
-			if notes := cp.EventNotes(t, "Node", name, "StartupTaintMissed"); len(notes) > 0 {
+			if notes := cp.EventNotes(t, "Node", name, api.EventStartupTaintMissed); len(notes) > 0 {
 				t.Errorf("%s named as missed: %q", name, notes)
 			}
 		}

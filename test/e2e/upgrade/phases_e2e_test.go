@@ -80,7 +80,7 @@ func (e *env) joinsWithPreviousKey(t *testing.T) {
 	e.c.WaitNode(t, rn.Name, 2*time.Minute, "verified by the new agent, the previous release's startup taint removed", func(n *corev1.Node) bool {
 		return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return harness.OurTaint(t.Key) }) && n.Labels[verifiedLabel] == "true"
 	})
-	e.c.WaitEvent(t, 30*time.Second, "Node", rn.Name, "NodeVerified", api.StartupTaintKey+" removed")
+	e.c.WaitEvent(t, 30*time.Second, "Node", rn.Name, api.EventNodeVerified, api.StartupTaintKey+" removed")
 	onNode := func(p corev1.Pod) bool {
 		return p.Spec.NodeName == rn.Name && strings.HasSuffix(p.Spec.Containers[0].Image, ":"+e.newTag)
 	}

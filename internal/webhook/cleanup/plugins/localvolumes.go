@@ -31,11 +31,6 @@ const LocalVolumesName = "local-volumes"
 // LocalVolumesAnnotation on a StorageClass opts its volumes in.
 const LocalVolumesAnnotation = api.LocalVolumesAnnotation
 
-// ReasonLocalVolumesHostnameShared is the Warning Event on a deleted Node
-// whose local volumes were left alone because another live Node carries the
-// kubernetes.io/hostname they are pinned to.
-const ReasonLocalVolumesHostnameShared = "LocalVolumesHostnameShared"
-
 // localVolumes releases PersistentVolumes that only this node could serve
 // (local disks): it deletes the bound claim and the volume, each with a UID
 // precondition, so a StatefulSet re-creates the claim and it is provisioned on
@@ -259,7 +254,7 @@ func (p *localVolumes) leaveShared(ctx context.Context, node *corev1.Node, pvs [
 	reason := fmt.Sprintf("left persistentvolumes %s alone: they are pinned to hostname %s, which live node %s also carries",
 		strings.Join(left, ", "), host, strings.Join(names, ", "))
 	if p.recorder != nil {
-		p.recorder.Eventf(node, live[0], corev1.EventTypeWarning, ReasonLocalVolumesHostnameShared, "Cleanup", "%s", eventnote.Shorten(reason))
+		p.recorder.Eventf(node, live[0], corev1.EventTypeWarning, api.EventLocalVolumesHostnameShared, "Cleanup", "%s", eventnote.Shorten(reason))
 	}
 	return keep, &cleanup.Skip{Reason: reason}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
@@ -54,7 +55,7 @@ func TestLocalVolumesLeaveAHostnameAnotherLiveNodeCarries(t *testing.T) {
 		wantEvent string
 	}{
 		{"no other node carries the hostname", nil, []string{"pv-host", "pv-name"}, ""},
-		{"a live node replaced it under the same hostname", []runtime.Object{hostNode("new", "worker-1", false)}, []string{"pv-name"}, "LocalVolumesHostnameShared"},
+		{"a live node replaced it under the same hostname", []runtime.Object{hostNode("new", "worker-1", false)}, []string{"pv-name"}, api.EventLocalVolumesHostnameShared},
 		{"another node with that hostname is being deleted too", []runtime.Object{hostNode("also-going", "worker-1", true)}, []string{"pv-host", "pv-name"}, ""},
 		{"a live node with another hostname", []runtime.Object{hostNode("other", "worker-2", false)}, []string{"pv-host", "pv-name"}, ""},
 	}
