@@ -130,7 +130,7 @@ func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMe
 			holder: cfg.NodeName, duration: 15 * time.Second, clock: clk,
 		},
 	}
-	metrics.observe.setMode(cfg.Observe)
+	metrics.observe.setMode(cfg.mode())
 	a.loop.startup = newInitialBackoff(cfg.InitialBackoff, cfg.InitialTries, clk)
 	a.loop.writeRetry = &backoff.ExponentialBackOff{
 		InitialInterval: cfg.InitialBackoff, Multiplier: 2, RandomizationFactor: 0.2,
@@ -262,6 +262,9 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 	}
 	a.loop.noNodeLogged = false
 	if a.bypassed(node) {
+		if a.cfg.Publish {
+			return a.publishBypass(ctx, node)
+		}
 		return a.bypass(ctx)
 	}
 	if key := HasAnyTaintKey(node.Spec.Taints, a.cfg.WaitForTaints); key != "" {
@@ -273,6 +276,9 @@ func (a *Agent) step(ctx context.Context) time.Duration {
 	}
 	a.loop.waitingFor = ""
 	if a.cfg.Observe && !a.observeStart(ctx, node) {
+		return a.cfg.InitialBackoff
+	}
+	if a.cfg.Publish && !a.publishStart(ctx, node) {
 		return a.cfg.InitialBackoff
 	}
 
@@ -346,6 +352,9 @@ func (a *Agent) act(ctx context.Context, round checks.Round, continuous bool, no
 	if a.cfg.Observe {
 		return a.actObserve(ctx, round, continuous, node)
 	}
+	if a.cfg.Publish {
+		return a.actPublish(ctx, round, continuous, node)
+	}
 	startupTainted, retainted := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
 	want := Decide(State{
 		Passed: round.Passed(), Failures: a.loop.failures, Passes: a.loop.passes,
@@ -391,6 +400,11 @@ func (a *Agent) rest(ctx context.Context, node *corev1.Node) time.Duration {
 		}
 	}
 	a.health.set(true, true)
+	if a.cfg.Publish {
+		// Verified (label true): nothing of ours to write but the conditions.
+		a.publish(ctx, BootstrappedCondition(a.modes), nil)
+		return idleWait
+	}
 	a.setCondition(ctx, BootstrappedCondition(a.modes))
 	want := Desired{Label: "true", Continuous: true}
 	if a.cfg.Taints.startupOn(node.Spec.Taints) {

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,21 +71,42 @@ func BypassedCondition(annotation string) ConditionState {
 // sets want, or nil when the node's condition already says it. The
 // transition time moves only when the status changes.
 func ConditionPatch(node *corev1.Node, want ConditionState, now time.Time) ([]byte, error) {
+	return ConditionsPatch(node, map[corev1.NodeConditionType]ConditionState{ConditionType: want}, now)
+}
+
+// ConditionsPatch is ConditionPatch for several conditions of the agent's
+// (publish mode's per-check ones): one patch that sets those of want that
+// the node does not say already, or nil when it says them all.
+func ConditionsPatch(node *corev1.Node, want map[corev1.NodeConditionType]ConditionState, now time.Time) ([]byte, error) {
+	var conds []corev1.NodeCondition
+	for _, typ := range slices.Sorted(maps.Keys(want)) {
+		if c, changed := conditionFor(node, typ, want[typ], now); changed {
+			conds = append(conds, c)
+		}
+	}
+	if len(conds) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+}
+
+// conditionFor is the condition of type typ saying want, and whether the
+// node says otherwise now.
+func conditionFor(node *corev1.Node, typ corev1.NodeConditionType, want ConditionState, now time.Time) (corev1.NodeCondition, bool) {
 	transition := metav1.NewTime(now)
 	for _, c := range node.Status.Conditions {
-		if c.Type != ConditionType {
+		if c.Type != typ {
 			continue
 		}
 		if c.Status == want.Status && c.Reason == want.Reason && c.Message == want.Message {
-			return nil, nil
+			return c, false
 		}
 		if c.Status == want.Status {
 			transition = c.LastTransitionTime
 		}
 	}
-	cond := corev1.NodeCondition{
-		Type: ConditionType, Status: want.Status, Reason: want.Reason, Message: want.Message,
+	return corev1.NodeCondition{
+		Type: typ, Status: want.Status, Reason: want.Reason, Message: want.Message,
 		LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: transition,
-	}
-	return json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
+	}, true
 }

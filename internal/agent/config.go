@@ -52,6 +52,12 @@ type Config struct {
 	// Observe is --mode=observe: checks run and are recorded, with what
 	// enforce would have done; no taint is added or kept (observe.go).
 	Observe bool
+	// Publish is --mode=publish: checks run and their outcome is published
+	// as the condition for a NodeReadinessRule, which owns the taint; the
+	// agent adds no taint and removes none a rule can own (publish.go).
+	// PublishPerCheck adds one condition per check.
+	Publish         bool
+	PublishPerCheck bool
 	// ReverifyAfterReboot holds a verified node whose boot ID changed with
 	// the startup taint until it verifies again (reboot.go).
 	ReverifyAfterReboot bool

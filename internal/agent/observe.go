@@ -67,7 +67,7 @@ func newObserveMetrics(reg prometheus.Registerer) (*observeMetrics, error) {
 	m := &observeMetrics{
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_ready_mode",
-			Help: "The agent's --mode: 1 for the mode it runs in (enforce or observe).",
+			Help: "The agent's --mode: 1 for the mode it runs in (enforce, observe or publish).",
 		}, []string{"mode"}),
 		tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "node_ready_would_be_tainted",
@@ -78,7 +78,7 @@ func newObserveMetrics(reg prometheus.Registerer) (*observeMetrics, error) {
 			Help: "Observe mode: the taint writes enforce would have made, by operation (add: re-taint, remove: untaint, hold: a new node held with the startup taint).",
 		}, []string{"operation"}),
 	}
-	m.setMode(false)
+	m.setMode(api.ModeEnforce)
 	for _, op := range []string{"add", "remove", "hold"} {
 		m.actions.WithLabelValues(op)
 	}
@@ -91,9 +91,10 @@ func newObserveMetrics(reg prometheus.Registerer) (*observeMetrics, error) {
 }
 
 // setMode sets node_ready_mode.
-func (m *observeMetrics) setMode(observe bool) {
-	m.mode.WithLabelValues(api.ModeEnforce).Set(metricsserver.Bool(!observe))
-	m.mode.WithLabelValues(api.ModeObserve).Set(metricsserver.Bool(observe))
+func (m *observeMetrics) setMode(mode string) {
+	for _, name := range []string{api.ModeEnforce, api.ModeObserve, api.ModePublish} {
+		m.mode.WithLabelValues(name).Set(metricsserver.Bool(name == mode))
+	}
 }
 
 // setWould records what enforce would have on the node now.

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -25,7 +23,7 @@ func (a *Agent) observeReboot(node *corev1.Node) {
 	if !a.cfg.ReverifyAfterReboot || a.would.state != "" || a.bypassed(node) || !a.rebootedOn(node) {
 		return
 	}
-	a.setWould(api.ReasonWouldHold, time.Now())
+	a.setWould(api.ReasonWouldHold, a.clock.Now())
 	a.would.reboot = true
 	a.metrics.observe.actions.WithLabelValues("hold").Inc()
 	a.log.Warn("observe mode: node rebooted since it was verified; enforce would hold it with the startup taint until every check and gate passes again",

@@ -105,7 +105,7 @@ func (a *Agent) rebootedOn(node *corev1.Node) bool {
 // lag the kubelet's status), and again on the version the patch applies to
 // (refusedOn).
 func (a *Agent) holdAfterReboot(ctx context.Context, node *corev1.Node) bool {
-	if !a.cfg.ReverifyAfterReboot || a.cfg.Observe || a.bypassed(node) || !a.rebootedOn(node) {
+	if !a.cfg.ReverifyAfterReboot || a.cfg.Observe || a.cfg.Publish || a.bypassed(node) || !a.rebootedOn(node) {
 		return false
 	}
 	fresh, err := a.client.GetNode(ctx, a.cfg.NodeName)

@@ -30,6 +30,11 @@ func (a *Agent) bootstrapRound(node *corev1.Node) bool {
 		// The node carries no taint of ours: enforce would hold it, or not.
 		return a.would.holding.Load()
 	}
+	if a.cfg.Publish {
+		// No taint of ours: the label says whether the node verified once.
+		verifying, _ := a.publishNodeState(node)
+		return verifying
+	}
 	return BootstrapRound(node, a.cfg.Taints, a.cfg.VerifiedLabel, a.periodic == nil)
 }
 
@@ -217,7 +222,7 @@ func (a *Agent) confirming(round checks.Round) bool {
 	if node == nil {
 		return false
 	}
-	_, retainted := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
+	_, retainted := a.nodeState(node)
 	return retainted
 }
 
@@ -228,7 +233,7 @@ func (a *Agent) startingUp() bool {
 	if node == nil {
 		return false
 	}
-	startupTainted, _ := NodeState(node, a.cfg.Taints, a.cfg.VerifiedLabel)
+	startupTainted, _ := a.nodeState(node)
 	return startupTainted
 }
 

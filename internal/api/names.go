@@ -88,6 +88,28 @@ const (
 	// ModeObserve: every check runs and is recorded; no taint is added, none
 	// of ours is kept, no node is held, remediation only reports.
 	ModeObserve = "observe"
+	// ModePublish: every check runs and the agent publishes its condition
+	// (or one per check, PublishPerCheck) for a NodeReadinessRule of the
+	// node readiness controller, which owns the taint; the agent adds and
+	// removes no taint a rule can own (none under readiness.k8s.io/), and
+	// admission adds no startup taint unless configured to.
+	ModePublish = "publish"
+)
+
+// The conditions publish mode writes (the agent's --publish-conditions).
+const (
+	// PublishOne: the one condition ConditionType.
+	PublishOne = "one"
+	// PublishPerCheck: ConditionType and, for each enabled check, one
+	// condition of type CheckConditionPrefix + the check's name.
+	PublishPerCheck = "per-check"
+	// CheckConditionPrefix starts the type of a check's own condition in
+	// publish mode with PublishPerCheck: node-ready/dns, node-ready/api.
+	CheckConditionPrefix = "node-ready/"
+	// NodeReadinessTaintPrefix is the prefix every taint key of a
+	// NodeReadinessRule has (the node readiness controller's CRD enforces
+	// it): a rule can own a taint only under it.
+	NodeReadinessTaintPrefix = "readiness.k8s.io/"
 )
 
 // The reasons of the agent's condition.
@@ -119,4 +141,11 @@ const (
 	// its checks have not passed since, so enforce would hold it with the
 	// startup taint (status False).
 	ReasonWouldHoldAfterReboot = "WouldHoldAfterReboot"
+	// ReasonVerifying: publish mode; the node has not passed every check
+	// and gate yet (status False).
+	ReasonVerifying = "Verifying"
+	// ReasonCheckPassed and ReasonCheckFailing are the reasons of a check's
+	// own condition in publish mode (PublishPerCheck): True, False.
+	ReasonCheckPassed  = "CheckPassed"
+	ReasonCheckFailing = "CheckFailing"
 )

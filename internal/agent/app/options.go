@@ -114,8 +114,11 @@ type Options struct {
 	// SuspendConfigMap is the operator's suspend switch in PodNamespace:
 	// while it exists (or cannot be read) no re-taint is written.
 	SuspendConfigMap string
-	// Mode is enforce or observe.
+	// Mode is enforce, observe or publish.
 	Mode string
+	// PublishConditions is what publish mode writes: one condition, or
+	// also one per check.
+	PublishConditions string
 	// ReverifyAfterReboot holds a verified node whose boot ID changed since
 	// it was verified with the startup taint until it verifies again.
 	ReverifyAfterReboot bool
@@ -159,6 +162,7 @@ func NewOptions() *Options {
 		LogLevel:                   "info",
 		SuspendConfigMap:           api.SuspendConfigMap,
 		Mode:                       api.ModeEnforce,
+		PublishConditions:          api.PublishOne,
 	}
 }
 
@@ -194,7 +198,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	for _, r := range o.checks {
 		r.config.AddFlags(fs)
 	}
-	fs.StringVar(&o.Mode, "mode", o.Mode, "enforce: taint and untaint the node; observe: run and record every check and what enforce would have done (condition, Events, node_ready_would_* metrics), never add a taint and remove ours at once, so no node is held")
+	fs.StringVar(&o.Mode, "mode", o.Mode, "enforce: taint and untaint the node; observe: run and record every check and what enforce would have done (condition, Events, node_ready_would_* metrics), never add a taint and remove ours at once, so no node is held; publish: a NodeReadinessRule of the node readiness controller owns the taint: publish the outcome as the condition only (False until every check and gate passed, False again where enforce would re-taint), never add a taint nor remove one under readiness.k8s.io/, remove the others of ours at once")
+	fs.StringVar(&o.PublishConditions, "publish-conditions", o.PublishConditions, "with --mode=publish: one (the KubeNodeReady condition) or per-check (also node-ready/<check> for each enabled check, False while KubeNodeReady is False and that check failed)")
 	fs.BoolVar(&o.ReverifyAfterReboot, "reverify-after-reboot", o.ReverifyAfterReboot, "hold a verified node whose boot ID (status.nodeInfo.bootID) differs from the one it was verified under with the startup taint and verified=false until every check and gate passes again, within the fleet budget, never while suspended or bypassed; in observe mode the hold is recorded (condition WouldHoldAfterReboot, Event, node_ready_would_taint_operations_total), never written; the boot ID is recorded in the node's condition")
 	fs.StringVar(&o.SuspendConfigMap, "suspend-configmap", o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --pod-namespace that kubectl node-ready suspend writes and resume deletes: while it exists, or cannot be read, no re-taint is written; untaints go on")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
@@ -215,8 +220,15 @@ func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 // Validate reports every invalid option, naming the flag.
 func (o *Options) Validate() error {
 	var p cli.Problems
-	if o.Mode != api.ModeEnforce && o.Mode != api.ModeObserve {
-		p.Add("mode", "%q is not a mode: %s or %s", o.Mode, api.ModeEnforce, api.ModeObserve)
+	if o.Mode != api.ModeEnforce && o.Mode != api.ModeObserve && o.Mode != api.ModePublish {
+		p.Add("mode", "%q is not a mode: %s, %s or %s", o.Mode, api.ModeEnforce, api.ModeObserve, api.ModePublish)
+	}
+	if o.PublishConditions != api.PublishOne && o.PublishConditions != api.PublishPerCheck {
+		p.Add("publish-conditions", "%q is neither %s nor %s", o.PublishConditions, api.PublishOne, api.PublishPerCheck)
+	}
+	if o.Mode == api.ModePublish && o.ReverifyAfterReboot {
+		// The hold is a taint; in publish mode a rule owns the taint.
+		p.Add("reverify-after-reboot", "not with --mode=publish: the agent adds no taint there")
 	}
 	if o.NodeName == "" {
 		p.Add("node-name", "required (set it from the downward API: spec.nodeName)")
@@ -387,6 +399,8 @@ func (o *Options) Config() (agent.Config, error) {
 		FleetBudget:      fleetBudget,
 		FleetBudgetFlag:  "--fleet-budget=" + o.FleetBudget,
 		Observe:          o.Mode == api.ModeObserve,
+		Publish:          o.Mode == api.ModePublish,
+		PublishPerCheck:  o.PublishConditions == api.PublishPerCheck,
 
 		ReverifyAfterReboot: o.ReverifyAfterReboot,
 		Clock:               clock.RealClock{},
