@@ -40,6 +40,9 @@ func readTar(t *testing.T, r io.Reader, what string) map[string]entry {
 		if err != nil {
 			t.Fatalf("%s: %s: %v", what, h.Name, err)
 		}
+		if h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s: %s owned by %d:%d, want 0:0 (root), whoever built it", what, h.Name, h.Uid, h.Gid)
+		}
 		files[h.Name] = entry{data: b, modTime: h.ModTime, mode: h.Mode}
 	}
 }
@@ -80,5 +83,23 @@ func checkDated(t *testing.T, files map[string]entry, epoch time.Time, what stri
 	if len(wrong) > 0 {
 		slices.Sort(wrong)
 		t.Errorf("%s: %d of %d files not dated the commit time %s, e.g. %s", what, len(wrong), len(files), epoch.UTC(), wrong[0])
+	}
+}
+
+// checkGzipHeader fails when a gzip file's header carries what differs
+// between builds of the same commit: a modification time or a file name.
+func checkGzipHeader(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if !zr.ModTime.IsZero() || zr.Name != "" {
+		t.Errorf("%s: gzip header with time %s and name %q, want neither", path, zr.ModTime.UTC(), zr.Name)
 	}
 }
