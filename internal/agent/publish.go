@@ -44,10 +44,6 @@ import (
 // fleet budget does not apply: nothing of ours is tainted for it to count,
 // and the controller acts on every node whose condition is False.
 
-// ReasonConditionFalse is the Event of a verified node whose condition
-// goes False in publish mode (a continuous rule then taints it).
-const ReasonConditionFalse = "NodeConditionFalse"
-
 // CheckConditionType is the type of check's own condition in publish mode
 // with per-check conditions.
 func CheckConditionType(check string) corev1.NodeConditionType {
@@ -170,7 +166,7 @@ func (a *Agent) actPublish(ctx context.Context, round checks.Round, continuous b
 		a.publish(ctx, FailingCondition(round.Failed(), a.loop.failingSince, a.modes), round.Failed())
 		a.log.Warn("publish mode: checks failed enough rounds in a row; condition set False", "consecutive_failures", a.loop.failures,
 			"condition", string(ConditionType), "failing", round.Failed())
-		a.event(node, corev1.EventTypeWarning, ReasonConditionFalse, "Publish",
+		a.event(node, corev1.EventTypeWarning, api.EventNodeConditionFalse, "Publish",
 			"checks failed %d rounds in a row (%v); condition %s set False", a.cfg.Thresholds.Retaint, round.Failed(), ConditionType)
 		return nil
 	case want.Label == "true":
@@ -180,10 +176,10 @@ func (a *Agent) actPublish(ctx context.Context, round checks.Round, continuous b
 			}
 			a.loop.everVerified = true
 			a.log.Info("publish mode: node verified; condition set True", "condition", string(ConditionType))
-			a.event(node, corev1.EventTypeNormal, ReasonVerified, "Publish", "all checks and gates passed; condition %s set True", ConditionType)
+			a.event(node, corev1.EventTypeNormal, api.EventNodeVerified, "Publish", "all checks and gates passed; condition %s set True", ConditionType)
 		} else if unready {
 			a.log.Info("publish mode: checks pass again; condition set True", "passed_rounds", a.loop.passes)
-			a.event(node, corev1.EventTypeNormal, ReasonVerified, "Publish", "checks passed %d rounds in a row; condition %s set True", a.cfg.Thresholds.Recover, ConditionType)
+			a.event(node, corev1.EventTypeNormal, api.EventNodeVerified, "Publish", "checks passed %d rounds in a row; condition %s set True", a.cfg.Thresholds.Recover, ConditionType)
 		}
 		a.publish(ctx, PassingCondition(a.modes), nil)
 	case verifying:

@@ -78,8 +78,8 @@ func TestPublishVerifiesANewNodeByItsConditions(t *testing.T) {
 	if !slices.Equal(n.Spec.Taints, []corev1.Taint{ruleTaint}) || n.Labels["node-ready/verified"] != "true" {
 		t.Errorf("taints %v, labels %v; want the rule's taint left for the controller and verified=true", n.Spec.Taints, n.Labels)
 	}
-	if !slices.Contains(rec.got(), ReasonVerified) {
-		t.Errorf("events %v, want %s", rec.got(), ReasonVerified)
+	if !slices.Contains(rec.got(), api.EventNodeVerified) {
+		t.Errorf("events %v, want %s", rec.got(), api.EventNodeVerified)
 	}
 	for _, op := range []string{"add", "remove"} {
 		if got := testutil.ToFloat64(a.metrics.taintOps.WithLabelValues(op, "success")); got != 0 {
@@ -113,8 +113,8 @@ func TestPublishReportsAFailingNodeAsEnforceWouldRetaint(t *testing.T) {
 		if c := conditionsOf(f.node("n1"))[ConditionType]; c.Status != corev1.ConditionFalse || c.Reason != api.ReasonChecksFailing {
 			t.Fatalf("condition %s/%s at the threshold, want False/%s", c.Status, c.Reason, api.ReasonChecksFailing)
 		}
-		if countOf(rec.got(), ReasonConditionFalse) != 1 {
-			t.Errorf("events %v, want one %s", rec.got(), ReasonConditionFalse)
+		if countOf(rec.got(), api.EventNodeConditionFalse) != 1 {
+			t.Errorf("events %v, want one %s", rec.got(), api.EventNodeConditionFalse)
 		}
 		if f.lease != nil {
 			t.Error("the re-taint Lease was taken: publish mode taints nothing")
@@ -151,8 +151,8 @@ func TestPublishReportsAFailingNodeAsEnforceWouldRetaint(t *testing.T) {
 		if c := conditionsOf(f.node("n1"))[ConditionType]; c.Status != corev1.ConditionTrue {
 			t.Errorf("condition %s/%s while suspended, want True: the switch holds it as it holds a re-taint", c.Status, c.Reason)
 		}
-		if countOf(rec.got(), ReasonRetaintSuspended) != 1 {
-			t.Errorf("events %v, want one %s", rec.got(), ReasonRetaintSuspended)
+		if countOf(rec.got(), api.EventRetaintSuspended) != 1 {
+			t.Errorf("events %v, want one %s", rec.got(), api.EventRetaintSuspended)
 		}
 	})
 }

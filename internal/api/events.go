@@ -34,6 +34,10 @@ const (
 	EventNodeWouldBeRetainted       = "NodeWouldBeRetainted"
 	EventNodeWouldBeUntainted       = "NodeWouldBeUntainted"
 	EventNodeWouldBeHeldAfterReboot = "NodeWouldBeHeldAfterReboot"
+	// EventNodeConditionFalse: in publish mode, a verified node's checks
+	// failed --retaint-threshold rounds in a row and its condition was set
+	// False (a continuous NodeReadinessRule then taints it) (Warning).
+	EventNodeConditionFalse = "NodeConditionFalse"
 	// EventDNSBackendDegraded: an endpoint of the cluster DNS failed while
 	// others answered: a broken backend elsewhere, not counted against the
 	// node (Warning).
@@ -97,7 +101,7 @@ func EventReasons() []string {
 var eventReasons = []string{
 	EventNodeVerified, EventNodeVerificationFailed, EventNodeRetainted, EventRetaintSuppressed,
 	EventRetaintDeferred, EventRetaintSuspended, EventDaemonSetGateTimeout, EventNodeHeldAfterReboot,
-	EventNodeWouldBeRetainted, EventNodeWouldBeUntainted, EventNodeWouldBeHeldAfterReboot, EventDNSBackendDegraded,
+	EventNodeWouldBeRetainted, EventNodeWouldBeUntainted, EventNodeWouldBeHeldAfterReboot, EventNodeConditionFalse, EventDNSBackendDegraded,
 	EventCleanupStarted, EventCleanupCompleted, EventCleanupFailed, EventCleanupSkipped, EventCleanupPluginFailed,
 	EventCleanupDeadlineExceeded, EventCleanupHeld, EventLocalVolumesHostnameShared,
 	EventCleanupConfigInvalid, EventCleanupPluginUnhealthy, EventCleanupPluginHealthy,

@@ -212,8 +212,9 @@ type Options struct {
 	// ProtectAnnotation set to "true" keeps a node from being replaced.
 	ProtectAnnotation string
 
-	// Mode is enforce or observe (mode.go): in observe mode admission adds
-	// no taint and remediation only reports.
+	// Mode is enforce, observe or publish (mode.go): in observe mode
+	// admission adds no taint and remediation only reports; publish is
+	// enforce here (the chart decides whether admission injects).
 	Mode string
 
 	// InjectStartupTaint makes admission add the startup taint to every new
