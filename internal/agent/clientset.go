@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
@@ -172,12 +173,12 @@ func (c Clientset) GetLease(ctx context.Context, namespace, name string) (*coord
 
 // CreateLease creates a Lease.
 func (c Clientset) CreateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return c.CS.CoordinationV1().Leases(lease.Namespace).Create(ctx, lease, metav1.CreateOptions{})
+	return c.CS.CoordinationV1().Leases(lease.Namespace).Create(ctx, lease, metav1.CreateOptions{FieldManager: api.FieldManagerAgent})
 }
 
 // UpdateLease replaces a Lease; the resourceVersion it carries is the precondition.
 func (c Clientset) UpdateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return c.CS.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	return c.CS.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{FieldManager: api.FieldManagerAgent})
 }
 
 // EventRecorder is the agent's Recorder on client-go's events recorder

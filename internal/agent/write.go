@@ -16,9 +16,6 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
-// fieldManager names the agent's writes in the node's managed fields.
-const fieldManager = "kube-node-ready-agent"
-
 // apply patches the node toward want, re-reading it and retrying when a
 // concurrent edit makes the guarded patch fail. It writes nothing when the
 // node already matches.
@@ -49,7 +46,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			return err
 		}
 		op := a.operation(node, want)
-		updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
 		if err == nil {
 			a.count(op, "success")
 			a.view.remember(updated)
@@ -210,7 +207,7 @@ func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
 	if err != nil || patch == nil {
 		return
 	}
-	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
 	if err == nil {
 		a.view.remember(updated)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 )
 
@@ -93,7 +94,7 @@ func listPages[T any](ctx context.Context, opts metav1.ListOptions, list func(co
 }
 
 func (a *kubeAPI) PatchNode(ctx context.Context, name string, patch []byte) error {
-	_, err := a.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err := a.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerKubectlPlugin})
 	return explain(err, "patch", "nodes", name)
 }
 

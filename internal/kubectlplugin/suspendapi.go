@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // SwitchAPI is what suspend, resume, status and doctor need of the
@@ -39,7 +41,7 @@ func (a *kubeAPI) GetConfigMap(ctx context.Context, namespace, name string) (*co
 
 func (a *kubeAPI) ApplyConfigMap(ctx context.Context, cm *corev1.ConfigMap) (bool, error) {
 	cms := a.client.CoreV1().ConfigMaps(cm.Namespace)
-	_, err := cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+	_, err := cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: api.FieldManagerKubectlPlugin})
 	if err == nil {
 		return true, nil
 	}
@@ -51,7 +53,7 @@ func (a *kubeAPI) ApplyConfigMap(ctx context.Context, cm *corev1.ConfigMap) (boo
 		return false, explain(err, "get", "configmaps", cm.Namespace+"/"+cm.Name)
 	}
 	old.Data = cm.Data
-	if _, err := cms.Update(ctx, old, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	if _, err := cms.Update(ctx, old, metav1.UpdateOptions{FieldManager: api.FieldManagerKubectlPlugin}); err != nil {
 		return false, explain(err, "update", "configmaps", cm.Namespace+"/"+cm.Name)
 	}
 	return false, nil

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Keys of the Secret a self-managed webhook keeps its PKI in. tls.crt,
@@ -165,7 +167,7 @@ func (m *SelfManaged) ensureSecret(ctx context.Context) (map[string][]byte, erro
 			return data, nil
 		}
 		sec.Data = data
-		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{})
+		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{FieldManager: api.FieldManagerWebhook})
 		if err == nil {
 			if adopted {
 				m.Log.Info("certificate secret took over the CA of the legacy secret", "secret", m.Namespace+"/"+m.SecretName, "legacy_secret", m.Namespace+"/"+m.LegacySecretName)
@@ -200,7 +202,7 @@ func (m *SelfManaged) create(ctx context.Context) (map[string][]byte, error) {
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}
-	_, err = m.Client.CoreV1().Secrets(m.Namespace).Create(ctx, sec, metav1.CreateOptions{})
+	_, err = m.Client.CoreV1().Secrets(m.Namespace).Create(ctx, sec, metav1.CreateOptions{FieldManager: api.FieldManagerWebhook})
 	switch {
 	case err == nil:
 		m.Log.Info("certificate secret created", "secret", m.Namespace+"/"+m.SecretName)
@@ -372,7 +374,7 @@ func (m *SelfManaged) injectCABundle(ctx context.Context, bundle []byte) error {
 		if !changed {
 			return nil
 		}
-		if _, err := cfgs.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
+		if _, err := cfgs.Update(ctx, cfg, metav1.UpdateOptions{FieldManager: api.FieldManagerWebhook}); err != nil {
 			// Wrapped, a conflict is still one to RetryOnConflict (errors.As).
 			return fmt.Errorf("certs: update mutatingwebhookconfiguration %s: %w", m.WebhookConfigName, err)
 		}

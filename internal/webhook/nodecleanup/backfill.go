@@ -10,11 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 )
-
-// fieldManager names our writes in managedFields.
-const fieldManager = "kube-node-ready-webhook"
 
 // syncBackfill brings one Node to the desired state: not being deleted →
 // carries the finalizer. (Nodes being deleted are syncCleanup's business.)
@@ -34,7 +32,7 @@ func (c *Controller) syncBackfill(ctx context.Context, name string, requeues int
 	if err != nil {
 		return err
 	}
-	_, err = c.client.Resource(NodesResource).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	_, err = c.client.Resource(NodesResource).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerWebhook})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil

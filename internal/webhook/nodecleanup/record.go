@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // The finalizer record is a ConfigMap of the release (the chart's
@@ -99,7 +101,7 @@ func RecordFinalizer(ctx context.Context, cms typedcorev1.ConfigMapInterface, no
 			cm.Data = map[string]string{}
 		}
 		cm.Data[RecordUsedKey] = strings.Join(keep, ",")
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: fieldManager})
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: api.FieldManagerWebhook})
 		if err == nil || !apierrors.IsConflict(err) || try >= 5 {
 			if err != nil {
 				return fmt.Errorf("write the finalizer record %s: %w", name, err)

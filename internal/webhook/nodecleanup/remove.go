@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // RemoveFinalizer removes only the finalizers in remove (ours: the current
@@ -22,7 +24,7 @@ func RemoveFinalizer(ctx context.Context, client metadata.Interface, name string
 		if err != nil || patch == nil {
 			return false, err
 		}
-		_, err = nodes.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		_, err = nodes.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerWebhook})
 		switch {
 		case err == nil:
 			return true, nil

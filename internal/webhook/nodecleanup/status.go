@@ -177,7 +177,7 @@ func (c *Controller) writeStatus(ctx context.Context, name string, uid types.UID
 	if err != nil {
 		return
 	}
-	_, err = c.client.Resource(NodesResource).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	_, err = c.client.Resource(NodesResource).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerWebhook})
 	c.statusWrites.Inc()
 	if err != nil {
 		c.log.Debug("cleanup status not written", "node", name, "error", err.Error())

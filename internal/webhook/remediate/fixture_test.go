@@ -25,6 +25,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
 
@@ -144,11 +145,15 @@ func (f *fixture) expectActions(got []string, want ...string) {
 	}
 }
 
-// patches returns the patches the last scan sent to nodes.
+// patches returns the patches the last scan sent to nodes; each must name
+// the webhook as its field manager.
 func (f *fixture) patches() []core.PatchActionImpl {
 	var out []core.PatchActionImpl
 	for _, a := range f.client.Actions() {
 		if p, ok := a.(core.PatchActionImpl); ok && a.GetResource().Resource == "nodes" {
+			if p.PatchOptions.FieldManager != api.FieldManagerWebhook {
+				f.t.Errorf("patch of node %s with field manager %q, want %q", p.Name, p.PatchOptions.FieldManager, api.FieldManagerWebhook)
+			}
 			out = append(out, p)
 		}
 	}

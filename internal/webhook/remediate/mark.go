@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 )
 
@@ -72,7 +73,7 @@ func (c *Controller) mark(ctx context.Context, n *corev1.Node, m Mark) (*corev1.
 	if err != nil {
 		return nil, fmt.Errorf("encode mark patch: %w", err)
 	}
-	marked, err := c.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	marked, err := c.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerWebhook})
 	if err != nil {
 		return nil, fmt.Errorf("mark node %s: %w", n.Name, err)
 	}
@@ -92,7 +93,7 @@ func (c *Controller) unmark(ctx context.Context, n *corev1.Node) error {
 	if err != nil {
 		return fmt.Errorf("encode unmark patch: %w", err)
 	}
-	if _, err := c.client.CoreV1().Nodes().Patch(ctx, n.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.client.CoreV1().Nodes().Patch(ctx, n.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerWebhook}); err != nil {
 		return fmt.Errorf("unmark node %s: %w", n.Name, err)
 	}
 	return nil

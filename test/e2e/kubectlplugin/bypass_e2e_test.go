@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -47,8 +46,8 @@ func TestBypassRoundTrip(t *testing.T) {
 	if node.Annotations[api.SkipVerificationAnnotation] != "true" || node.Annotations["example.com/keep"] != "1" {
 		t.Errorf("annotations after bypass: %v; want the bypass set and the rest kept", node.Annotations)
 	}
-	if !slices.ContainsFunc(node.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == kubectlplugin.FieldManager }) {
-		t.Errorf("no managedFields entry of %s: the write did not come from the plugin", kubectlplugin.FieldManager)
+	if !slices.ContainsFunc(node.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == api.FieldManagerKubectlPlugin }) {
+		t.Errorf("no managedFields entry of %s: the write did not come from the plugin", api.FieldManagerKubectlPlugin)
 	}
 	cp.WaitNode(t, n.Name, 15*time.Second, "untainted by the agent", func(n *corev1.Node) bool {
 		c := condition(n)

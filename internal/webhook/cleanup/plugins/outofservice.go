@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
@@ -261,7 +262,7 @@ func (p *outOfService) taint(ctx context.Context, n *corev1.Node) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	_, err = p.client.CoreV1().Nodes().Patch(ctx, n.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kube-node-ready-webhook"})
+	_, err = p.client.CoreV1().Nodes().Patch(ctx, n.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerWebhook})
 	switch {
 	case err == nil:
 		p.log.Info("node tainted out of service: its kubelet is gone", "node", n.Name, "taint", OutOfServiceTaint.ToString(), "grace_seconds", p.grace.Seconds())

@@ -8,6 +8,3 @@
 // condition.go, events.go) and printing it (print.go) are pure functions;
 // go is the only place that talks to the API server, behind API.
 package kubectlplugin
-
-// FieldManager names this plugin's writes in managedFields.
-const FieldManager = "kubectl-node_ready"
