@@ -38,3 +38,17 @@ func Step(t testing.TB, fc *clocktesting.FakeClock, d time.Duration, n int) {
 	fc.Step(d)
 	Await(t, fc, n)
 }
+
+// Until returns once cond holds. A step that wakes work which ends
+// without waiting on the clock again (a node released, nothing left to
+// retry) is awaited on what that work does.
+func Until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(awaitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, awaitLimit)
+		}
+		runtime.Gosched()
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
@@ -80,6 +81,7 @@ func startNodeControllers(ctx context.Context, wg *sync.WaitGroup, opts Options,
 		Deadline:        opts.CleanupDeadline.D,
 		MinAttempts:     opts.CleanupDeadlineMinAttempts,
 		Recorder:        recorder,
+		Clock:           clock.RealClock{},
 	}
 	if opts.Cleanup {
 		loader, err := startConfig(ctx, wg, opts, client, recorder, reg, log)
@@ -262,7 +264,7 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client k
 // --plugin-health-interval, on every replica (each exports its own
 // metric); a change is logged and recorded as an Event on the Pod.
 func startHealth(ctx context.Context, wg *sync.WaitGroup, opts Options, loader *cleanup.Loader, recorder events.EventRecorder, reg prometheus.Registerer, log *slog.Logger) (*cleanup.Health, error) {
-	health, err := cleanup.NewHealth(reg)
+	health, err := cleanup.NewHealth(reg, clock.RealClock{})
 	if err != nil {
 		return nil, err
 	}

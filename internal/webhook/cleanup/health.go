@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 )
 
 // HealthChecker is implemented by plugins that can tell whether the system
@@ -47,6 +48,7 @@ type Health struct {
 	OnChange func(plugin string, err error)
 
 	timeout time.Duration // bound of one probe (healthTimeout)
+	clock   clock.WithTicker
 
 	mu      sync.Mutex
 	state   map[string]error // last verdict per plugin (a *ProbeError when it failed)
@@ -58,10 +60,15 @@ type Health struct {
 }
 
 // NewHealth registers node_cleanup_plugin_healthy{plugin} and
-// node_cleanup_plugin_health_probes_total{plugin,result} on reg (nil: unregistered).
-func NewHealth(reg prometheus.Registerer) (*Health, error) {
+// node_cleanup_plugin_health_probes_total{plugin,result} on reg (nil:
+// unregistered). clk dates the probes and paces Watch (nil: the real clock).
+func NewHealth(reg prometheus.Registerer, clk clock.WithTicker) (*Health, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	h := &Health{
 		timeout: healthTimeout,
+		clock:   clk,
 		state:   map[string]error{},
 		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "node_cleanup_plugin_healthy",
@@ -84,14 +91,14 @@ func NewHealth(reg prometheus.Registerer) (*Health, error) {
 
 // Watch probes the pipeline current() returns every interval until ctx ends.
 func (h *Health) Watch(ctx context.Context, interval time.Duration, current func() *Pipeline) {
-	t := time.NewTicker(interval)
+	t := h.clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		h.Probe(ctx, current())
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -141,7 +148,7 @@ func (h *Health) stale(p *Pipeline, maxAge time.Duration, since time.Time) bool 
 
 // staleLocked is stale with h.mu held.
 func (h *Health) staleLocked(p *Pipeline, maxAge time.Duration, since time.Time) bool {
-	if time.Since(h.probed) >= maxAge {
+	if h.clock.Since(h.probed) >= maxAge {
 		return true
 	}
 	for _, s := range p.stages {
@@ -181,7 +188,7 @@ func (h *Health) probe(ctx context.Context, p *Pipeline, need func() bool) {
 	done := make(chan struct{})
 	h.probing = done
 	h.mu.Unlock()
-	started := time.Now()
+	started := h.clock.Now()
 
 	type verdict struct {
 		name string
@@ -215,7 +222,7 @@ func (h *Health) probe(ctx context.Context, p *Pipeline, need func() bool) {
 	}
 	// A probe that ignores its context is not waited for past its timeout
 	// (and a little): it counts as failed, as a hung Cleanup does.
-	deadline := time.NewTimer(bound + 2*time.Second)
+	deadline := h.clock.NewTimer(bound + 2*time.Second)
 	defer deadline.Stop()
 	var collected []verdict
 collect:
@@ -223,7 +230,7 @@ collect:
 		select {
 		case v := <-results:
 			collected = append(collected, v)
-		case <-deadline.C:
+		case <-deadline.C():
 			for _, name := range pending {
 				if !slices.ContainsFunc(collected, func(v verdict) bool { return v.name == name }) {
 					collected = append(collected, verdict{name, &ProbeError{At: started, Err: fmt.Errorf("health probe failed: no answer within %s", bound)}})
@@ -251,7 +258,7 @@ collect:
 	h.mu.Lock()
 	h.probing = nil
 	if ctx.Err() == nil {
-		h.probed = time.Now()
+		h.probed = h.clock.Now()
 	}
 	h.mu.Unlock()
 	close(done)

@@ -12,6 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/clocktest"
 )
 
 // probed is a fake plugin with a scripted health probe.
@@ -33,7 +37,7 @@ func (p *probed) set(err error) { p.mu.Lock(); p.err = err; p.mu.Unlock() }
 
 func TestHealthVerdictsMetricsAndChanges(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h, err := NewHealth(reg)
+	h, err := NewHealth(reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func TestHealthVerdictsMetricsAndChanges(t *testing.T) {
 // Before a cleanup: a verdict younger than maxAge is reused, an older one
 // probed again; many concurrent cleanups share one probe.
 func TestUnhealthyReusesFreshVerdicts(t *testing.T) {
-	h, _ := NewHealth(nil)
+	h, _ := NewHealth(nil, nil)
 	px := &probed{fake: fake{name: "portworx"}, err: errors.New("down")}
 	p := NewPipeline([]Stage{stage(px, true)}, false, nil, slog.New(slog.DiscardHandler))
 	var wg sync.WaitGroup
@@ -104,7 +108,7 @@ func TestUnhealthyReusesFreshVerdicts(t *testing.T) {
 // healthy verdict within maxAge is reused whatever since says, and
 // cleanups that want the same freshness share one probe.
 func TestUnhealthyProbesAgainForANewAttempt(t *testing.T) {
-	h, _ := NewHealth(nil)
+	h, _ := NewHealth(nil, nil)
 	px := &probed{fake: fake{name: "hook"}, err: errors.New("HTTP 503")}
 	p := NewPipeline([]Stage{stage(px, true)}, false, nil, slog.New(slog.DiscardHandler))
 	first := h.Unhealthy(context.Background(), p, time.Minute, time.Time{})
@@ -199,18 +203,74 @@ type hung struct{ fake }
 
 func (*hung) Health(context.Context) error { select {} }
 
-// A probe that never returns fails after the probe timeout instead of
-// blocking every cleanup that waits for the verdict.
+// A probe that never returns fails after the probe timeout (and 2 s)
+// instead of blocking every cleanup that waits for the verdict: on a fake
+// clock, not a millisecond before.
 func TestHungProbeFailsInsteadOfBlocking(t *testing.T) {
-	h, _ := NewHealth(nil)
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, _ := NewHealth(nil, fc)
 	h.timeout = 200 * time.Millisecond
 	p := NewPipeline([]Stage{stage(&hung{fake: fake{name: "stuck"}}, true)}, false, nil, slog.New(slog.DiscardHandler))
-	start := time.Now()
-	u := h.Unhealthy(context.Background(), p, time.Minute, time.Time{})
-	if u["stuck"] == nil || !strings.Contains(u["stuck"].Error(), "no answer within") {
+	got := make(chan map[string]error, 1)
+	go func() { got <- h.Unhealthy(context.Background(), p, time.Minute, time.Time{}) }()
+	clocktest.Await(t, fc, 1) // the probe's bound
+	clocktest.Step(t, fc, h.timeout+2*time.Second-time.Millisecond, 1)
+	select {
+	case u := <-got:
+		t.Fatalf("verdict %v a millisecond before the probe's bound", u)
+	default:
+	}
+	fc.Step(time.Millisecond)
+	if u := <-got; u["stuck"] == nil || !strings.Contains(u["stuck"].Error(), "no answer within") {
 		t.Errorf("verdict %v, want no answer", u)
 	}
-	if d := time.Since(start); d > h.timeout+4*time.Second {
-		t.Errorf("waited %s", d)
+}
+
+// TestHealthOnTheClock: Watch probes at once and then every interval; a
+// cleanup reuses a verdict younger than maxAge and probes again once it is
+// that old; Watch ends with its context, leaving nothing running.
+func TestHealthOnTheClock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, _ := NewHealth(nil, fc)
+	px := &probed{fake: fake{name: "portworx"}, err: errors.New("down")}
+	p := NewPipeline([]Stage{stage(px, true)}, false, nil, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Watch(ctx, time.Minute, func() *Pipeline { return p }); close(done) }()
+
+	clocktest.Until(t, "the first probe", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !h.probed.IsZero() && h.probing == nil
+	})
+	clocktest.Await(t, fc, 1) // Watch's ticker
+	if n := px.probes.Load(); n != 1 {
+		t.Fatalf("%d probes when Watch started, want 1", n)
 	}
+	clocktest.Step(t, fc, time.Minute-time.Millisecond, 1)
+	if n := px.probes.Load(); n != 1 {
+		t.Fatalf("%d probes a millisecond before the interval, want 1", n)
+	}
+	fc.Step(time.Millisecond)
+	clocktest.Until(t, "the second periodic probe", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return px.probes.Load() == 2 && h.probing == nil && h.probed.Equal(fc.Now())
+	})
+
+	// A cleanup 10 s after that probe, with maxAge 10 s: probed again; 1 ms
+	// sooner, the verdict is reused.
+	clocktest.Step(t, fc, 10*time.Second-time.Millisecond, 1)
+	h.Unhealthy(ctx, p, 10*time.Second, time.Time{})
+	if n := px.probes.Load(); n != 2 {
+		t.Errorf("%d probes for a cleanup within maxAge of the last, want 2 (reused)", n)
+	}
+	clocktest.Step(t, fc, time.Millisecond, 1)
+	h.Unhealthy(ctx, p, 10*time.Second, time.Time{})
+	if n := px.probes.Load(); n != 3 {
+		t.Errorf("%d probes for a cleanup maxAge after the last, want 3", n)
+	}
+	cancel()
+	<-done
 }

@@ -54,7 +54,7 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		log.Info("node cleanup started", "plugins", pipeline.Names(), "dry_run", pipeline.DryRun())
 		c.event(node, corev1.EventTypeNormal, api.EventCleanupStarted, "Cleanup", "cleanup started: plugins %s%s", strings.Join(pipeline.Names(), ", "), dryRunNote(pipeline))
 	}
-	start := time.Now()
+	start := c.clock.Now()
 	// A probe at most healthMaxAge old: at a mass scale-in the receivers are
 	// probed a few times, not once per node. A failed verdict must also be
 	// newer than this node's previous counted attempt, so that this attempt
@@ -104,8 +104,8 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		return nil
 	}
 	c.nodes.WithLabelValues("completed").Inc()
-	log.Info("node cleanup completed; finalizer removed", "results", res.Summary(), "duration_seconds", time.Since(start).Seconds())
-	c.event(node, corev1.EventTypeNormal, api.EventCleanupCompleted, "Cleanup", "cleanup completed in %s (%s)%s; finalizer removed", time.Since(start).Round(time.Millisecond), res.Summary(), dryRunNote(pipeline))
+	log.Info("node cleanup completed; finalizer removed", "results", res.Summary(), "duration_seconds", c.clock.Since(start).Seconds())
+	c.event(node, corev1.EventTypeNormal, api.EventCleanupCompleted, "Cleanup", "cleanup completed in %s (%s)%s; finalizer removed", c.clock.Since(start).Round(time.Millisecond), res.Summary(), dryRunNote(pipeline))
 	pipeline.Finished(ctx, node, attempt, nil)
 	return nil
 }

@@ -200,7 +200,7 @@ func (p *probedPlugin) Health(context.Context) error {
 // deadline the finalizer goes with CleanupDeadlineExceeded. The plugin is
 // never called.
 func TestCleanupDeadlineReleasesANodeWhosePluginIsUnhealthy(t *testing.T) {
-	health, err := cleanup.NewHealth(nil)
+	health, err := cleanup.NewHealth(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

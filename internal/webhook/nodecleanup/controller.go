@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
@@ -90,6 +91,10 @@ type Config struct {
 	// BackfillAllowed, when set, is asked before each back-fill patch; false
 	// pauses back-fill (the webhook configuration is gone: uninstalling).
 	BackfillAllowed func(ctx context.Context) bool
+	// Clock is the time of the cleanup's rules: the deadline, the retries'
+	// backoff, the attempts' ends, the status shown on a slow first attempt.
+	// nil is the real clock; tests step a fake one.
+	Clock clock.WithTickerAndDelayedExecution
 }
 
 // Controller is the node watcher.
@@ -99,6 +104,7 @@ type Controller struct {
 	lister cache.GenericLister
 	synced cache.InformerSynced
 	log    *slog.Logger
+	clock  clock.WithTickerAndDelayedExecution
 
 	mu        sync.Mutex
 	finalized map[string]struct{}                          // nodes that carry the finalizer, for the gauge
@@ -131,9 +137,14 @@ var (
 func New(client metadata.Interface, factory metadatainformer.SharedInformerFactory, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Controller, error) {
 	inf := factory.ForResource(NodesResource)
 	cfg.Legacy = api.HonouredFinalizers(cfg.Finalizer, cfg.Legacy)
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	c := &Controller{
 		client:    client,
 		cfg:       cfg,
+		clock:     clk,
 		lister:    inf.Lister(),
 		synced:    inf.Informer().HasSynced,
 		log:       log,
@@ -313,7 +324,7 @@ func (c *Controller) oldestPending() float64 {
 	if oldest.IsZero() {
 		return 0
 	}
-	return time.Since(oldest).Seconds()
+	return c.clock.Since(oldest).Seconds()
 }
 
 // Lead waits for the cache, then runs the worker pools until ctx ends (the
@@ -333,12 +344,12 @@ func (c *Controller) Lead(ctx context.Context) error {
 	if c.cfg.Backfill {
 		bq = workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-finalizer"})
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-finalizer", Clock: c.clock})
 	}
 	if c.cfg.Cleanup {
 		cq = workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.cfg.RetryBase, c.cfg.RetryMax),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-cleanup"})
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "node-cleanup", Clock: c.clock})
 	}
 	c.mu.Lock()
 	c.backfillQ, c.cleanupQ = bq, cq

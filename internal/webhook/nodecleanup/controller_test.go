@@ -9,6 +9,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 const fin = "infra.894.io/node-cleanup"
@@ -130,7 +131,8 @@ func TestRetryDelayCapsAtMax(t *testing.T) {
 }
 
 func TestCleanupDeadline(t *testing.T) {
-	deleted := metav1.NewTime(time.Now().Add(-time.Minute))
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	deleted := metav1.NewTime(clk.Now().Add(-time.Minute))
 	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: &deleted}}
 	tests := []struct {
 		name     string
@@ -143,15 +145,15 @@ func TestCleanupDeadline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &Controller{cfg: Config{Deadline: tt.deadline}}
+			c := &Controller{cfg: Config{Deadline: tt.deadline}, clock: clocktesting.NewFakeClock(clk.Now())}
 			if got := c.pastDeadline(m); got != tt.past {
 				t.Errorf("pastDeadline = %v, want %v", got, tt.past)
 			}
 		})
 	}
-	c := &Controller{cfg: Config{Deadline: 90 * time.Second}}
-	if left := c.deadlineLeft(m); left <= 25*time.Second || left > 30*time.Second {
-		t.Errorf("deadlineLeft = %s, want about 30s", left)
+	c := &Controller{cfg: Config{Deadline: 90 * time.Second}, clock: clocktesting.NewFakeClock(clk.Now())}
+	if left := c.deadlineLeft(m); left != 30*time.Second {
+		t.Errorf("deadlineLeft = %s, want 30s", left)
 	}
 }
 

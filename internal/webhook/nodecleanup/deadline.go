@@ -57,7 +57,7 @@ func (c *Controller) countTry(m *metav1.PartialObjectMetadata, res cleanup.Resul
 	}
 	if res.AskedSince(t.last) {
 		t.n++
-		t.last = time.Now()
+		t.last = c.clock.Now()
 	}
 	c.tries[m.Name] = t
 	return t.n
@@ -105,7 +105,7 @@ func (c *Controller) deadlineLeft(m *metav1.PartialObjectMetadata) time.Duration
 	if m.DeletionTimestamp == nil {
 		return c.cfg.Deadline
 	}
-	return time.Until(m.DeletionTimestamp.Add(c.cfg.Deadline))
+	return m.DeletionTimestamp.Add(c.cfg.Deadline).Sub(c.clock.Now())
 }
 
 func (c *Controller) pastDeadline(m *metav1.PartialObjectMetadata) bool {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
@@ -61,7 +62,7 @@ func TestDeadlineCountsAttemptsThatAsked(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &Controller{cfg: Config{Deadline: 10 * time.Minute, MinAttempts: 3}, tries: map[string]tries{}}
+			c := &Controller{clock: clock.RealClock{}, cfg: Config{Deadline: 10 * time.Minute, MinAttempts: 3}, tries: map[string]tries{}}
 			m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u1", DeletionTimestamp: &tt.deleted}}
 			var got bool
 			for _, a := range tt.attempts {
@@ -73,7 +74,7 @@ func TestDeadlineCountsAttemptsThatAsked(t *testing.T) {
 		})
 	}
 	t.Run("a node re-created under the name starts from zero", func(t *testing.T) {
-		c := &Controller{cfg: Config{Deadline: time.Minute, MinAttempts: 2}, tries: map[string]tries{}}
+		c := &Controller{clock: clock.RealClock{}, cfg: Config{Deadline: time.Minute, MinAttempts: 2}, tries: map[string]tries{}}
 		old := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u1", DeletionTimestamp: &long}}
 		c.countTry(old, failed())
 		renewed := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u2", DeletionTimestamp: &long}}
@@ -98,7 +99,7 @@ func TestDeadlineBeforeRetry(t *testing.T) {
 		{"deadline after the retry", 0, false},
 		{"deadline passed: the backoff rules", 2 * time.Minute, false},
 	} {
-		c := &Controller{cfg: Config{Deadline: time.Minute}}
+		c := &Controller{clock: clock.RealClock{}, cfg: Config{Deadline: time.Minute}}
 		at := metav1.NewTime(time.Now().Add(-tt.deleted))
 		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: &at}}
 		if in, due := c.deadlineBeforeRetry(m, 30*time.Second); due != tt.want || due && in <= 0 {

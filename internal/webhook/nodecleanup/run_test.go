@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
@@ -46,6 +47,7 @@ func TestStartRunSeesChangesTheInformerCouldNotCancel(t *testing.T) {
 				}
 			}
 			c := &Controller{
+				clock:   clock.RealClock{},
 				cfg:     Config{Finalizer: fin, SkipAnnotation: skip},
 				lister:  cache.NewGenericLister(idx, NodesResource.GroupResource()),
 				running: map[string]*runningClean{},
@@ -65,7 +67,7 @@ func TestStartRunSeesChangesTheInformerCouldNotCancel(t *testing.T) {
 // Plugin errors often carry '%' (URL escapes); an Event must show them as they are.
 func TestEventNoteIsNotAFormat(t *testing.T) {
 	rec := events.NewFakeRecorder(1)
-	c := &Controller{cfg: Config{Recorder: rec}}
+	c := &Controller{clock: clock.RealClock{}, cfg: Config{Recorder: rec}}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u1"}}
 	c.event(node, corev1.EventTypeWarning, api.EventCleanupFailed, "Cleanup", "failed: %s", errors.New("DELETE /v1/cluster/a%2Fb"))
 	if got := <-rec.Events; !strings.Contains(got, "a%2Fb") {

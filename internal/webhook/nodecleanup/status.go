@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
@@ -111,7 +112,7 @@ type statusWriter struct {
 	s       *cleanupStatus
 	on      bool
 	stopped bool
-	timer   *time.Timer
+	timer   clock.Timer
 }
 
 func (c *Controller) newStatusWriter(ctx context.Context, name string, uid types.UID, s *cleanupStatus) *statusWriter {
@@ -121,7 +122,7 @@ func (c *Controller) newStatusWriter(ctx context.Context, name string, uid types
 		c.writeStatus(ctx, name, uid, s, 0)
 		return w
 	}
-	w.timer = time.AfterFunc(statusDelay, func() {
+	w.timer = c.clock.AfterFunc(statusDelay, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if !w.stopped && w.s.unfinished() > 0 {
