@@ -137,7 +137,7 @@ func (a *Agent) patchNode(ctx context.Context, node *corev1.Node, want Desired) 
 		return err
 	}
 	op := a.operation(node, want)
-	updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
 	if err != nil {
 		a.count(op, "error")
 		return err
@@ -227,7 +227,7 @@ func (a *Agent) publish(ctx context.Context, want ConditionState, failing []stri
 	if err != nil || patch == nil {
 		return
 	}
-	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
 	if err == nil {
 		a.view.remember(updated)
 	}
