@@ -108,7 +108,8 @@ nodes the DaemonSet will run on. One source, so the two never disagree.
 
 {{/* Whether admission adds the startup taint; absent after `helm upgrade --reuse-values` from an older chart: off. */}}
 {{- define "knr.injectStartupTaint" -}}
-{{- and .Values.webhook.enabled .Values.webhook.cleanup.enabled (dig "startupTaint" "inject" false .Values.webhook) -}}
+{{- $publish := eq .Values.mode "publish" }}
+{{- and .Values.webhook.enabled .Values.webhook.cleanup.enabled (dig "startupTaint" "inject" false .Values.webhook) (or (not $publish) (dig "startupTaint" "injectInPublishMode" false .Values.webhook)) -}}
 {{- end -}}
 
 {{- define "knr.securityContext" -}}
