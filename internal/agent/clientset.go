@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
@@ -33,6 +34,10 @@ import (
 // webhook uses it; it also serves the checks' reads (CheckClient).
 type Clientset struct {
 	CS kubernetes.Interface
+	// Meta reads objects' metadata only (the peer Service's slice names),
+	// over CS's connections; nil for a Clientset built around a given CS
+	// (tests), whose reads of metadata then read whole objects.
+	Meta metadata.Interface
 	// conns tracks the connections to the API server, so that
 	// DropStalledConnections can drop the dead ones; nil for a Clientset
 	// built around a given CS (tests).
@@ -56,11 +61,22 @@ func NewClientset(cfg *rest.Config) (Clientset, error) {
 	}
 	conns := newConnTracker(dial)
 	cfg.Dial = conns.DialContext
-	cs, err := kubernetes.NewForConfig(cfg)
+	// One HTTP client for both, so the metadata reads share the typed
+	// client's connections (a custom dialer keeps client-go from sharing
+	// transports between clients built apart).
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return Clientset{}, err
 	}
-	return Clientset{CS: cs, conns: conns}, nil
+	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return Clientset{}, err
+	}
+	meta, err := metadata.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return Clientset{}, err
+	}
+	return Clientset{CS: cs, Meta: meta, conns: conns}, nil
 }
 
 // DropStalledConnections drops the connections to the API server whose

@@ -65,7 +65,14 @@ const maxEndpointsPerSlice = 100
 // of its pod's. Slices per address family, at most maxEndpointsPerSlice
 // endpoints each; IPv4 ones named AgentPeerService, AgentPeerService-1,
 // ..., IPv6 ones AgentPeerService-ipv6, -ipv6-1, ...
+//
+// It also creates the Service itself, as the chart does (headless, with a
+// selector, no ipFamilyPolicy: single-stack in the primary family), once:
+// an agent reads its IP families to choose the slices of its peers.
 func (cp *ControlPlane) PublishAgentPeers(ctx context.Context, nodes ...Node) error {
+	if err := cp.createAgentPeerService(ctx); err != nil {
+		return err
+	}
 	slices := cp.Client.DiscoveryV1().EndpointSlices(AgentNamespace)
 	sel := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + AgentPeerService + "," + discoveryv1.LabelManagedBy + "=harness.kube-node-ready"}
 	if err := slices.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsNotFound(err) {
@@ -94,6 +101,24 @@ func (cp *ControlPlane) PublishAgentPeers(ctx context.Context, nodes ...Node) er
 				return fmt.Errorf("create EndpointSlice %s: %w", s.Name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// createAgentPeerService creates the agents' headless Service, as the
+// chart's, unless it is there. Its selector matches no pod here: the
+// harness writes the slices itself.
+func (cp *ControlPlane) createAgentPeerService(ctx context.Context) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: AgentPeerService, Namespace: AgentNamespace},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{"app.kubernetes.io/name": "kube-node-ready", "app.kubernetes.io/component": "agent"},
+			Ports:     []corev1.ServicePort{{Name: "metrics", Port: MetricsPort, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if _, err := cp.Client.CoreV1().Services(AgentNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Service %s/%s: %w", AgentNamespace, AgentPeerService, err)
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func (o *Options) enabled(r checkRow) bool {
 // agent.Clientset implements it.
 type CheckClient interface {
 	checks.NodeGetter
-	checks.SliceWatchClient
+	checks.PeerSliceClient
 	checks.WorkloadClient
 	checks.CSINodeClient
 	checks.ResourceSliceClient

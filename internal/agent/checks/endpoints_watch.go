@@ -77,6 +77,16 @@ func (w *SliceWatcher) Stop() {
 // The first read of a Service starts its watch and waits, within ctx, for
 // its first list.
 func (w *SliceWatcher) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoint, error) {
+	slices, err := w.Slices(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	return EndpointsFromSlices(slices), nil
+}
+
+// Slices returns the EndpointSlices (trimmed to what EndpointsFromSlices
+// reads) the watch of svc holds, as Endpoints waits for them.
+func (w *SliceWatcher) Slices(ctx context.Context, svc ServiceRef) ([]discoveryv1.EndpointSlice, error) {
 	inf := w.informer(svc)
 	// Polled briefly rather than at WaitForCacheSync's 100 ms: the first
 	// list takes milliseconds, and the first round decides a new node's
@@ -90,7 +100,7 @@ func (w *SliceWatcher) Endpoints(ctx context.Context, svc ServiceRef) ([]Endpoin
 	for _, o := range objs {
 		slices = append(slices, *o.(*discoveryv1.EndpointSlice))
 	}
-	return EndpointsFromSlices(slices), nil
+	return slices, nil
 }
 
 // informer returns svc's informer, started on first use (or the first

@@ -3,12 +3,14 @@ package checks
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -34,14 +36,23 @@ const peerSliceCapacity = 100
 // hash of its node name and the slice names, the agents spread evenly over
 // the slices.
 //
-// Choosing lists the Service's slices from the API server's watch cache,
-// ranks those of each address type, and follows the first ones until they
-// hold at least --check.network.peers candidates (what SelectPeers would
-// pick: ready, with an address and a TCP port, not on this node). When that
-// takes every slice (a small cluster has one, per family), the Service is
-// followed whole, by its label, as before: new slices then arrive by the
-// watch. Otherwise each chosen slice is followed by name (a field
-// selector), so the API server sends this agent only its events.
+// Choosing reads the names of the Service's slices only (a metadata list
+// from the API server's watch cache) and the Service's address families,
+// ranks the names, and reads the slices in that order, each with the watch
+// that would follow it (by name, a field selector, so the API server sends
+// this agent only that slice's events), until those of every family hold
+// at least --check.network.peers candidates (what SelectPeers would pick:
+// ready, with an address and a TCP port, not on this node); a slice read
+// on the way that its family does not need is dropped. So what a join
+// reads does not grow with the cluster: the names (a few hundred bytes
+// each, one per 100 agents) instead of every agent's endpoint, and about
+// one slice per family. When the Service has one slice per family (a small
+// cluster), or the slices chosen are all of them, the Service is followed
+// whole, by its label, as before: new slices then arrive by the watch.
+// At most a few slices per family are read in one choice: when agents
+// are not ready yet (a fresh install) no slice holds candidates, and
+// reading them all would be a watch per slice; those read are followed,
+// and the next choice comes as below.
 //
 // A read serves what the watches hold, with no request. It chooses again
 // when the slices followed by name hold too few candidates of a type (one
@@ -61,7 +72,7 @@ type PeerSlices struct {
 	Others *SliceWatcher
 
 	ctx    context.Context
-	client SliceWatchClient
+	client PeerSliceClient
 	// log receives the peer watches' refusals, once per episode.
 	log *slog.Logger
 	now func() time.Time
@@ -77,6 +88,17 @@ type PeerSlices struct {
 	families []discoveryv1.AddressType
 	// chosenAt is when the slices were last listed; zero before the first.
 	chosenAt time.Time
+}
+
+// PeerSliceClient is what PeerSlices reads: the peer Service's address
+// families, its slices' names without their endpoints, and the chosen
+// slices' watches.
+type PeerSliceClient interface {
+	SliceWatchClient
+	// ListEndpointSliceNames lists EndpointSlices' names only (metadata).
+	ListEndpointSliceNames(ctx context.Context, namespace string, opts metav1.ListOptions) ([]string, error)
+	// GetServiceFamilies reads a Service's spec.ipFamilies.
+	GetServiceFamilies(ctx context.Context, namespace, name string) ([]corev1.IPFamily, error)
 }
 
 // peerChoice says which Service is the peer Service and what makes one of
@@ -100,7 +122,7 @@ type followedSlices struct {
 // NewPeerSlices returns a PeerSlices whose watches run until ctx ends (or
 // Stop) and log their refusals on log, and that serves every Service from
 // others until Follow names the peer one.
-func NewPeerSlices(ctx context.Context, client SliceWatchClient, log *slog.Logger, others *SliceWatcher) *PeerSlices {
+func NewPeerSlices(ctx context.Context, client PeerSliceClient, log *slog.Logger, others *SliceWatcher) *PeerSlices {
 	return &PeerSlices{Others: others, ctx: ctx, client: client, log: log, now: time.Now}
 }
 
@@ -176,48 +198,87 @@ func (p *PeerSlices) candidates(eps []Endpoint) int {
 	return len(SelectPeers(p.peers.node, p.peers.podIP, eps, p.peers.need))
 }
 
-// choose lists the peer Service's slices and follows those ChooseSlices
-// names, keeping the watches of slices chosen again. When the list fails,
-// what is followed stays; with nothing followed yet, the whole Service is,
-// as its watch retries on its own, with backoff, and the next choice is
-// one interval away either way.
+// choose reads the peer Service's slice names and families and follows
+// the slices ChooseRanked picks, keeping the watches of slices chosen
+// again. When the names or a slice cannot be read, what is followed stays;
+// with nothing followed yet, the whole Service is, as its watch retries on
+// its own, with backoff, and the next choice is one interval away either
+// way.
 func (p *PeerSlices) choose(ctx context.Context) {
 	svc := p.peers.svc
 	p.chosenAt = p.now()
-	list, err := p.client.ListEndpointSlices(ctx, svc.Namespace, metav1.ListOptions{
+	names, err := p.client.ListEndpointSliceNames(ctx, svc.Namespace, metav1.ListOptions{
 		LabelSelector:   discoveryv1.LabelServiceName + "=" + svc.Name,
 		ResourceVersion: "0",
 	})
 	if err != nil {
-		if p.followed == nil {
-			p.followed = []*followedSlices{p.start("")}
-		}
+		p.keepOrWhole()
 		return
 	}
-	names := ChooseSlices(p.peers.node, p.peers.podIP, list.Items, p.peers.need)
-	p.families = nil
-	for _, s := range list.Items {
-		if slices.Contains(names, s.Name) && !slices.Contains(p.families, s.AddressType) {
-			p.families = append(p.families, s.AddressType)
+	// Unknown families (a Service this agent may not read: another than
+	// the chart's) are those of the slices read.
+	var families []discoveryv1.AddressType
+	if fams, err := p.client.GetServiceFamilies(ctx, svc.Namespace, svc.Name); err == nil {
+		for _, f := range fams {
+			families = append(families, discoveryv1.AddressType(f))
 		}
-	}
-	if len(names) == len(list.Items) {
-		names = []string{""}
 	}
 	kept := map[string]*followedSlices{}
 	for _, f := range p.followed {
-		if slices.Contains(names, f.name) {
-			kept[f.name] = f
+		kept[f.name] = f
+	}
+	opened := map[string]*followedSlices{}
+	var chosen []string
+	var read []discoveryv1.EndpointSlice
+	if len(names) > max(len(families), 1) {
+		chosen, read, err = ChooseRanked(p.peers.node, p.peers.podIP, names, families, p.peers.need, func(name string) ([]discoveryv1.EndpointSlice, error) {
+			f, ok := kept[name]
+			if !ok {
+				f = p.start(name)
+				opened[name] = f
+			}
+			return f.w.Slices(ctx, svc)
+		})
+		if err != nil {
+			for _, f := range opened {
+				f.w.Stop()
+			}
+			p.keepOrWhole()
+			return
 		}
 	}
-	p.stopFollowed(kept)
-	p.followed = make([]*followedSlices, 0, len(names))
-	for _, name := range names {
+	p.families = nil
+	for _, s := range read {
+		if slices.Contains(chosen, s.Name) && !slices.Contains(p.families, s.AddressType) {
+			p.families = append(p.families, s.AddressType)
+		}
+	}
+	if len(chosen) == 0 || len(chosen) == len(names) {
+		chosen, p.families = []string{""}, nil
+	}
+	old := p.followed
+	p.followed = make([]*followedSlices, 0, len(chosen))
+	for _, name := range chosen {
 		f, ok := kept[name]
 		if !ok {
-			f = p.start(name)
+			if f, ok = opened[name]; !ok {
+				f = p.start(name)
+			}
 		}
 		p.followed = append(p.followed, f)
+	}
+	for _, f := range append(old, slices.Collect(maps.Values(opened))...) {
+		if !slices.Contains(p.followed, f) {
+			f.w.Stop()
+		}
+	}
+}
+
+// keepOrWhole keeps what is followed after a failed choice, or follows
+// the whole Service when nothing is.
+func (p *PeerSlices) keepOrWhole() {
+	if p.followed == nil {
+		p.followed = []*followedSlices{p.start("")}
 	}
 }
 
@@ -252,6 +313,80 @@ func (p *PeerSlices) read(ctx context.Context) ([]Endpoint, error) {
 		out = append(out, eps...)
 	}
 	return out, nil
+}
+
+// slicesPerFamily bounds how many slices of each address type one choice
+// reads beyond those --check.network.peers needs at 100 endpoints a slice.
+const slicesPerFamily = 2
+
+// maxSlicesRead bounds the slices one choice reads in all: a family the
+// Service names but whose slices are not there (yet) would otherwise have
+// it read every slice. A dual-stack Service's families are ranked
+// together, so 16 slices hold both but once in 2^15 nodes.
+const maxSlicesRead = 16
+
+// ChooseRanked is the choice of the slices to follow from their names: it
+// ranks names by rendezvous hash of node and each name, reads the slices in
+// that order (read returns what a name's watch holds: the slice, or none
+// when it is gone), and stops once the slices read of every address type in
+// families (of every type read, when families is empty) hold need peer
+// candidates, or it read slicesPerFamily+need/100 slices per type (or
+// maxSlicesRead in all). It
+// returns ChooseSlices of the slices read, and those: within each type the
+// slices read are the first of its ranking, so the choice is the one
+// ChooseSlices makes from every slice (TestChooseRankedIsChooseSlices)
+// whenever enough candidates were read.
+func ChooseRanked(node string, podIP netip.Addr, names []string, families []discoveryv1.AddressType, need int, read func(name string) ([]discoveryv1.EndpointSlice, error)) (chosen []string, slicesRead []discoveryv1.EndpointSlice, err error) {
+	ranked := slices.Clone(names)
+	sort.Slice(ranked, func(i, j int) bool {
+		si, sj := rendezvous(node, ranked[i]), rendezvous(node, ranked[j])
+		if si != sj {
+			return si > sj
+		}
+		return ranked[i] < ranked[j]
+	})
+	limit := slicesPerFamily + need/peerSliceCapacity
+	readOf := map[discoveryv1.AddressType]int{}
+	for i, name := range ranked {
+		if i == maxSlicesRead || enoughRead(node, podIP, slicesRead, families, need, readOf, limit) {
+			break
+		}
+		got, err := read(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, s := range got {
+			readOf[s.AddressType]++
+		}
+		slicesRead = append(slicesRead, got...)
+	}
+	return ChooseSlices(node, podIP, slicesRead, need), slicesRead, nil
+}
+
+// enoughRead reports whether the slices read settle the choice: every type
+// wanted (families, or those read) has need candidates or limit slices read.
+func enoughRead(node string, podIP netip.Addr, read []discoveryv1.EndpointSlice, families []discoveryv1.AddressType, need int, readOf map[discoveryv1.AddressType]int, limit int) bool {
+	if len(families) == 0 {
+		if len(read) == 0 {
+			return false
+		}
+		families = slices.Collect(maps.Keys(readOf))
+	}
+	for _, t := range families {
+		if readOf[t] >= limit {
+			continue
+		}
+		var ofType []discoveryv1.EndpointSlice
+		for _, s := range read {
+			if s.AddressType == t {
+				ofType = append(ofType, s)
+			}
+		}
+		if len(SelectPeers(node, podIP, EndpointsFromSlices(ofType), need)) < need {
+			return false
+		}
+	}
+	return true
 }
 
 // ChooseSlices ranks the slices of each address type by rendezvous hash of

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -172,17 +173,41 @@ func followedNames(p *PeerSlices) []string {
 	return names
 }
 
-// lists counts the lists of every slice (no field selector): the choices.
-func (c *fieldSliceClient) lists() int {
+// lists counts the lists of the slices' names: the choices.
+func (c *fieldSliceClient) lists() int { return c.count("names ") }
+
+// count counts the calls recorded as call.
+func (c *fieldSliceClient) count(call string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for _, call := range c.calls {
-		if call == "list " {
+	for _, got := range c.calls {
+		if got == call {
 			n++
 		}
 	}
 	return n
+}
+
+func (c *fieldSliceClient) ListEndpointSliceNames(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
+	c.record("names", o)
+	l, err := c.fakeSliceClient.ListEndpointSlices(ctx, ns, o)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range l.Items {
+		names = append(names, s.Name)
+	}
+	return names, nil
+}
+
+func (c *fieldSliceClient) GetServiceFamilies(ctx context.Context, ns, name string) ([]corev1.IPFamily, error) {
+	svc, err := c.cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return svc.Spec.IPFamilies, nil
 }
 
 func (c *fieldSliceClient) ListEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
@@ -245,8 +270,8 @@ func TestPeerSlicesFollowsOneSliceByName(t *testing.T) {
 			t.Fatalf("read = %d endpoints, %v; want one slice's", len(eps), err)
 		}
 	}
-	if client.lists() != 1 {
-		t.Errorf("calls %v: want one list of every slice", client.snapshot())
+	if client.lists() != 1 || client.count("list ") != 0 {
+		t.Errorf("calls %v: want one list of the slices' names, and no list of every slice", client.snapshot())
 	}
 	watches := 0
 	for _, c := range client.snapshot() {
@@ -385,19 +410,19 @@ func TestPeerSlicesStopThenChoosesAgain(t *testing.T) {
 	}
 }
 
-// failFirstList refuses the first list, the choice's; the rest, and
-// every watch, go through.
+// failFirstList refuses the first list of the slices' names, the
+// choice's; the rest, and every watch, go through.
 type failFirstList struct {
 	*fieldSliceClient
 	failed atomic.Bool
 }
 
-func (c *failFirstList) ListEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+func (c *failFirstList) ListEndpointSliceNames(ctx context.Context, ns string, o metav1.ListOptions) ([]string, error) {
 	if !c.failed.Swap(true) {
-		c.record("list", o)
+		c.record("names", o)
 		return nil, fmt.Errorf("refused")
 	}
-	return c.fieldSliceClient.ListEndpointSlices(ctx, ns, o)
+	return c.fieldSliceClient.ListEndpointSliceNames(ctx, ns, o)
 }
 
 // TestPeerSlicesFailedChoiceFollowsServiceWhole: when the slices cannot be
@@ -412,8 +437,8 @@ func TestPeerSlicesFailedChoiceFollowsServiceWhole(t *testing.T) {
 		}
 	}
 	// The refused choice and the whole Service's watch's first list.
-	if n := client.lists(); n != 2 {
-		t.Errorf("calls %v: want two lists", client.snapshot())
+	if client.lists() != 1 || client.count("list ") != 1 {
+		t.Errorf("calls %v: want one list of names and one of the Service's slices", client.snapshot())
 	}
 }
 
@@ -445,5 +470,123 @@ func TestChooseSlicesFollowsEachFamily(t *testing.T) {
 	got := ChooseSlices("n0", netip.Addr{}, large, 3)
 	if len(got) != 2 || strings.HasSuffix(got[0], "-ipv6") || !strings.HasSuffix(got[1], "-ipv6") {
 		t.Errorf("large dual-stack Service: chose %v, want one IPv4 slice and one IPv6", got)
+	}
+}
+
+// sliceNames are the names of all.
+func sliceNames(all []discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range all {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// readFrom reads the slices of all by name, counting the reads.
+func readFrom(all []discoveryv1.EndpointSlice, reads *int) func(string) ([]discoveryv1.EndpointSlice, error) {
+	return func(name string) ([]discoveryv1.EndpointSlice, error) {
+		*reads++
+		for _, s := range all {
+			if s.Name == name {
+				return []discoveryv1.EndpointSlice{s}, nil
+			}
+		}
+		return nil, nil
+	}
+}
+
+// TestChooseRankedIsChooseSlices: choosing from the names, reading slices
+// in rank order, picks what ChooseSlices picks from every slice, for every
+// node, and reads only the slices it chooses; with no Service families
+// known, those of the slices read.
+func TestChooseRankedIsChooseSlices(t *testing.T) {
+	var full, sparse []discoveryv1.EndpointSlice
+	for i := range 20 {
+		nodes := nodeNames(i*100, (i+1)*100)
+		full = append(full, *peerSlice(fmt.Sprintf("agents-%d", i), nodes))
+		// Two ready of 100: a node needs two slices, or three.
+		sparse = append(sparse, *peerSlice(fmt.Sprintf("agents-%d", i), nodes, nodes[2:]...))
+	}
+	for _, tc := range []struct {
+		name     string
+		all      []discoveryv1.EndpointSlice
+		families []discoveryv1.AddressType
+	}{
+		{"full slices, families from the Service", full, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}},
+		{"full slices, families unknown", full, nil},
+		{"two ready a slice", sparse, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, node := range nodeNames(0, 2000) {
+				reads := 0
+				got, _, err := ChooseRanked(node, netip.Addr{}, sliceNames(tc.all), tc.families, 3, readFrom(tc.all, &reads))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := ChooseSlices(node, netip.Addr{}, tc.all, 3)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s chose %v from the names, ChooseSlices %v", node, got, want)
+				}
+				if reads != len(got) {
+					t.Fatalf("%s read %d slices to choose %v", node, reads, got)
+				}
+			}
+		})
+	}
+}
+
+// TestChooseRankedReadsAFewWhenNoneHasCandidates: when no agent is ready
+// yet (a fresh install), a choice reads slicesPerFamily slices, not every
+// one, and follows those.
+func TestChooseRankedReadsAFewWhenNoneHasCandidates(t *testing.T) {
+	var all []discoveryv1.EndpointSlice
+	for i := range 100 {
+		nodes := nodeNames(i*100, (i+1)*100)
+		all = append(all, *peerSlice(fmt.Sprintf("agents-%d", i), nodes, nodes...))
+	}
+	reads := 0
+	got, _, err := ChooseRanked("n0", netip.Addr{}, sliceNames(all), []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}, 3, readFrom(all, &reads))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads != slicesPerFamily || len(got) != slicesPerFamily {
+		t.Errorf("read %d slices and chose %v, want %d of each", reads, got, slicesPerFamily)
+	}
+	// A family the Service names that has no slice: the walk ends at maxSlicesRead.
+	reads = 0
+	if _, _, err := ChooseRanked("n0", netip.Addr{}, sliceNames(all), []discoveryv1.AddressType{discoveryv1.AddressTypeIPv6}, 3, readFrom(all, &reads)); err != nil {
+		t.Fatal(err)
+	}
+	if reads != maxSlicesRead {
+		t.Errorf("read %d slices for a family with none, want %d", reads, maxSlicesRead)
+	}
+}
+
+// TestPeerSlicesFollowsEachFamilyOfTheService: with the Service's two
+// families readable, a large dual-stack Service is followed by one slice
+// of each family, whichever of them ranks first.
+func TestPeerSlicesFollowsEachFamilyOfTheService(t *testing.T) {
+	var objs []*discoveryv1.EndpointSlice
+	for i := range 10 {
+		s := peerSlice(fmt.Sprintf("s%d", i), nodeNames(i*100+1, (i+1)*100+1))
+		objs = append(objs, s, ipv6(s))
+	}
+	p, client, cs, _ := peerSlicesFixture(t, objs...)
+	if _, err := cs.CoreV1().Services(peerSvc.Namespace).Create(t.Context(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: peerSvc.Name, Namespace: peerSvc.Namespace},
+		Spec:       corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := p.Endpoints(t.Context(), peerSvc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := byFamily(eps)
+	if len(fams[discoveryv1.AddressTypeIPv4]) != 100 || len(fams[discoveryv1.AddressTypeIPv6]) != 100 {
+		t.Errorf("follows %v: %d IPv4 and %d IPv6 endpoints, want one slice of each", followedNames(p), len(fams[discoveryv1.AddressTypeIPv4]), len(fams[discoveryv1.AddressTypeIPv6]))
+	}
+	if n := client.count("list "); n != 0 {
+		t.Errorf("calls %v: a list of every slice", client.snapshot())
 	}
 }

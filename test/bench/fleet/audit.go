@@ -20,6 +20,7 @@ const nodeNameExtra = "authentication.kubernetes.io/node-name"
 type auditEvent struct {
 	Stage                    string    `json:"stage"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 	Verb                     string    `json:"verb"`
 	RequestURI               string    `json:"requestURI"`
 	User                     struct {
@@ -141,6 +142,40 @@ func Watches(path string, offset int64) (map[string][]string, int64, error) {
 	return out, end, err
 }
 
+// Join is what one agent asked of the API server over a window.
+type Join struct {
+	// Requests are its requests by kind.
+	Requests map[Request]int
+	// ServerTime is the time the API server spent on them, received to
+	// completed (watches left out: they last).
+	ServerTime time.Duration
+}
+
+// RequestsUntil reads the audit log at path from offset and counts, for
+// each node (as Requests attributes requests), the requests its agent made
+// that the API server received before until, by kind, each once: a watch
+// when it started (it completes only when it ends), any other when it
+// completed. A join's requests are those before its untaint.
+func RequestsUntil(path string, offset int64, until time.Time) (map[string]*Join, error) {
+	out := map[string]*Join{}
+	_, err := scanStage(path, offset, "", func(node string, ev *auditEvent) {
+		watch := ev.Verb == "watch"
+		if !ev.RequestReceivedTimestamp.Before(until) || watch != (ev.Stage == "ResponseStarted") || !watch && ev.Stage != "ResponseComplete" {
+			return
+		}
+		j := out[node]
+		if j == nil {
+			j = &Join{Requests: map[Request]int{}}
+			out[node] = j
+		}
+		j.Requests[requestOf(ev)]++
+		if !watch {
+			j.ServerTime += ev.StageTimestamp.Sub(ev.RequestReceivedTimestamp)
+		}
+	})
+	return out, err
+}
+
 // scanAgents calls fn for every completed request in the audit log at path
 // from offset made with a token bound to a pod on a node, with that node. It
 // returns the offset of the first line not read whole.
@@ -148,7 +183,8 @@ func scanAgents(path string, offset int64, fn func(node string, ev *auditEvent))
 	return scanStage(path, offset, "ResponseComplete", fn)
 }
 
-// scanStage is scanAgents for the audit events of stage.
+// scanStage is scanAgents for the audit events of stage (of every stage
+// when empty).
 func scanStage(path string, offset int64, stage string, fn func(node string, ev *auditEvent)) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -171,7 +207,7 @@ func scanStage(path string, offset int64, stage string, fn func(node string, ev 
 		offset += int64(len(line))
 		var ev auditEvent
 		// Most lines (leases, status) carry no node-bound token: skip them unparsed.
-		if !bytes.Contains(line, []byte(nodeNameExtra)) || json.Unmarshal(line, &ev) != nil || ev.Stage != stage {
+		if !bytes.Contains(line, []byte(nodeNameExtra)) || json.Unmarshal(line, &ev) != nil || stage != "" && ev.Stage != stage {
 			continue
 		}
 		if nodes := ev.User.Extra[nodeNameExtra]; len(nodes) == 1 {

@@ -65,6 +65,9 @@ type Options struct {
 	// and an address whose agent stopped still accepts connections (its
 	// requests are answered 404).
 	SharedListener bool
+	// CountTraffic counts each agent's requests and response bytes
+	// (Agent.Traffic).
+	CountTraffic bool
 }
 
 // Fleet is a set of simulated agents running in this process.
@@ -85,6 +88,9 @@ type Agent struct {
 	Node harness.Node
 	// Registry holds its metrics, as its /metrics serves them.
 	Registry *prometheus.Registry
+	// Traffic counts its client's requests and bytes, with
+	// Options.CountTraffic; nil otherwise.
+	Traffic *Traffic
 
 	client agent.Clientset
 	cancel context.CancelFunc
@@ -136,6 +142,11 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
 	}
+	var traffic *Traffic
+	if f.opts.CountTraffic {
+		traffic = &Traffic{}
+		cfg.Wrap(traffic.wrap)
+	}
 	client, err := agent.NewClientset(cfg)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
@@ -161,7 +172,7 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
 	}
 	endpoints := metricsserver.Endpoints{Gatherer: reg, Ready: asm.Agent.Ready, Grace: time.Second, Log: log}
-	a := &Agent{Node: node, Registry: reg, client: client, cancel: cancel, done: make(chan error, 1)}
+	a := &Agent{Node: node, Registry: reg, Traffic: traffic, client: client, cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		serveErr := make(chan error, 1)
 		if shared != nil {

@@ -101,8 +101,8 @@ func untaintLogged(b *testing.B, agent *harness.Daemon) time.Time {
 }
 
 // untaintMsg is the agent's log message when its write removed the startup
-// taint (internal/agent/write.go).
-const untaintMsg = "node verified; startup taint removed"
+// taint.
+const untaintMsg = fleet.UntaintMsg
 
 // startAgentAtNice0 starts node's agent process from a thread at nice 0: a
 // child inherits the nice value of the thread that forks it, and this

@@ -55,6 +55,9 @@ func TestDualStackFleetEveryPeerAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := kit.CP.HelmT(t, "template", harness.ChartRelease, chart, "--namespace", harness.AgentNamespace, "--show-only", "templates/agent-service.yaml")
+	// Under another name: the harness made the agents' Service as the
+	// chart would, when it published their peers.
+	svc = strings.Replace(svc, "\n  name: "+harness.AgentPeerService+"\n", "\n  name: "+harness.AgentPeerService+"-dry-run\n", 1)
 	got := kit.CP.KubectlT(t, svc, "create", "--dry-run=server", "-f", "-", "-o", "jsonpath={.spec.ipFamilyPolicy} {.spec.ipFamilies}")
 	if want := fmt.Sprintf(`SingleStack ["%s"]`, kit.CP.Primary().Family); got != want {
 		t.Fatalf("the chart's agent Service on the dual-stack plane: %s, want %s (the harness publishes peers as its slices would list them)", got, want)
