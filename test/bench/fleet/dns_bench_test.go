@@ -16,6 +16,38 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
 )
 
+// dnsOutages runs -fleet.dns-outages DNS outages one after another (each
+// after the fleet is steady again: every node verified, then three quiet
+// periods) and reports the medians of their recovery figures: the request
+// rate in the first period after every re-tainted node was untainted,
+// against the steady rate before the outage.
+func dnsOutages(b *testing.B, f *fleet.Fleet, n int, offset int64) {
+	var ratios, recoveries []float64
+	for i := range *outages {
+		if i > 0 {
+			waitVerified(b, n, 10**period)
+			time.Sleep(3 * *period)
+		}
+		o := dnsOutage(b, f, n, offset)
+		logf(b, "outage %d of %d: every re-taint undone %.0f s after DNS returned; the first period after that carried %.2f× the steady rate",
+			i+1, *outages, o.recovered.Seconds(), o.afterRecovery)
+		ratios, recoveries = append(ratios, o.afterRecovery), append(recoveries, o.recovered.Seconds())
+	}
+	logf(b, "%d outages: the first period after every re-taint was undone carried %v × the steady rate (median %.2f); recovered %v s after DNS returned (median %.0f)",
+		*outages, ratios, median(slices.Clone(ratios)), recoveries, median(slices.Clone(recoveries)))
+	b.ReportMetric(median(ratios), "after-recovery-rate-ratio")
+	b.ReportMetric(median(recoveries), "s-to-recover-median")
+}
+
+// outageResult is what one DNS outage measured of the recovery.
+type outageResult struct {
+	// recovered is the time from DNS back to every re-taint undone.
+	recovered time.Duration
+	// afterRecovery is the agents' request rate in the period after that,
+	// over the steady rate before the outage.
+	afterRecovery float64
+}
+
 // dnsOutage stops DNS under the verified fleet of n nodes and follows the
 // re-taint storm: every second's agent requests (audit log, from offset, the
 // start of the steady window, whose rate is the baseline),
@@ -23,8 +55,9 @@ import (
 // 10 % budget is used; after two more periods it brings DNS back and
 // measures the time until every node is verified again and the request rate
 // in the period after, with the requests of each phase by kind and the
-// rounds the agents skipped as control-plane faults.
-func dnsOutage(b *testing.B, f *fleet.Fleet, n int, offset int64) {
+// rounds the agents skipped as control-plane faults, and the rate in the
+// first period after every re-taint was undone.
+func dnsOutage(b *testing.B, f *fleet.Fleet, n int, offset int64) outageResult {
 	ctx := b.Context()
 	budget := max(n/10, 1)
 	watcher, err := fleet.WatchRetainted(ctx, cp.Client)
@@ -74,7 +107,12 @@ func dnsOutage(b *testing.B, f *fleet.Fleet, n int, offset int64) {
 	if err != nil {
 		b.Errorf("following the re-tainted nodes stopped early: %v", err)
 	}
-	time.Sleep(max(time.Until(restored.Add(2**period)), 0))
+	recoveredAt := restored.Add(recovered)
+	if recovered == 0 {
+		b.Errorf("re-tainted nodes left %s after DNS returned", 10**period)
+		recoveredAt = time.Now()
+	}
+	time.Sleep(max(time.Until(restored.Add(2**period)), time.Until(recoveredAt.Add(*period+2*time.Second)), 0))
 	skippedAfter := skipped(b, f)
 	logf(b, "rounds the agents skipped as control-plane faults: %.0f while DNS was down, %.0f in the two periods after",
 		skippedDown-skippedBefore, skippedAfter-skippedDown)
@@ -94,8 +132,9 @@ func dnsOutage(b *testing.B, f *fleet.Fleet, n int, offset int64) {
 	during, duringPeak := rate(stopped, restored)
 	after1, after1Peak := rate(restored, restored.Add(*period))
 	after2, after2Peak := rate(restored.Add(*period), restored.Add(2**period))
-	logf(b, "agents' requests per second (mean, peak of any second): steady %.1f, %.0f; DNS down %.1f, %.0f; first period after %.1f, %.0f; second period after %.1f, %.0f",
-		before, beforePeak, during, duringPeak, after1, after1Peak, after2, after2Peak)
+	afterRecovery, afterRecoveryPeak := rate(recoveredAt, recoveredAt.Add(*period))
+	logf(b, "agents' requests per second (mean, peak of any second): steady %.1f, %.0f; DNS down %.1f, %.0f; first period after %.1f, %.0f; second period after %.1f, %.0f; first period after every re-taint was undone %.1f, %.0f (%.2f× steady)",
+		before, beforePeak, during, duringPeak, after1, after1Peak, after2, after2Peak, afterRecovery, afterRecoveryPeak, afterRecovery/before)
 	phases, err := fleet.RequestsIn(cp.AuditLogPath(), offset, stopped, restored, restored.Add(*period), restored.Add(2**period))
 	if err != nil {
 		b.Fatal(err)
@@ -103,15 +142,22 @@ func dnsOutage(b *testing.B, f *fleet.Fleet, n int, offset int64) {
 	for i, name := range []string{"DNS down", "first period after", "second period after"} {
 		logf(b, "agents' requests, %s: %s", name, kinds(phases[i]))
 	}
+	steadyKinds, err := fleet.RequestsIn(cp.AuditLogPath(), offset, stopped.Add(-*period), stopped, recoveredAt, recoveredAt.Add(*period))
+	if err != nil {
+		b.Fatal(err)
+	}
+	logf(b, "agents' requests, the period before DNS stopped: %s; the first period after every re-taint was undone: %s", kinds(steadyKinds[0]), kinds(steadyKinds[2]))
 	logf(b, "re-tainted at most %d nodes at once (budget %d; the Node watch listed again %d times after the API server closed it); every re-taint undone %.0f s after DNS returned",
 		most, budget, relists, recovered.Seconds())
 	b.ReportMetric(float64(most), "retainted-max")
+	b.ReportMetric(float64(budget), "retaint-budget")
 	b.ReportMetric(filled.Seconds(), "s-to-budget")
 	b.ReportMetric(duringPeak, "outage-peak-req/s")
 	b.ReportMetric(recovered.Seconds(), "s-to-recover")
 	if most > budget {
 		b.Errorf("%d nodes re-tainted at once, budget %d", most, budget)
 	}
+	return outageResult{recovered: recovered, afterRecovery: afterRecovery / before}
 }
 
 // skipped is the fleet's node_ready_rounds_skipped_total, summed.

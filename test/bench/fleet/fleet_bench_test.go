@@ -35,6 +35,7 @@ var (
 	period       = flag.Duration("fleet.period", time.Minute, "the agents' --check-period")
 	parallel     = flag.Int("fleet.parallel", 32, "nodes and agents set up at once")
 	outage       = flag.Bool("fleet.dns-outage", true, "after the steady state, stop DNS and measure the re-taint storm")
+	outages      = flag.Int("fleet.dns-outages", 1, "with -fleet.dns-outage: how many DNS outages in a row, each after the fleet is steady again; the recovery's figures are reported as their medians")
 	kubeletsOnly = flag.Bool("fleet.kubelets-only", false, "measure the KWOK fleet without agents and stop: what the kubelets' heartbeats alone cost this control plane")
 	restarts     = flag.Int("fleet.rollout", 50, "after the steady state, restart this many agents' pods (their endpoints not ready, then ready) and measure the EndpointSlice watch fan-out; 0: none")
 	profile      = flag.String("fleet.apiserver-profile", "", "write kube-apiserver's CPU profiles of the heartbeats' and the agents' windows, and its heap profiles at their ends, to this path prefix (-kubelets.pprof, -agents.pprof, -kubelets-heap.pprof, -agents-heap.pprof)")
@@ -354,7 +355,7 @@ func BenchmarkFleet(b *testing.B) {
 		rollout(b, n, min(*restarts, n), 2*time.Second)
 	}
 	if *outage {
-		dnsOutage(b, f, n, offset)
+		dnsOutages(b, f, n, offset)
 	}
 }
 
