@@ -209,6 +209,9 @@ func benchCleanup(b *testing.B) {
 
 	b.Logf("\n%s", sb.String())
 	fmt.Print(sb.String())
+	sorted := slices.Clone(variants[0].times)
+	slices.Sort(sorted)
+	b.ReportMetric(sorted[len(sorted)/2].Seconds(), "burst-gone-s-median")
 }
 
 // createNodes creates n Nodes, with our finalizer when finalizer is set, 32

@@ -145,6 +145,18 @@ func benchWebhookMemory(b *testing.B) {
 	}
 	b.Logf("\n%s", sb.String())
 	fmt.Print(sb.String())
+	// This build's medians, for make bench-scale's table of targets.
+	med := func(get func(memoryRun) float64) float64 {
+		vals := make([]float64, len(builds[0].runs))
+		for i, r := range builds[0].runs {
+			vals[i] = get(r)
+		}
+		slices.Sort(vals)
+		return vals[len(vals)/2]
+	}
+	b.ReportMetric(med(func(r memoryRun) float64 { return r.backfill.Seconds() }), "backfill-s-median")
+	b.ReportMetric(med(func(r memoryRun) float64 { return mib(r.rssKiB) }), "rss-MiB-median")
+	b.ReportMetric(med(func(r memoryRun) float64 { return mib(max(r.hwmKiB, r.deleteHWMKiB)) }), "hwm-MiB-median")
 }
 
 func mib(kib int) float64 { return float64(kib) / 1024 }
