@@ -39,7 +39,7 @@ type namedContainer struct {
 // (formerly --skip-annotation) of each agent DaemonSet.
 var skipVerification = bypassAnnotation{
 	what: "skip-verification annotation", def: api.SkipVerificationAnnotation, workload: "agent DaemonSet",
-	prefix: agentEnvPrefix, flags: []string{"skip-verification-annotation", "skip-annotation"},
+	prefix: api.AgentEnvPrefix, flags: []string{api.SkipVerificationAnnotationFlag, "skip-annotation"},
 	list: func(ctx context.Context, a API, ns string) ([]namedContainer, error) {
 		dss, err := a.ListDaemonSets(ctx, ns)
 		var out []namedContainer
@@ -56,7 +56,7 @@ var skipVerification = bypassAnnotation{
 // --skip-annotation) of each webhook Deployment.
 var skipCleanup = bypassAnnotation{
 	what: "skip-cleanup annotation", def: api.SkipCleanupAnnotation, workload: "webhook Deployment",
-	prefix: webhookEnvPrefix, flags: []string{"skip-cleanup-annotation", "skip-annotation"},
+	prefix: api.WebhookEnvPrefix, flags: []string{api.SkipCleanupAnnotationFlag, "skip-annotation"},
 	list: func(ctx context.Context, a API, ns string) ([]namedContainer, error) {
 		deps, err := a.ListDeployments(ctx, ns)
 		var out []namedContainer

@@ -356,9 +356,9 @@ func knownKeysOf(r *doctorRead) *knownKeys {
 		}
 		who := "Deployment " + d.Namespace + "/" + d.Name
 		c := d.Spec.Template.Spec.Containers[0]
-		keys, set, _ := readContainerTaintKeys(c, webhookEnvPrefix, who, "agent-startup-taint", "agent-unhealthy-taint")
+		keys, set, _ := readContainerTaintKeys(c, api.WebhookEnvPrefix, who, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag)
 		if set {
-			v, _, _ := setting(c, webhookEnvPrefix, "", "previous-taint-keys")
+			v, _, _ := setting(c, api.WebhookEnvPrefix, "", api.PreviousTaintKeysFlag)
 			var previous flagenv.StringList
 			_ = previous.Set(v)
 			k.addAgent(keys.Startup, keys.Unhealthy, previous, "the flags of "+who)

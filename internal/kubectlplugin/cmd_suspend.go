@@ -58,14 +58,14 @@ func switchRefs(ctx context.Context, inv *invocation) (refs []switchRef, notes [
 	dss, err1 := inv.api.ListDaemonSets(ctx, ns)
 	for _, ds := range dss {
 		if isOurs(ds.Spec.Template, agentApp) && len(ds.Spec.Template.Spec.Containers) > 0 {
-			name, _, _ := setting(agentContainer(ds.Spec.Template), agentEnvPrefix, api.SuspendConfigMap, "suspend-configmap")
+			name, _, _ := setting(agentContainer(ds.Spec.Template), api.AgentEnvPrefix, api.SuspendConfigMap, api.SuspendConfigMapFlag)
 			add(ds.Namespace, name)
 		}
 	}
 	deps, err2 := inv.api.ListDeployments(ctx, ns)
 	for _, d := range deps {
 		if isOurs(d.Spec.Template, webhookApp) && len(d.Spec.Template.Spec.Containers) > 0 {
-			name, _, _ := setting(d.Spec.Template.Spec.Containers[0], webhookEnvPrefix, api.SuspendConfigMap, "suspend-configmap")
+			name, _, _ := setting(d.Spec.Template.Spec.Containers[0], api.WebhookEnvPrefix, api.SuspendConfigMap, api.SuspendConfigMapFlag)
 			add(d.Namespace, name)
 		}
 	}

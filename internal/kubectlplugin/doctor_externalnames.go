@@ -45,7 +45,7 @@ func externalNamesOf(d *appsv1.Deployment) []string {
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		return nil
 	}
-	v, _, _ := setting(d.Spec.Template.Spec.Containers[0], webhookEnvPrefix, "", api.ExternalNamesFlag)
+	v, _, _ := setting(d.Spec.Template.Spec.Containers[0], api.WebhookEnvPrefix, "", api.ExternalNamesFlag)
 	var names []string
 	for n := range strings.SplitSeq(v, ",") {
 		if n = strings.TrimSpace(n); n != "" {

@@ -55,11 +55,11 @@ func removersOf(deps []appsv1.Deployment) []remover {
 			continue
 		}
 		c := d.Spec.Template.Spec.Containers[0]
-		fin, _, _ := setting(c, webhookEnvPrefix, api.Finalizer, "finalizer")
-		raw, _, _ := setting(c, webhookEnvPrefix, "", "legacy-finalizers")
+		fin, _, _ := setting(c, api.WebhookEnvPrefix, api.Finalizer, api.FinalizerFlag)
+		raw, _, _ := setting(c, api.WebhookEnvPrefix, "", api.LegacyFinalizersFlag)
 		var legacy flagenv.StringList
 		_ = legacy.Set(raw) // Set never fails
-		cleanup, _, _ := setting(c, webhookEnvPrefix, "true", "cleanup")
+		cleanup, _, _ := setting(c, api.WebhookEnvPrefix, "true", api.CleanupFlag)
 		out = append(out, remover{
 			name:    d.Namespace + "/" + d.Name,
 			ready:   d.Status.ReadyReplicas > 0,

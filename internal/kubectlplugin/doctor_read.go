@@ -18,14 +18,11 @@ import (
 // What the doctor recognises our workloads by and reads their settings
 // from, as deployed: the chart's pod label (docs/install.md: app=kube-node-ready so
 // that kubectl logs -l app=kube-node-ready works), the images' names, and
-// the binaries' flags with their environment twins (a test checks these
-// against the binaries' own).
+// the binaries' flags with their environment twins (internal/api's, which
+// the binaries register).
 const (
 	agentApp   = "kube-node-ready"
 	webhookApp = "kube-node-ready-webhook"
-
-	agentEnvPrefix   = "KNR_AGENT"
-	webhookEnvPrefix = "KNR_WEBHOOK"
 
 	instanceLabel  = "app.kubernetes.io/instance"
 	managedByLabel = "app.kubernetes.io/managed-by"
@@ -150,7 +147,7 @@ func readAgent(ds *appsv1.DaemonSet) (autoscaler.Install, []string) {
 // readAgentTaintKeys resolves the taints of our agent's container c; who
 // names its workload in warnings.
 func readAgentTaintKeys(c corev1.Container, who string) (cli.TaintKeys, []string) {
-	keys, _, warnings := readContainerTaintKeys(c, agentEnvPrefix, who, "startup-taint", "unhealthy-taint", "retaint-taint")
+	keys, _, warnings := readContainerTaintKeys(c, api.AgentEnvPrefix, who, api.StartupTaintFlag, api.UnhealthyTaintFlag, "retaint-taint")
 	return keys, warnings
 }
 
@@ -170,12 +167,12 @@ func readContainerTaintKeys(c corev1.Container, prefix, who, startupFlag string,
 		return v
 	}
 	f := cli.TaintFlags{
-		Autoscaler: read(api.DefaultPreset, "autoscaler"),
+		Autoscaler: read(api.DefaultPreset, api.AutoscalerFlag),
 		Startup:    read("", startupFlag),
 		Unhealthy:  read("", unhealthyFlags...),
 	}
 	var previous flagenv.StringList
-	_ = previous.Set(read("", "previous-taint-keys")) // Set never fails
+	_ = previous.Set(read("", api.PreviousTaintKeysFlag)) // Set never fails
 	f.Previous = previous
 	keys, err := f.Resolve()
 	if err != nil {
@@ -216,18 +213,18 @@ func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []s
 		}
 	}
 	var w string
-	in.Remediation, _, w = setting(c, webhookEnvPrefix, "off", "remediation")
+	in.Remediation, _, w = setting(c, api.WebhookEnvPrefix, "off", api.RemediationFlag)
 	warn(w)
-	inject, _, w := setting(c, webhookEnvPrefix, "false", "inject-startup-taint")
+	inject, _, w := setting(c, api.WebhookEnvPrefix, "false", api.InjectStartupTaintFlag)
 	warn(w)
-	readiness, _, w := setting(c, webhookEnvPrefix, "true", "karpenter-readiness-keys")
+	readiness, _, w := setting(c, api.WebhookEnvPrefix, "true", api.KarpenterReadinessKeysFlag)
 	warn(w)
 	in.InjectsReadinessKey = inject == "true" && readiness == "true"
-	taints, set, ws := readContainerTaintKeys(c, webhookEnvPrefix, in.Webhook, "agent-startup-taint", "agent-unhealthy-taint")
+	taints, set, ws := readContainerTaintKeys(c, api.WebhookEnvPrefix, in.Webhook, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag)
 	warnings = append(warnings, ws...)
-	preset, _, _ := setting(c, webhookEnvPrefix, api.DefaultPreset, "autoscaler") // warned about above
+	preset, _, _ := setting(c, api.WebhookEnvPrefix, api.DefaultPreset, api.AutoscalerFlag) // warned about above
 	def := api.DefaultUnverifiedDeadline(preset)
-	v, from, w := setting(c, webhookEnvPrefix, def.String(), "unverified-deadline")
+	v, from, w := setting(c, api.WebhookEnvPrefix, def.String(), api.UnverifiedDeadlineFlag)
 	warn(w)
 	deadline, err := time.ParseDuration(v)
 	if err != nil {

@@ -63,15 +63,15 @@ type agentOwner struct {
 // readAgent already, so it is taken as the default here without a word.
 func readOwner(c corev1.Container, in autoscaler.Install) agentOwner {
 	o := agentOwner{in: in}
-	for _, n := range []string{"autoscaler", "previous-taint-keys"} {
-		if _, from, _ := setting(c, agentEnvPrefix, "", n); from != "default" {
+	for _, n := range []string{api.AutoscalerFlag, api.PreviousTaintKeysFlag} {
+		if _, from, _ := setting(c, api.AgentEnvPrefix, "", n); from != "default" {
 			o.presets = true
 		}
 	}
 	if !o.presets {
 		// Releases before the presets wrote the seed keys unless told.
-		s, _, _ := setting(c, agentEnvPrefix, "", "startup-taint")
-		u, _, _ := setting(c, agentEnvPrefix, "", "unhealthy-taint", "retaint-taint")
+		s, _, _ := setting(c, api.AgentEnvPrefix, "", api.StartupTaintFlag)
+		u, _, _ := setting(c, api.AgentEnvPrefix, "", api.UnhealthyTaintFlag, "retaint-taint")
 		keys, err := cli.TaintFlags{Autoscaler: api.PresetNone, Startup: s, Unhealthy: u}.Resolve()
 		if err != nil {
 			keys, _ = cli.TaintFlags{Autoscaler: api.PresetNone}.Resolve()
@@ -82,7 +82,7 @@ func readOwner(c corev1.Container, in autoscaler.Install) agentOwner {
 	}
 	keys, _ := readAgentTaintKeys(c, in.Agent)
 	o.startup, o.unhealthy = keys.Startup, keys.Unhealthy
-	v, _, _ := setting(c, agentEnvPrefix, "", "previous-taint-keys")
+	v, _, _ := setting(c, api.AgentEnvPrefix, "", api.PreviousTaintKeysFlag)
 	var previous flagenv.StringList
 	_ = previous.Set(v) // Set never fails
 	o.previous = previous

@@ -3,6 +3,7 @@ package kubectlplugin
 import (
 	"context"
 	"errors"
+	"flag"
 	"strings"
 	"testing"
 
@@ -295,8 +296,8 @@ func TestDoctorWebhookKeys(t *testing.T) {
 func TestDoctorNamesAreTheBinaries(t *testing.T) {
 	a, w := app.NewOptions(), webhook.NewOptions()
 	for _, tt := range []struct{ name, got, want string }{
-		{"agent env prefix", agentEnvPrefix, app.EnvPrefix},
-		{"webhook env prefix", webhookEnvPrefix, webhook.EnvPrefix},
+		{"agent env prefix", api.AgentEnvPrefix, app.EnvPrefix},
+		{"webhook env prefix", api.WebhookEnvPrefix, webhook.EnvPrefix},
 		{"agent preset", api.DefaultPreset, a.Autoscaler},
 		{"agent startup taint", "", a.StartupTaint},
 		{"agent unhealthy taint", "", a.UnhealthyTaint},
@@ -308,6 +309,30 @@ func TestDoctorNamesAreTheBinaries(t *testing.T) {
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s: doctor has %q, the binary %q", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+// TestDoctorReadsFlagsTheBinariesHave: every flag doctor reads back from
+// a deployed agent or webhook is one the binary registers.
+func TestDoctorReadsFlagsTheBinariesHave(t *testing.T) {
+	agentFlags, webhookFlags := flag.NewFlagSet("agent", flag.ContinueOnError), flag.NewFlagSet("webhook", flag.ContinueOnError)
+	app.NewOptions().AddFlags(agentFlags)
+	webhook.NewOptions().AddFlags(webhookFlags)
+	for _, tt := range []struct {
+		fs    *flag.FlagSet
+		names []string
+	}{
+		{agentFlags, []string{api.AutoscalerFlag, api.PreviousTaintKeysFlag, api.SuspendConfigMapFlag, api.StartupTaintFlag, api.UnhealthyTaintFlag,
+			api.SkipVerificationAnnotationFlag, api.ExternalNamesFlag}},
+		{webhookFlags, []string{api.AutoscalerFlag, api.PreviousTaintKeysFlag, api.SuspendConfigMapFlag, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag,
+			api.FinalizerFlag, api.LegacyFinalizersFlag, api.CleanupFlag, api.RemediationFlag, api.UnverifiedDeadlineFlag, api.InjectStartupTaintFlag,
+			api.KarpenterReadinessKeysFlag, api.SkipCleanupAnnotationFlag, api.ExternalNamesFlag}},
+	} {
+		for _, n := range tt.names {
+			if tt.fs.Lookup(n) == nil {
+				t.Errorf("doctor reads --%s of the %s, which has no such flag", n, tt.fs.Name())
+			}
 		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "address of the TLS admission endpoint (/mutate-node)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, /healthz and /readyz (plain HTTP)")
-	fs.StringVar(&o.Finalizer, "finalizer", o.Finalizer, "finalizer added to every new Node")
-	fs.Var((*flagenv.StringList)(&o.LegacyFinalizers), "legacy-finalizers", "comma-separated older names of --finalizer this project shipped (only those are accepted: "+api.ShippedFinalizersText()+"): removed with it after cleanup and by remove-finalizers, replaced by it on live nodes")
+	fs.StringVar(&o.Finalizer, api.FinalizerFlag, o.Finalizer, "finalizer added to every new Node")
+	fs.Var((*flagenv.StringList)(&o.LegacyFinalizers), api.LegacyFinalizersFlag, "comma-separated older names of --finalizer this project shipped (only those are accepted: "+api.ShippedFinalizersText()+"): removed with it after cleanup and by remove-finalizers, replaced by it on live nodes")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest admission request body accepted; larger ones get HTTP 413")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file; empty means in-cluster configuration")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
@@ -38,7 +38,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.BackfillWorkers, "backfill-workers", o.BackfillWorkers, "number of back-fill workers")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod, "how often every cached Node is re-examined")
 	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace", o.ShutdownGrace, "time in-flight requests get to finish on SIGTERM")
-	fs.BoolVar(&o.Cleanup, "cleanup", o.Cleanup, "run cleanup plugins when a Node with the finalizer is deleted, then remove the finalizer (needs API access; false only for an admission-only replica)")
+	fs.BoolVar(&o.Cleanup, api.CleanupFlag, o.Cleanup, "run cleanup plugins when a Node with the finalizer is deleted, then remove the finalizer (needs API access; false only for an admission-only replica)")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "cleanup configuration file (YAML, e.g. a mounted ConfigMap); reloaded when it changes; empty = built-in defaults (log plugin only)")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "how often the configuration file is checked for changes")
 	fs.StringVar(&o.SecretsDir, "secrets-dir", o.SecretsDir, "directory the cleanup plugins' secret files (tokenFile, urlFile, authHeaderFile) must be in, such as a mounted Secret; a file outside it, reached through .., or through a symlink leading out, is refused")
@@ -51,7 +51,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "plugins report what they would do and change nothing; finalizers are still removed")
 	fs.DurationVar(&o.CleanupWait, "cleanup-wait", o.CleanupWait, "remove-finalizers: longest wait for node cleanups in progress to finish before their finalizer is removed anyway (each node whose cleanup is cut short is named); 0 does not wait")
 	fs.StringVar(&o.FinalizerRecord, "finalizer-record", o.FinalizerRecord, "ConfigMap in --namespace recording this release's finalizer names (keys finalizers, written by the chart, and used, written by the webhook): the webhook records --finalizer there before adding it and does not start while nodes carry a custom name it used before and may not remove; remove-finalizers removes only this release's names, the recorded ones included, and nothing when neither the ConfigMap nor the Lease --leader-elect-lease-name exists (no webhook of this release ran here); empty: no record, and remove-finalizers removes --finalizer, --legacy-finalizers and the shipped names unconditionally")
-	fs.StringVar(&o.SkipAnnotation, "skip-cleanup-annotation", o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
+	fs.StringVar(&o.SkipAnnotation, api.SkipCleanupAnnotationFlag, o.SkipAnnotation, "Node annotation that, set to \"true\", removes the finalizer without cleanup (emergency bypass)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to back-fill and clean up")
 	fs.StringVar(&o.LeaseName, "leader-elect-lease-name", o.LeaseName, "name of the leader Lease")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "namespace of the leader Lease; empty = --namespace")
@@ -59,8 +59,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew before it stops working")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "interval between election attempts")
 	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this replica's name (Lease holder, Events); empty = host name")
-	fs.StringVar(&o.Remediation, "remediation", o.Remediation, "what happens to a node still carrying the key of --agent-startup-taint or --agent-unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (a node that never verified and runs nothing but DaemonSet and mirror pods: delete its Karpenter NodeClaim, else the Node; a node that verified once is only reported unless --remediation-replace-retainted)")
-	fs.Var(&o.UnverifiedDeadline, "unverified-deadline", "how long a node may stay unverified (startup or unhealthy taint) before --remediation acts, counted from when this replica first saw it unverified (never from the node's own clock), and never from before it began leading or the API server last answered again after an outage; unset: 10m under --autoscaler=cluster-autoscaler (before CA's 15m --max-node-provision-time and --max-node-startup-time), else 30m")
+	fs.StringVar(&o.Remediation, api.RemediationFlag, o.Remediation, "what happens to a node still carrying the key of --agent-startup-taint or --agent-unhealthy-taint after --unverified-deadline: off, report (Warning Event, metric) or replace (a node that never verified and runs nothing but DaemonSet and mirror pods: delete its Karpenter NodeClaim, else the Node; a node that verified once is only reported unless --remediation-replace-retainted)")
+	fs.Var(&o.UnverifiedDeadline, api.UnverifiedDeadlineFlag, "how long a node may stay unverified (startup or unhealthy taint) before --remediation acts, counted from when this replica first saw it unverified (never from the node's own clock), and never from before it began leading or the API server last answered again after an outage; unset: 10m under --autoscaler=cluster-autoscaler (before CA's 15m --max-node-provision-time and --max-node-startup-time), else 30m")
 	fs.StringVar(&o.MaxReplacing, "max-replacing", o.MaxReplacing, "most nodes replaced and still present at once: a count (\"1\") or a share of all nodes (\"5%\"), at least 1")
 	fs.BoolVar(&o.RemediationDryRun, "remediation-dry-run", o.RemediationDryRun, "with --remediation=replace, record what would be deleted (Event, log, metric) and delete nothing")
 	fs.DurationVar(&o.RemediationInterval, "remediation-interval", o.RemediationInterval, "time between remediation scans")
@@ -70,13 +70,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RemediationPoolLabel, "remediation-pool-label", o.RemediationPoolLabel, "node label whose value names a node's pool: each pool has a circuit breaker of its own, and nodes without the label share one; empty: the first of "+strings.Join(remediate.PoolLabels, ", ")+" a node carries")
 	fs.BoolVar(&o.RemediationReplaceRetainted, "remediation-replace-retainted", o.RemediationReplaceRetainted, "with --remediation=replace, also replace a node that verified once and was re-tainted past --unverified-deadline, only by deleting its Karpenter NodeClaim (Karpenter cordons it and drains it through the Eviction API, honouring PodDisruptionBudgets); without a NodeClaim it is only reported. Off: such a node is only reported, never deleted")
 	fs.BoolVar(&o.RemediationNodeClaims, "remediation-nodeclaims", o.RemediationNodeClaims, "replace a node by deleting the Karpenter NodeClaim (karpenter.sh/v1) whose status names it, when the API exists; else, or when absent or forbidden, delete the Node (only a node that never verified and runs nothing but DaemonSet and mirror pods)")
-	fs.StringVar(&o.Autoscaler, "autoscaler", o.Autoscaler, "the agents' --autoscaler, the preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --agent-startup-taint, --agent-unhealthy-taint and the default of --unverified-deadline")
-	fs.StringVar(&o.StartupTaint, "agent-startup-taint", o.StartupTaint, "the agent's --startup-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
-	fs.StringVar(&o.UnhealthyTaint, "agent-unhealthy-taint", o.UnhealthyTaint, "the agent's --unhealthy-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
-	fs.Var((*flagenv.StringList)(&o.PreviousTaintKeys), "previous-taint-keys", "the agents' --previous-taint-keys: a node carrying one of them, or any preset's startup or unhealthy key, not verified, is unverified")
+	fs.StringVar(&o.Autoscaler, api.AutoscalerFlag, o.Autoscaler, "the agents' --autoscaler, the preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --agent-startup-taint, --agent-unhealthy-taint and the default of --unverified-deadline")
+	fs.StringVar(&o.StartupTaint, api.AgentStartupTaintFlag, o.StartupTaint, "the agent's --startup-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
+	fs.StringVar(&o.UnhealthyTaint, api.AgentUnhealthyTaintFlag, o.UnhealthyTaint, "the agent's --unhealthy-taint (key=value:Effect); a node carrying its key, not verified, is unverified; empty takes the --autoscaler preset's")
+	fs.Var((*flagenv.StringList)(&o.PreviousTaintKeys), api.PreviousTaintKeysFlag, "the agents' --previous-taint-keys: a node carrying one of them, or any preset's startup or unhealthy key, not verified, is unverified")
 	fs.StringVar(&o.VerifiedLabel, "agent-verified-label", o.VerifiedLabel, "the agent's --verified-label: \"true\" once verified, \"false\" while re-tainted; remediation watches the nodes where it is not \"true\"")
 	fs.StringVar(&o.AgentRetaintLease, "agent-retaint-lease", o.AgentRetaintLease, "the agents' re-taint Lease in --namespace: while an agent was refused a re-taint by --agent-fleet-budget within --unverified-deadline (the Lease's "+api.FleetBudgetRefusedAnnotation+" annotation changed), nothing is replaced; empty: not read")
-	fs.StringVar(&o.SuspendConfigMap, "suspend-configmap", o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --namespace that kubectl node-ready suspend writes and resume deletes (the agents' --suspend-configmap): while it exists, or cannot be read, remediation replaces nothing and admission adds no startup taint; cleanup goes on; empty: no switch")
+	fs.StringVar(&o.SuspendConfigMap, api.SuspendConfigMapFlag, o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --namespace that kubectl node-ready suspend writes and resume deletes (the agents' --suspend-configmap): while it exists, or cannot be read, remediation replaces nothing and admission adds no startup taint; cleanup goes on; empty: no switch")
 	fs.StringVar(&o.AgentSkipAnnotation, "agent-skip-verification-annotation", o.AgentSkipAnnotation, "the agent's --skip-verification-annotation: a node carrying it set to \"true\" is never replaced and does not count against --agent-fleet-budget")
 	fs.StringVar(&o.ProtectAnnotation, "protect-annotation", o.ProtectAnnotation, "node annotation that, set to \"true\", keeps remediation from replacing the node (the chart's deletion protection uses the same)")
 	fs.Var((*flagenv.StringList)(&o.ExternalNames), api.ExternalNamesFlag, "the agents' --"+api.ExternalNamesFlag+": comma-separated names outside the cluster, resolved from this pod every minute through its resolver as the agents' dns check does; each outcome is an Event on the Pod (Warning "+api.EventExternalNameUnresolved+" at every round a name does not resolve, Normal "+api.EventExternalNameResolved+" at the first round and when it resolves again), which `kubectl node-ready doctor` reads; empty: none")
@@ -106,9 +106,9 @@ func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 func (o *Options) renamed() []flagenv.Renamed {
 	return []flagenv.Renamed{
 		{Old: "metrics-address", New: "metrics-bind-address"},
-		{Old: "skip-annotation", New: "skip-cleanup-annotation"},
-		{Old: "startup-taint", New: "agent-startup-taint", Convert: taintOfKey(o.StartupTaint)},
-		{Old: "unhealthy-taint", New: "agent-unhealthy-taint", Convert: taintOfKey(o.UnhealthyTaint)},
+		{Old: "skip-annotation", New: api.SkipCleanupAnnotationFlag},
+		{Old: "startup-taint", New: api.AgentStartupTaintFlag, Convert: taintOfKey(o.StartupTaint)},
+		{Old: "unhealthy-taint", New: api.AgentUnhealthyTaintFlag, Convert: taintOfKey(o.UnhealthyTaint)},
 		{Old: "verified-label", New: "agent-verified-label"},
 		{Old: "agent-skip-annotation", New: "agent-skip-verification-annotation"},
 		{Old: "fleet-budget", New: "agent-fleet-budget"},

@@ -22,7 +22,7 @@ const (
 
 // EnvPrefix prefixes every flag's environment twin: --cert-mode is
 // KNR_WEBHOOK_CERT_MODE, as --check-period is KNR_AGENT_CHECK_PERIOD.
-const EnvPrefix = "KNR_WEBHOOK"
+const EnvPrefix = api.WebhookEnvPrefix
 
 // Options configures kube-node-ready-webhook.
 type Options struct {

@@ -13,15 +13,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/startuptaint"
 	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
 
 func (o *Options) addStartupTaintFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.InjectStartupTaint, "inject-startup-taint", o.InjectStartupTaint, "admission adds the agent's startup taint to every new Node the agent DaemonSet will run on (--agent-placement), never on update, never to a node already carrying a startup key of ours; a node Karpenter launched gets its NodePool's declared key of ours or a readiness.k8s.io/ key, never the Cluster Autoscaler key; each node is marked with the decision (annotation infra.894.io/startup-taint), and the leader names the nodes that joined without one (Event StartupTaintMissed, metric)")
+	fs.BoolVar(&o.InjectStartupTaint, api.InjectStartupTaintFlag, o.InjectStartupTaint, "admission adds the agent's startup taint to every new Node the agent DaemonSet will run on (--agent-placement), never on update, never to a node already carrying a startup key of ours; a node Karpenter launched gets its NodePool's declared key of ours or a readiness.k8s.io/ key, never the Cluster Autoscaler key; each node is marked with the decision (annotation infra.894.io/startup-taint), and the leader names the nodes that joined without one (Event StartupTaintMissed, metric)")
 	fs.StringVar(&o.AgentPlacement, "agent-placement", o.AgentPlacement, "the agent DaemonSet's pod placement, JSON {\"nodeSelector\":{},\"affinity\":{},\"tolerations\":[]} as in a PodSpec: with --inject-startup-taint only nodes it selects are tainted; the chart renders it from the values that render the DaemonSet")
-	fs.BoolVar(&o.KarpenterReadinessKeys, "karpenter-readiness-keys", o.KarpenterReadinessKeys, "the cluster's Karpenter (v1.13 and later) ignores readiness.k8s.io/ taints until a node is initialized: with --inject-startup-taint, a node of a NodePool that declares none of our keys gets readiness.k8s.io/node-ready; false (older Karpenter): it gets none")
+	fs.BoolVar(&o.KarpenterReadinessKeys, api.KarpenterReadinessKeysFlag, o.KarpenterReadinessKeys, "the cluster's Karpenter (v1.13 and later) ignores readiness.k8s.io/ taints until a node is initialized: with --inject-startup-taint, a node of a NodePool that declares none of our keys gets readiness.k8s.io/node-ready; false (older Karpenter): it gets none")
 }
 
 // placement is --agent-placement as a PodSpec.
@@ -41,7 +42,7 @@ func (o *Options) validateStartupTaint(p *cli.Problems) {
 	}
 	_, err := o.placement()
 	p.Check("agent-placement", err)
-	o.taintFlags().Check(p, "agent-startup-taint", "agent-unhealthy-taint")
+	o.taintFlags().Check(p, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag)
 }
 
 // startupTaintConfig is the decision's configuration from the options.

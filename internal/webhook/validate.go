@@ -80,18 +80,18 @@ func (o *Options) validateCerts(p *cli.Problems) {
 // validateFinalizer refuses a finalizer nothing would remove: no
 // combination of flags strands a node.
 func (o *Options) validateFinalizer(p *cli.Problems) {
-	p.Check("finalizer", domainQualified(o.Finalizer))
+	p.Check(api.FinalizerFlag, domainQualified(o.Finalizer))
 	for _, f := range o.LegacyFinalizers {
 		switch err := domainQualified(f); {
 		case err != nil:
-			p.Check("legacy-finalizers", err)
+			p.Check(api.LegacyFinalizersFlag, err)
 		case f == o.Finalizer:
-			p.Add("legacy-finalizers", "%q is --finalizer itself", f)
+			p.Add(api.LegacyFinalizersFlag, "%q is --finalizer itself", f)
 		case !api.IsShippedFinalizer(f):
 			// Back-fill strips a legacy name from every live node: a name
 			// that is not ours would take another controller's hold off
 			// every node.
-			p.Add("legacy-finalizers", "%q is not a finalizer name kube-node-ready shipped, and would be removed from every node (accepted: %s)", f, api.ShippedFinalizersText())
+			p.Add(api.LegacyFinalizersFlag, "%q is not a finalizer name kube-node-ready shipped, and would be removed from every node (accepted: %s)", f, api.ShippedFinalizersText())
 		}
 	}
 	if o.Backfill && !o.Cleanup {
@@ -144,20 +144,20 @@ func (o *Options) validateCleanup(p *cli.Problems) {
 	if o.ConfigFile != "" && o.ConfigReloadInterval <= 0 {
 		p.Add("config-reload-interval", "%s must be positive", o.ConfigReloadInterval)
 	}
-	p.Check("skip-cleanup-annotation", cli.QualifiedName(o.SkipAnnotation))
+	p.Check(api.SkipCleanupAnnotationFlag, cli.QualifiedName(o.SkipAnnotation))
 }
 
 func (o *Options) validateRemediation(p *cli.Problems) {
 	policy, err := remediate.ParsePolicy(o.Remediation)
 	if err != nil {
-		p.Check("remediation", err)
+		p.Check(api.RemediationFlag, err)
 		return
 	}
 	if policy == remediate.PolicyOff {
 		return
 	}
 	if o.UnverifiedDeadline.IsSet && o.UnverifiedDeadline.D <= 0 {
-		p.Add("unverified-deadline", "%s must be positive (leave it out for the --autoscaler preset's default)", o.UnverifiedDeadline.D)
+		p.Add(api.UnverifiedDeadlineFlag, "%s must be positive (leave it out for the --autoscaler preset's default)", o.UnverifiedDeadline.D)
 	}
 	if o.RemediationInterval <= 0 {
 		p.Add("remediation-interval", "%s must be positive", o.RemediationInterval)
@@ -171,7 +171,7 @@ func (o *Options) validateRemediation(p *cli.Problems) {
 	if o.RemediationBreakerWindow < 1 {
 		p.Add("remediation-breaker-window", "%d must be at least 1", o.RemediationBreakerWindow)
 	}
-	o.taintFlags().Check(p, "agent-startup-taint", "agent-unhealthy-taint")
+	o.taintFlags().Check(p, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag)
 	p.Check("agent-verified-label", cli.QualifiedName(o.VerifiedLabel))
 	p.Check("agent-skip-verification-annotation", cli.QualifiedName(o.AgentSkipAnnotation))
 	if o.ProtectAnnotation != "" { // empty: no node is protected

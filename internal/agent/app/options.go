@@ -23,7 +23,7 @@ import (
 )
 
 // EnvPrefix prefixes the environment twin of every agent flag.
-const EnvPrefix = "KNR_AGENT"
+const EnvPrefix = api.AgentEnvPrefix
 
 // DefaultChecks are the checks enabled by default; probe needs targets.
 var DefaultChecks = []string{"dns", "api", "network", "discovery"}
@@ -130,9 +130,9 @@ type Options struct {
 // webhook's flags about the agent's objects; the old names keep working,
 // with a warning, until the next minor release.
 var renamedFlags = []flagenv.Renamed{
-	{Old: "retaint-taint", New: "unhealthy-taint"},
+	{Old: "retaint-taint", New: api.UnhealthyTaintFlag},
 	{Old: "max-retainted", New: "fleet-budget"},
-	{Old: "skip-annotation", New: "skip-verification-annotation"},
+	{Old: "skip-annotation", New: api.SkipVerificationAnnotationFlag},
 }
 
 // NewOptions returns the defaults.
@@ -175,12 +175,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig path; empty uses the in-cluster configuration")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address serving /metrics, /healthz and /readyz")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "how long --metrics-bind-address (the other agents' pod-to-pod target) keeps answering after SIGTERM, with /readyz failing, so that their view of this pod's endpoint is updated before it stops; keep it 5s below the pod's termination grace period; 0 stops at once")
-	fs.StringVar(&o.Autoscaler, "autoscaler", o.Autoscaler, "preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --startup-taint and --unhealthy-taint when they are empty")
-	fs.StringVar(&o.StartupTaint, "startup-taint", o.StartupTaint, "taint (key=value:Effect) removed once the node is verified; empty takes the --autoscaler preset's")
-	fs.StringVar(&o.UnhealthyTaint, "unhealthy-taint", o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; empty takes the --autoscaler preset's; the startup taint is only ever removed unless this names it")
-	fs.Var(&o.PreviousTaintKeys, "previous-taint-keys", "comma-separated keys of startup taints an earlier configuration used, on top of every preset's: a node carrying one is verified and the key removed with the startup taint; never added")
+	fs.StringVar(&o.Autoscaler, api.AutoscalerFlag, o.Autoscaler, "preset of taint keys the cluster's autoscaler understands: "+strings.Join(api.PresetNames(), ", ")+"; gives --startup-taint and --unhealthy-taint when they are empty")
+	fs.StringVar(&o.StartupTaint, api.StartupTaintFlag, o.StartupTaint, "taint (key=value:Effect) removed once the node is verified; empty takes the --autoscaler preset's")
+	fs.StringVar(&o.UnhealthyTaint, api.UnhealthyTaintFlag, o.UnhealthyTaint, "taint (key=value:Effect) put on a verified node whose checks keep failing; empty takes the --autoscaler preset's; the startup taint is only ever removed unless this names it")
+	fs.Var(&o.PreviousTaintKeys, api.PreviousTaintKeysFlag, "comma-separated keys of startup taints an earlier configuration used, on top of every preset's: a node carrying one is verified and the key removed with the startup taint; never added")
 	fs.StringVar(&o.VerifiedLabel, "verified-label", o.VerifiedLabel, `label set to "true" when verified and "false" when re-tainted`)
-	fs.StringVar(&o.SkipVerificationAnnotation, "skip-verification-annotation", o.SkipVerificationAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
+	fs.StringVar(&o.SkipVerificationAnnotation, api.SkipVerificationAnnotationFlag, o.SkipVerificationAnnotation, `node annotation that, set to "true", untaints at once and disables re-tainting`)
 	fs.Var(&o.WaitForTaints, "wait-for-taints", "comma-separated taint keys that must be gone from the node before it is untainted")
 	fs.Var(&o.Checks, "checks", "comma-separated checks to run: "+strings.Join(AllChecks, ","))
 	fs.Var(&o.ContinuousChecks, "continuous-checks", `comma-separated enabled checks re-run every period once verified (only they re-taint); the others run only until the first untaint; "all" is every enabled check, empty is bootstrap-only`)
@@ -201,7 +201,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Mode, "mode", o.Mode, "enforce: taint and untaint the node; observe: run and record every check and what enforce would have done (condition, Events, node_ready_would_* metrics), never add a taint and remove ours at once, so no node is held; publish: a NodeReadinessRule of the node readiness controller owns the taint: publish the outcome as the condition only (False until every check and gate passed, False again where enforce would re-taint), never add a taint nor remove one under readiness.k8s.io/, remove the others of ours at once")
 	fs.StringVar(&o.PublishConditions, "publish-conditions", o.PublishConditions, "with --mode=publish: one (the KubeNodeReady condition) or per-check (also node-ready/<check> for each enabled check, False while KubeNodeReady is False and that check failed)")
 	fs.BoolVar(&o.ReverifyAfterReboot, "reverify-after-reboot", o.ReverifyAfterReboot, "hold a verified node whose boot ID (status.nodeInfo.bootID) differs from the one it was verified under with the startup taint and verified=false until every check and gate passes again, within the fleet budget, never while suspended or bypassed; in observe mode the hold is recorded (condition WouldHoldAfterReboot, Event, node_ready_would_taint_operations_total), never written; the boot ID is recorded in the node's condition")
-	fs.StringVar(&o.SuspendConfigMap, "suspend-configmap", o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --pod-namespace that kubectl node-ready suspend writes and resume deletes: while it exists, or cannot be read, no re-taint is written; untaints go on")
+	fs.StringVar(&o.SuspendConfigMap, api.SuspendConfigMapFlag, o.SuspendConfigMap, "the operator's suspend switch, a ConfigMap in --pod-namespace that kubectl node-ready suspend writes and resume deletes: while it exists, or cannot be read, no re-taint is written; untaints go on")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 }
 
@@ -239,13 +239,13 @@ func (o *Options) Validate() error {
 		_, err := netip.ParseAddr(o.PodIP)
 		p.Check("pod-ip", err)
 	}
-	o.taintFlags().Check(&p, "startup-taint", "unhealthy-taint")
+	o.taintFlags().Check(&p, api.StartupTaintFlag, api.UnhealthyTaintFlag)
 	if t, err := o.taints(); err == nil && o.ReverifyAfterReboot && t.Startup.Key == t.Unhealthy.Key {
 		// A node held after a reboot is told from a re-tainted one by its taint.
 		p.Add("reverify-after-reboot", "needs an --unhealthy-taint with another key than --startup-taint (%s)", t.Startup.Key)
 	}
 	p.Check("verified-label", cli.QualifiedName(o.VerifiedLabel))
-	p.Check("skip-verification-annotation", cli.QualifiedName(o.SkipVerificationAnnotation))
+	p.Check(api.SkipVerificationAnnotationFlag, cli.QualifiedName(o.SkipVerificationAnnotation))
 	o.validateChecks(&p)
 	if o.ShutdownDelay < 0 {
 		p.Add("shutdown-delay", "must not be negative, got %s", o.ShutdownDelay)
@@ -284,7 +284,7 @@ func (o *Options) Validate() error {
 	}
 	p.Check("log-level", cli.LogLevel(o.LogLevel))
 	if msgs := validation.IsDNS1123Subdomain(o.SuspendConfigMap); len(msgs) > 0 {
-		p.Add("suspend-configmap", "%q is not a ConfigMap name: %s", o.SuspendConfigMap, strings.Join(msgs, "; "))
+		p.Add(api.SuspendConfigMapFlag, "%q is not a ConfigMap name: %s", o.SuspendConfigMap, strings.Join(msgs, "; "))
 	}
 	return p.Err()
 }

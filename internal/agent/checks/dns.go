@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks/dnsquery"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
@@ -206,7 +207,7 @@ func NewDNSConfig() *DNSConfig {
 // AddFlags implements Config.
 func (c *DNSConfig) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&c.Names, "check.dns.names", "comma-separated in-cluster names the dns check resolves")
-	fs.Var(&c.ExternalNames, "check.dns.external-names", "comma-separated names outside the cluster the dns check also resolves (such as an internet name); none by default, as air-gapped and private clusters resolve none")
+	fs.Var(&c.ExternalNames, api.ExternalNamesFlag, "comma-separated names outside the cluster the dns check also resolves (such as an internet name); none by default, as air-gapped and private clusters resolve none")
 	fs.StringVar(&c.Server, "check.dns.server", c.Server, "resolver host:port for the dns check; empty uses the first nameserver of --check.dns.resolv-conf")
 	fs.StringVar(&c.ResolvConf, "check.dns.resolv-conf", c.ResolvConf, "resolver configuration of the node")
 }
