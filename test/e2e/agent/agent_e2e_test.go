@@ -33,6 +33,7 @@ func TestThreeNodesVerifiedWithEventsAndMetrics(t *testing.T) {
 }
 
 func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	unregistered := corev1.Taint{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}
 	n := cp.NewNode(t, "karpenter", harness.NodeOptions{ExtraTaints: []corev1.Taint{unregistered}})
 	a := startAgent(t, n)
@@ -50,6 +51,7 @@ func TestWaitsForKarpenterUnregisteredTaint(t *testing.T) {
 }
 
 func TestBypassAnnotationWithKubectl(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	n := cp.NewNode(t, "bypass", harness.NodeOptions{})
 	// A name that never resolves keeps the dns check failing.
 	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local", "--retaint-threshold=2")
@@ -66,6 +68,7 @@ func TestBypassAnnotationWithKubectl(t *testing.T) {
 }
 
 func TestAPICheckReportsMissingPermission(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	n := cp.NewNode(t, "no-rbac", harness.NodeOptions{})
 	kubeconfig := nodeKubeconfig(t, "no-permissions", n)
 	cmd := exec.CommandContext(t.Context(), harness.BuiltBinary(t, harness.AgentBinary), "check", "--checks=api", "--node-name="+n.Name, "--kubeconfig="+kubeconfig)
@@ -85,6 +88,7 @@ func TestAPICheckReportsMissingPermission(t *testing.T) {
 }
 
 func TestCheckSubcommandPassesOnHealthyNode(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	n := cp.NewNode(t, "check-ok", harness.NodeOptions{})
 	args := append([]string{"check"}, baseArgs(n, nodeKubeconfig(t, agentSA, n))...)
 	out, err := exec.CommandContext(t.Context(), harness.BuiltBinary(t, harness.AgentBinary), args...).CombinedOutput()
@@ -143,6 +147,7 @@ func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 }
 
 func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	for _, tc := range []struct {
 		name  string
 		extra []string
@@ -180,6 +185,7 @@ func TestSIGTERMExitsPromptlyAndLeavesTaint(t *testing.T) {
 }
 
 func TestAPIServerUnreachable(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	n := cp.NewNode(t, "unreachable", harness.NodeOptions{})
 	kubeconfig := nodeKubeconfig(t, agentSA, n)
 	b, err := os.ReadFile(kubeconfig)
@@ -223,6 +229,7 @@ func TestAPIServerUnreachable(t *testing.T) {
 }
 
 func TestNodeDeletedUnderTheAgent(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	n := cp.NewNode(t, "vanishing", harness.NodeOptions{})
 	a := startAgent(t, n)
 	cp.WaitNode(t, n.Name, 20*time.Second, "verified", verified)

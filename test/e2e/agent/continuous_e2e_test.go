@@ -20,15 +20,20 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-var quietWindow = flag.Duration("agent.quiet-window", time.Minute, "how long a bootstrap-only agent is watched for API requests after verification")
+var quietRounds = flag.Int("agent.quiet-rounds", 10, "how many rounds a continuous agent beside a bootstrap-only one runs while the bootstrap-only one is watched for API requests")
 
 // TestBootstrapOnlyAgentMakesNoRequestsAfterVerification: with
 // --continuous-checks= the agent verifies its node, then, at a 1 s period,
-// sends the API server nothing but its node's watch; it still serves its
-// endpoints, and removes a startup taint that something re-adds.
+// sends the API server nothing but its node's watch while a continuous
+// agent beside it runs ten rounds; it still serves its endpoints, and
+// removes a startup taint that something re-adds.
 func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	node := cp.NewNode(t, "bootstrap-only", harness.NodeOptions{})
 	a := startAgent(t, node, "--continuous-checks=")
+	// The twin: the same flags but continuous, so its rounds count the
+	// periods in which the resting agent would have run one.
+	twin := startAgent(t, cp.NewNode(t, "bootstrap-twin", harness.NodeOptions{}))
 	cp.WaitNode(t, node.Name, 20*time.Second, "verified", verified)
 	// The agent says so on the node, once, and then goes quiet.
 	cp.WaitNode(t, node.Name, 10*time.Second, "condition Bootstrapped", func(n *corev1.Node) bool {
@@ -44,15 +49,18 @@ func TestBootstrapOnlyAgentMakesNoRequestsAfterVerification(t *testing.T) {
 	})
 	since := time.Now()
 	_, before := httpGet(t, a.URL("/metrics"))
-	// The observation window (-agent.quiet-window): a duration, not a
-	// number of rounds, as a resting agent runs none. What anchors it: the
-	// agent still answers below, and it removes the startup taint put back
+	// The observation window: -agent.quiet-rounds rounds of the twin, the
+	// periods in which a continuous agent made its requests. The resting
+	// agent still answers below, and removes the startup taint put back
 	// after the window at once, so it was live and watching throughout.
-	time.Sleep(*quietWindow)
+	twin.WaitCounter(t, iterations, *quietRounds, "the continuous twin's rounds", nil)
 
 	requests := agentRequests(t, node.Name, since)
 	if len(requests) > 0 {
-		t.Errorf("bootstrap-only agent sent %d requests in the %s after verification (watch aside): %v", len(requests), *quietWindow, requests)
+		t.Errorf("bootstrap-only agent sent %d requests in %d rounds of its twin after verification (watch aside): %v", len(requests), *quietRounds, requests)
+	}
+	if twinRequests := agentRequests(t, twin.Node.Name, since); len(twinRequests) < *quietRounds {
+		t.Errorf("the continuous twin sent %d requests in its %d rounds, want at least one a round: the audit log does not show them", len(twinRequests), *quietRounds)
 	}
 	_, after := httpGet(t, a.URL("/metrics"))
 	for _, m := range []string{`node_check_duration_seconds_count{check="dns"}`, iterations.Name} {

@@ -26,6 +26,7 @@ import (
 // writes, the first repeat at once and no more writes for the next; a Node
 // re-created under the same name (a new UID) gets an Event of its own.
 func TestEventsCountRepeatsIntoOneSeries(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	const name = "events-series"
 	first := createBareNode(t, name)
 	// After the node: the token carries the node its pod is bound to.

@@ -238,6 +238,7 @@ func starveAgentNodeReads(t *testing.T) {
 // until the node reports the conditions, and the agent says why on the node;
 // the change of condition untaints at once, not at the next backoff step.
 func TestConditionGate(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	n := cp.NewNode(t, "cond-gate", harness.NodeOptions{})
 	setConditions(t, n.Name, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady"})
 	a := startAgent(t, n, "--require-conditions=Ready=True,NetworkUnavailable=False", "--require-conditions.absent=pass",
@@ -293,6 +294,7 @@ func setConditions(t *testing.T, node string, conds ...corev1.NodeCondition) {
 // configured health endpoint answers 503, names it on the node, and lets
 // the node go once it answers 200.
 func TestProbeCheck(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	var healthy atomic.Bool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

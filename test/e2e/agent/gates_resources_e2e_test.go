@@ -113,6 +113,7 @@ func TestCSIDriversGate(t *testing.T) {
 // update with devices untaints the node at once (the node's own watch
 // wakes the loop: the next round would be 30 s away).
 func TestExtendedResourcesGate(t *testing.T) {
+	t.Parallel() // independent: see main_e2e_test.go
 	n := cp.NewNode(t, "gpu-gate", harness.NodeOptions{})
 	setAllocatable(t, n.Name, "example.com/gpu", "0")
 	a := startAgent(t, n, append(append(resourceGateArgs, wakeArgs...), "--gate.extendedresources=example.com/gpu")...)

@@ -2,11 +2,22 @@
 
 // Package agent_test runs the real agent binary, one process per simulated
 // node, against the real control plane of the test harness.
+//
+// The tests share the control plane. Those marked t.Parallel run together,
+// after the others, up to parallelTests at once: each runs one agent on a
+// node of its own, re-taints nothing and changes nothing another test reads.
+// A test stays serial when it counts the fleet (the fleet budget counts every
+// node and every re-tainted one), publishes the agents' peers (one set for
+// the cluster), or brings a fault the others would see: CoreDNS or the API
+// server stopped, frozen or throttled, an admission policy or RBAC changed,
+// the re-taint Lease taken.
 package agent_test
 
 import (
 	"context"
+	"flag"
 	"log"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,7 +35,19 @@ var cp *harness.ControlPlane
 // the names below are its helpers under this package's short names.
 var kit agentkit.Kit
 
+// parallelTests is -test.parallel unless given: the parallel tests wait on
+// their agents' rounds most of the time, so more of them than cores fit.
+const parallelTests = 6
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallelTests)); err != nil {
+			log.Fatal(err)
+		}
+	}
 	harness.MainWithControlPlane(m, harness.Options{AuditLog: true, Logf: log.Printf}, func(ctx context.Context, c *harness.ControlPlane) error {
 		cp = c
 		kit = agentkit.Kit{CP: c}

@@ -15,9 +15,24 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-// holdNoRunaway is how long the no-runaway scenario watches a pool whose
-// node never verifies (Karpenter's own chaos test bounds this the same way).
-const holdNoRunaway = 5 * time.Minute
+// The no-runaway scenarios watch a pool whose node never verifies until
+// Karpenter has simulated the pending pods runawayKarpenterRounds more times
+// and the node's agent has run runawayAgentRounds more rounds: counts, not
+// a duration, so a loaded machine cannot end the watch before Karpenter had
+// its chances. Where our key is not declared (the keys scenario) Karpenter
+// launched a second NodeClaim within a few of its rounds (one every 10 s, a
+// simulation every 3 s or so): 30 leave it ten times that.
+const (
+	runawayKarpenterRounds = 30
+	runawayAgentRounds     = 10
+	// roundsLimit bounds the wait for those rounds: only a stuck Karpenter
+	// or agent reaches it (30 rounds took about 90 s).
+	roundsLimit = 10 * time.Minute
+)
+
+// runawayAgentPeriod paces the never-verifying agents of those scenarios so
+// that their rounds come within Karpenter's (the default period is 60 s).
+var runawayAgentPeriod = "--check-period=5s"
 
 // neverVerifies are the flags of an agent that never verifies its node:
 // its only check probes an address nothing listens on.
@@ -64,15 +79,18 @@ func (w *claimWatch) poll(t *testing.T, need int) []unstructured.Unstructured {
 }
 
 // waitTainted waits until a NodeClaim of the pool has launched a Node that
-// registered with our startup taint, polling as poll does.
-func (w *claimWatch) waitTainted(t *testing.T, need int) {
+// registered with our startup taint, polling as poll does, and returns the
+// Node's name.
+func (w *claimWatch) waitTainted(t *testing.T, need int) string {
 	t.Helper()
+	var node string
 	harness.Eventually(t, time.Minute, "a NodeClaim launched and its Node registered with our taint", func() (bool, string) {
 		alive := w.poll(t, need)
 		if len(alive) == 0 {
 			return false, "no NodeClaim yet"
 		}
-		n := w.e.node(t, claimProviderNode(alive[0]))
+		node = claimProviderNode(alive[0])
+		n := w.e.node(t, node)
 		if n == nil {
 			return false, "no Node yet"
 		}
@@ -81,17 +99,44 @@ func (w *claimWatch) waitTainted(t *testing.T, need int) {
 		ours := hasTaint(n, api.StartupTaintKey) || hasTaint(n, harness.StartupTaint.Key)
 		return !hasTaint(n, "karpenter.sh/unregistered") && ours, "node not registered"
 	})
+	return node
 }
 
-// hold polls every second for d, as poll does.
-func (w *claimWatch) hold(t *testing.T, d time.Duration, need int) {
+// holdRounds polls every second, as poll does, until Karpenter has run
+// runawayKarpenterRounds more scheduling simulations and the agent of node
+// (one of agents) runawayAgentRounds more rounds: the positive signals that
+// Karpenter looked at the pending pods again and again and chose not to
+// launch while the node kept failing. It returns how many rounds each ran
+// and how long that took.
+func (w *claimWatch) holdRounds(t *testing.T, need int, agents *harness.NodeAgents, node string) (karpenter, agent float64, took time.Duration) {
 	t.Helper()
-	for start := time.Now(); time.Since(start) < d; {
+	start := time.Now()
+	karpBase := w.e.karpenterRounds(t)
+	agentBase := -1.0 // read once the agent serves its metrics; before, it counted nothing
+	for {
 		w.poll(t, need)
+		karpenter = w.e.karpenterRounds(t) - karpBase
+		if d := agents.Agent(node); d != nil {
+			if v, err := d.TryMetric(agentRounds.Name); err == nil {
+				if agentBase < 0 {
+					agentBase = 0
+				}
+				agent = v - agentBase
+			}
+		}
+		if karpenter >= runawayKarpenterRounds && agent >= runawayAgentRounds {
+			return karpenter, agent, time.Since(start)
+		}
+		if time.Since(start) > roundsLimit {
+			t.Fatalf("pool %s: in %s Karpenter ran %v scheduling rounds (want %d) and the agent of %s %v rounds (want %d): stuck",
+				w.pool, roundsLimit, karpenter, runawayKarpenterRounds, node, agent, runawayAgentRounds)
+		}
 		time.Sleep(time.Second) // pacing of the poll
 	}
-	w.poll(t, need)
 }
+
+// agentRounds counts an agent's rounds.
+var agentRounds = harness.Counter{Name: "node_ready_loop_iterations_total"}
 
 func names(claims []unstructured.Unstructured) []string {
 	out := make([]string, len(claims))
@@ -113,29 +158,25 @@ func (e *env) karpenterRounds(t *testing.T) float64 {
 
 // No runaway: three pending pods that fit one node; the pool's node keeps
 // our startup taint for good (its agent's only check can never pass) and is
-// protected from remediation. For five minutes, at every poll, at most one
-// NodeClaim is alive and no second one is ever created, while Karpenter
-// keeps simulating the pending pods (its scheduling count grows) and the
-// webhook keeps scanning.
+// protected from remediation. Until Karpenter has simulated the pending pods
+// 30 more times and the node's agent has failed 10 more rounds, at every
+// poll at most one NodeClaim is alive and no second one is ever created,
+// while the webhook keeps scanning.
 func (e *env) testNoRunaway(t *testing.T) {
 	const pool = "runaway"
-	e.pool(t, pool, harness.NodePoolOptions{
+	agents := e.pool(t, pool, harness.NodePoolOptions{
 		StartupTaints: []corev1.Taint{ourTaint},
 		Annotations:   map[string]string{"infra.894.io/protect": "true"},
-	}, neverVerifies)
+	}, append([]string{runawayAgentPeriod}, neverVerifies...))
 	for i := range 3 {
 		e.pendingPod(t, fmt.Sprintf("runaway-%d", i), pool)
 	}
 	w := e.watchClaims(pool)
-	w.waitTainted(t, 1)
-	rounds, scans := e.karpenterRounds(t), e.w.Metric(t, "node_remediation_scans_total", `result="ok"`)
-	w.hold(t, holdNoRunaway, 1)
+	node := w.waitTainted(t, 1)
+	scans := e.w.Metric(t, "node_remediation_scans_total", `result="ok"`)
+	grown, ran, took := w.holdRounds(t, 1, agents, node)
 	w.poll(t, 1)
-	grown := e.karpenterRounds(t) - rounds
 	scanned := e.w.Metric(t, "node_remediation_scans_total", `result="ok"`) - scans
-	if grown < 5 {
-		t.Fatalf("Karpenter simulated the pending pods %v times in %s: too few to show it chose not to launch", grown, holdNoRunaway)
-	}
 	if len(w.seen) != 1 {
 		t.Errorf("pool %s: %d NodeClaims created for pods one node holds, want 1", pool, len(w.seen))
 	}
@@ -144,6 +185,6 @@ func (e *env) testNoRunaway(t *testing.T) {
 			t.Errorf("pod %s bound to %s, which never verified", p.Name, p.Spec.NodeName)
 		}
 	}
-	t.Logf("figure: no runaway: %d NodeClaim in %s for 3 pending pods on a node that never verifies (Karpenter simulated them %v times, the webhook scanned %v times)",
-		len(w.seen), holdNoRunaway, grown, scanned)
+	t.Logf("figure: no runaway: %d NodeClaim for 3 pending pods on a node that never verifies while Karpenter simulated them %v times and the agent failed %v rounds (%s; the webhook scanned %v times)",
+		len(w.seen), grown, ran, took.Round(time.Second), scanned)
 }

@@ -12,11 +12,6 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-// holdRegistered is how long the versions pool's node stays tainted while
-// the test counts NodeClaims (issue 37: "one NodeClaim for one pending pod
-// over 2 minutes").
-const holdRegistered = 2 * time.Minute
-
 // registerWithReadinessKey puts the Karpenter preset's startup taint on
 // every new Node of the versions pool at CREATE, as a kubelet's
 // --register-with-taints does, by a MutatingAdmissionPolicy: the pool does
@@ -55,10 +50,10 @@ spec:
 // ignores keys under readiness.k8s.io/ from v1.13.0): the versions pool
 // declares no startup taint, and its Nodes are created carrying
 // readiness.k8s.io/node-ready, as a kubelet registering with the taint
-// makes them. Its node never verifies (protected from remediation). For two
-// minutes, at every poll, one NodeClaim and never a second for the one
-// pending pod, while Karpenter keeps simulating it (its scheduling count
-// grows); the NodeClaim is not Initialized because the key is there
+// makes them. Its node never verifies (protected from remediation). Until
+// Karpenter has simulated the pending pod 30 more times and the node's agent
+// has failed 10 more rounds (holdRounds), at every poll one NodeClaim and
+// never a second for it; the NodeClaim is not Initialized because the key is there
 // (Karpenter waits for it, reason KnownEphemeralTaintsExist), so the node
 // is not consolidated either.
 func (e *env) testReadinessKeyAtRegistration(t *testing.T) {
@@ -67,9 +62,9 @@ func (e *env) testReadinessKeyAtRegistration(t *testing.T) {
 	t.Cleanup(func() {
 		e.cp.KubectlT(t, "", "delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", "knr-e2e-register-with-readiness-key", "--ignore-not-found")
 	})
-	e.pool(t, pool, harness.NodePoolOptions{
+	agents := e.pool(t, pool, harness.NodePoolOptions{
 		Annotations: map[string]string{"infra.894.io/protect": "true"},
-	}, append([]string{"--autoscaler=karpenter"}, neverVerifies...))
+	}, append([]string{"--autoscaler=karpenter", runawayAgentPeriod}, neverVerifies...))
 	e.pendingPod(t, "versions-0", pool)
 	w := e.watchClaims(pool)
 	var node string
@@ -88,12 +83,7 @@ func (e *env) testReadinessKeyAtRegistration(t *testing.T) {
 		node = n.Name
 		return true, ""
 	})
-	rounds := e.karpenterRounds(t)
-	w.hold(t, holdRegistered, 1)
-	grown := e.karpenterRounds(t) - rounds
-	if grown < 5 {
-		t.Fatalf("Karpenter simulated the pending pod %v times in %s: too few to show it chose not to launch", grown, holdRegistered)
-	}
+	grown, ran, took := w.holdRounds(t, 1, agents, node)
 	if len(w.seen) != 1 {
 		t.Fatalf("pool %s: %d NodeClaims for one pending pod while its node carried %s, want 1", pool, len(w.seen), api.KarpenterStartupTaintKey)
 	}
@@ -106,13 +96,13 @@ func (e *env) testReadinessKeyAtRegistration(t *testing.T) {
 			alive[0].GetName(), status, reason, api.KarpenterStartupTaintKey)
 	}
 	if n := e.node(t, node); n == nil || n.DeletionTimestamp != nil || !hasTaint(n, api.KarpenterStartupTaintKey) {
-		t.Errorf("node %s after %s: %v, want it there, not being deleted, still carrying %s", node, holdRegistered, n, api.KarpenterStartupTaintKey)
+		t.Errorf("node %s after %v of Karpenter's rounds: %v, want it there, not being deleted, still carrying %s", node, grown, n, api.KarpenterStartupTaintKey)
 	}
 	if p := e.pod(t, "versions-0"); p.Spec.NodeName != "" {
 		t.Errorf("pod bound to %s while it carried the startup taint", p.Spec.NodeName)
 	}
-	t.Logf("figure: readiness.k8s.io/node-ready at registration, NodePool declaring nothing (Karpenter v1.14.1): %d NodeClaim in %s for 1 pending pod (Karpenter simulated it %v times)",
-		len(w.seen), holdRegistered, grown)
+	t.Logf("figure: readiness.k8s.io/node-ready at registration, NodePool declaring nothing (Karpenter v1.14.1): %d NodeClaim for 1 pending pod while Karpenter simulated it %v times and the agent failed %v rounds (%s)",
+		len(w.seen), grown, ran, took.Round(time.Second))
 }
 
 // claimConditionOf is the status and reason of the NodeClaim's condition
