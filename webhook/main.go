@@ -15,7 +15,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/logging"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
+	webhookapp "github.com/kube-node-ready/kube-node-ready/internal/webhook/app"
 )
 
 const name = "kube-node-ready-webhook"
@@ -26,7 +26,7 @@ func main() {
 	if removeFinalizers {
 		args = args[1:]
 	}
-	opts := webhook.NewOptions()
+	opts := webhookapp.NewOptions()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage:
@@ -54,7 +54,7 @@ Flags:
 		for _, w := range opts.Deprecations() {
 			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", name, w)
 		}
-		if err := webhook.RemoveFinalizers(ctx, *opts, os.Stdout); err != nil {
+		if err := webhookapp.RemoveFinalizers(ctx, *opts, os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "%s remove-finalizers: %v\n", name, err)
 			os.Exit(1)
 		}
@@ -67,7 +67,7 @@ Flags:
 	for _, w := range opts.Warnings() {
 		logger.Warn(w)
 	}
-	if err := webhook.Run(ctx, *opts, logger); err != nil {
+	if err := webhookapp.Run(ctx, *opts, logger); err != nil {
 		logger.Error("webhook failed", "error", err)
 		os.Exit(1)
 	}

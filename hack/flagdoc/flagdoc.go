@@ -12,7 +12,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
+	webhookapp "github.com/kube-node-ready/kube-node-ready/internal/webhook/app"
 )
 
 // binary is one command whose flags the documentation lists.
@@ -26,7 +26,7 @@ type binary struct {
 func binaries() []binary {
 	return []binary{
 		{name: "kube-node-ready-agent", options: func() cli.Options { return app.NewOptions() }},
-		{name: "kube-node-ready-webhook", options: func() cli.Options { return webhook.NewOptions() }},
+		{name: "kube-node-ready-webhook", options: func() cli.Options { return webhookapp.NewOptions() }},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
-	"github.com/kube-node-ready/kube-node-ready/internal/webhook"
+	webhookapp "github.com/kube-node-ready/kube-node-ready/internal/webhook/app"
 )
 
 func (f *fakeAPI) forbidden(resource, namespace string) error {
@@ -294,10 +294,10 @@ func TestDoctorWebhookKeys(t *testing.T) {
 // TestDoctorNamesAreTheBinaries': what doctor reads the binaries by is
 // what they use.
 func TestDoctorNamesAreTheBinaries(t *testing.T) {
-	a, w := app.NewOptions(), webhook.NewOptions()
+	a, w := app.NewOptions(), webhookapp.NewOptions()
 	for _, tt := range []struct{ name, got, want string }{
 		{"agent env prefix", api.AgentEnvPrefix, app.EnvPrefix},
-		{"webhook env prefix", api.WebhookEnvPrefix, webhook.EnvPrefix},
+		{"webhook env prefix", api.WebhookEnvPrefix, webhookapp.EnvPrefix},
 		{"agent preset", api.DefaultPreset, a.Autoscaler},
 		{"agent startup taint", "", a.StartupTaint},
 		{"agent unhealthy taint", "", a.UnhealthyTaint},
@@ -318,7 +318,7 @@ func TestDoctorNamesAreTheBinaries(t *testing.T) {
 func TestDoctorReadsFlagsTheBinariesHave(t *testing.T) {
 	agentFlags, webhookFlags := flag.NewFlagSet("agent", flag.ContinueOnError), flag.NewFlagSet("webhook", flag.ContinueOnError)
 	app.NewOptions().AddFlags(agentFlags)
-	webhook.NewOptions().AddFlags(webhookFlags)
+	webhookapp.NewOptions().AddFlags(webhookFlags)
 	for _, tt := range []struct {
 		fs    *flag.FlagSet
 		names []string

@@ -1,9 +1,9 @@
-// Package webhook is the webhook binary, as internal/agent is the agent's:
-// its configuration (one Options struct, flags with KNR_WEBHOOK_*
+// Package app is the webhook binary's front, as internal/agent/app is the
+// agent's: its configuration (one Options struct, flags with KNR_WEBHOOK_*
 // environment twins, validation, in the agent's shape), the wiring of
-// certificates, the TLS admission endpoint, the node watcher and the
+// certificates, the TLS admission endpoint, the node controllers and the
 // metrics/health endpoint, and the uninstall command.
-package webhook
+package app
 
 import (
 	"context"
