@@ -347,3 +347,24 @@ func (o *Options) SANs() ([]string, []net.IP) {
 	}
 	return dns, ips
 }
+
+// Deadline is the unverified deadline in effect: --unverified-deadline when
+// given, else the --autoscaler preset's default.
+func (o *Options) Deadline() time.Duration {
+	if o.UnverifiedDeadline.IsSet {
+		return o.UnverifiedDeadline.D
+	}
+	return api.DefaultUnverifiedDeadline(o.Autoscaler)
+}
+
+// taintKeys resolves the agent's taints from --autoscaler,
+// --agent-startup-taint, --agent-unhealthy-taint and
+// --previous-taint-keys, as the agents resolve them.
+func (o *Options) taintKeys() (cli.TaintKeys, error) {
+	return o.taintFlags().Resolve()
+}
+
+// taintFlags are the flags that give the agent's taints.
+func (o *Options) taintFlags() cli.TaintFlags {
+	return cli.TaintFlags{Autoscaler: o.Autoscaler, Startup: o.StartupTaint, Unhealthy: o.UnhealthyTaint, Previous: o.PreviousTaintKeys}
+}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -201,4 +202,17 @@ func (o *Options) validateExternalNames(p *cli.Problems) {
 			p.Add(api.ExternalNamesFlag, "%q: want a name of 1 to %d characters", n, api.MaxExternalNameLength)
 		}
 	}
+}
+
+// Warnings are the deprecations, and what in a valid configuration works
+// against the autoscaler: logged once at start-up.
+func (o *Options) Warnings() []string {
+	w := o.Deprecations()
+	if o.Remediation != string(remediate.PolicyOff) && o.Autoscaler == api.PresetClusterAutoscaler && o.Deadline() > api.CAMaxNodeStartupTime {
+		w = append(w, fmt.Sprintf("--unverified-deadline=%s is past Cluster Autoscaler's --max-node-provision-time and --max-node-startup-time (%s by default): "+
+			"CA backs the node group off and counts the node unready before remediation acts; "+
+			"set it below %s (the default under --autoscaler=%s is %s) unless CA's own flags were raised",
+			o.Deadline(), api.CAMaxNodeStartupTime, api.CAMaxNodeStartupTime, api.PresetClusterAutoscaler, api.DefaultUnverifiedDeadline(api.PresetClusterAutoscaler)))
+	}
+	return w
 }
