@@ -166,6 +166,10 @@ type Options struct {
 	RemediationDryRun bool
 	// RemediationInterval is the time between scans.
 	RemediationInterval time.Duration
+	// RemediationStallAfter is the least time a node marked as replacing
+	// may stay before its replacement is tried again (remediate.Config.StallAfter;
+	// the wait is at least 2×RemediationInterval).
+	RemediationStallAfter time.Duration
 	// FleetBudget is the agents' --fleet-budget; while it is used up nothing
 	// is replaced.
 	FleetBudget string
@@ -284,6 +288,7 @@ func NewOptions() *Options {
 		Remediation:            "off",
 		MaxReplacing:           "1",
 		RemediationInterval:    30 * time.Second,
+		RemediationStallAfter:  30 * time.Second,
 		FleetBudget:            "10%",
 		RemediationNodeClaims:  true,
 		Autoscaler:             api.DefaultPreset,

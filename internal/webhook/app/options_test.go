@@ -90,6 +90,7 @@ func TestValidateRejects(t *testing.T) {
 		{"unknown remediation policy", nil, []string{"--remediation=delete"}, `--remediation: "delete" is not off, report or replace`},
 		{"zero unverified deadline", nil, []string{"--remediation=report", "--unverified-deadline=0s"}, "--unverified-deadline: 0s must be positive"},
 		{"negative unverified deadline", nil, []string{"--remediation=replace", "--unverified-deadline=-1m"}, "--unverified-deadline: -1m0s must be positive"},
+		{"zero stall-after", nil, []string{"--remediation=replace", "--remediation-stall-after=0s"}, "--remediation-stall-after: 0s must be positive"},
 		{"bad max-replacing", nil, []string{"--remediation=replace", "--max-replacing=0"}, "--max-replacing"},
 		{"bad max-replacing share", nil, []string{"--remediation=replace", "--max-replacing=150%"}, "--max-replacing"},
 		{"bad fleet budget", nil, []string{"--remediation=replace", "--agent-fleet-budget=many"}, "--agent-fleet-budget: "},

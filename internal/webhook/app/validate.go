@@ -163,6 +163,9 @@ func (o *Options) validateRemediation(p *cli.Problems) {
 	if o.RemediationInterval <= 0 {
 		p.Add("remediation-interval", "%s must be positive", o.RemediationInterval)
 	}
+	if o.RemediationStallAfter <= 0 {
+		p.Add("remediation-stall-after", "%s must be positive", o.RemediationStallAfter)
+	}
 	_, err = budget.Parse(o.MaxReplacing)
 	p.Check("max-replacing", err)
 	_, err = budget.Parse(o.FleetBudget)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
@@ -19,7 +20,7 @@ type Controller struct {
 	dyn    dynamic.Interface
 	cfg    Config
 	log    *slog.Logger
-	now    func() time.Time
+	clock  clock.WithTicker
 
 	// probe asks the API server whether it serves (an outage restarts every
 	// node's time).
@@ -51,10 +52,13 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, cfg Config, reg pro
 		return nil, err
 	}
 	c := &Controller{
-		client: client, dyn: dyn, cfg: cfg, log: log, now: time.Now,
+		client: client, dyn: dyn, cfg: cfg, log: log, clock: cfg.Clock,
 		noted: map[types.UID]string{}, claimsLog: map[string]bool{}, retried: map[types.UID]time.Time{},
 		freshHeld: map[types.UID]string{},
 		metrics:   m,
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
 	}
 	c.probe = func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

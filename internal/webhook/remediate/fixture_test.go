@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
@@ -39,8 +40,8 @@ type fixture struct {
 	dyn    *dynamicfake.FakeDynamicClient
 	c      *Controller
 	events *events.FakeRecorder
-	// now is the controller's clock.
-	now time.Time
+	// clock is the controller's.
+	clock *clocktesting.FakeClock
 	// probeErr is what the API server health probe answers.
 	probeErr error
 }
@@ -51,7 +52,7 @@ type fixture struct {
 // watched).
 func newFixture(t *testing.T, policy Policy, nodes []*corev1.Node, claims ...*unstructured.Unstructured) *fixture {
 	t.Helper()
-	f := &fixture{t: t, now: t0, events: events.NewFakeRecorder(100)}
+	f := &fixture{t: t, clock: clocktesting.NewFakeClock(t0), events: events.NewFakeRecorder(100)}
 	var objs []runtime.Object
 	for i, n := range nodes {
 		n = n.DeepCopy()
@@ -67,12 +68,11 @@ func newFixture(t *testing.T, policy Policy, nodes []*corev1.Node, claims ...*un
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{NodeClaims: "NodeClaimList"}, dobjs...)
 	cfg := testController(t, policy, "1", "10%", false).cfg
-	cfg.Recorder = f.events
+	cfg.Recorder, cfg.Clock = f.events, f.clock
 	c, err := New(f.client, f.dyn, cfg, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.now = func() time.Time { return f.now }
 	c.probe = func(context.Context) error { return f.probeErr }
 	c.obs, c.brks = newObserver(c, t0.Add(-1000*time.Hour)), newBreakers(Breaker{})
 	c.obs.contact = t0 // the API server answered the last scan
@@ -113,7 +113,7 @@ func (f *fixture) cached(names ...string) []*corev1.Node {
 	return watched(f.c, out...)
 }
 
-// scan runs one scan at f.now over cached and returns the requests it sent.
+// scan runs one scan at f.clock.Now() over cached and returns the requests it sent.
 func (f *fixture) scan(cached ...*corev1.Node) []string {
 	f.t.Helper()
 	f.client.ClearActions()

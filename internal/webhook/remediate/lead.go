@@ -8,10 +8,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // Lead watches the unverified nodes and scans them every Interval until ctx
@@ -23,7 +23,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 	}
 	// A new leader, or this one again, judges nothing it has not watched for
 	// a deadline itself.
-	c.obs, c.brks = newObserver(c, c.now()), newBreakers(c.cfg.Breaker)
+	c.obs, c.brks = newObserver(c, c.clock.Now()), newBreakers(c.cfg.Breaker)
 	c.refused, c.held = refusals{}, false // a refusal seen first is dated now
 	if c.cfg.Policy != PolicyReplace {
 		c.brks.cfg = Breaker{} // nothing to stop: never opens
@@ -47,7 +47,7 @@ func (c *Controller) Lead(ctx context.Context) error {
 	// The breakers the cluster shows, not closed ones: a leader change must
 	// not resume replacing in a pool whose new nodes keep failing.
 	if cached, err := lister.List(labels.Everything()); err == nil {
-		for _, pool := range c.rebuild(cached, c.now()) {
+		for _, pool := range c.rebuild(cached, c.clock.Now()) {
 			c.log.Warn("circuit breaker open from the start: the pool's new nodes already past the deadline fail it",
 				"pool", pool, "reason", c.breakerText(pool))
 		}
@@ -56,15 +56,35 @@ func (c *Controller) Lead(ctx context.Context) error {
 		"policy", c.cfg.Policy, "unverified_deadline", c.cfg.Deadline, "dry_run", c.cfg.DryRun,
 		"nodeclaims", c.cfg.NodeClaims, "selector", sel,
 		"breaker_threshold", c.cfg.Breaker.Threshold, "breaker_window", c.cfg.Breaker.Window)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		nodes, err := lister.List(labels.Everything())
-		if err != nil {
-			c.log.Error("list cached unverified nodes", "error", err)
-			return
-		}
-		c.scan(ctx, nodes)
-	}, c.cfg.Interval)
+	c.scanEvery(ctx, lister)
 	return nil
+}
+
+// scanEvery scans the cached unverified nodes, then again Interval after
+// each scan ends, on c.clock, until ctx ends.
+func (c *Controller) scanEvery(ctx context.Context, lister corelisters.NodeLister) {
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for ctx.Err() == nil {
+		if nodes, err := lister.List(labels.Everything()); err != nil {
+			c.log.Error("list cached unverified nodes", "error", err)
+		} else {
+			c.scan(ctx, nodes)
+		}
+		if timer == nil {
+			timer = c.clock.NewTimer(c.cfg.Interval)
+		} else {
+			timer.Reset(c.cfg.Interval)
+		}
+		select {
+		case <-ctx.Done():
+		case <-timer.C():
+		}
+	}
 }
 
 // watch sets up the node informer of factory (label-selected to the
@@ -76,8 +96,8 @@ func (c *Controller) watch(factory informers.SharedInformerFactory) (corelisters
 	}
 	obs := c.obs
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { obs.observeObj(obj, c.now()) },
-		UpdateFunc: func(_, obj any) { obs.observeObj(obj, c.now()) },
+		AddFunc:    func(obj any) { obs.observeObj(obj, c.clock.Now()) },
+		UpdateFunc: func(_, obj any) { obs.observeObj(obj, c.clock.Now()) },
 		DeleteFunc: obs.leaveObj,
 	}); err != nil {
 		return nil, nil, fmt.Errorf("remediate: add event handler: %w", err)

@@ -8,28 +8,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	core "k8s.io/client-go/testing"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/clocktest"
 )
 
-// Lead watches the unverified nodes only, scans them every interval (a new
-// leader judges nothing before watching it for a deadline), and zeroes its
+// Lead watches the unverified nodes only, scans them every interval on its
+// clock (a new leader judges nothing before watching it for a deadline), and zeroes its
 // gauges when leadership ends so a former leader raises no alert.
 func TestLeadScansUntilLeadershipEnds(t *testing.T) {
 	f := newFixture(t, PolicyReplace, []*corev1.Node{
 		node("old", 10*time.Hour, taint(startup)),
 		node("fine", 10*time.Hour, label("node-ready/verified", "true")),
 	})
-	f.c.cfg.Interval = 10 * time.Millisecond
 	f.c.overdue.Set(3) // as a previous leadership left it
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- f.c.Lead(ctx) }()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for testutilScans(f, "ok") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no scan within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	clocktest.Await(t, f.clock, 1) // the first scan ran; the next is due an interval later
+	clocktest.Step(t, f.clock, f.c.cfg.Interval-time.Millisecond, 1)
+	if got := testutilScans(f, "ok"); got != 1 {
+		t.Fatalf("%v scans a millisecond before the interval, want 1", got)
+	}
+	clocktest.Step(t, f.clock, time.Millisecond, 1)
+	if got := testutilScans(f, "ok"); got != 2 {
+		t.Fatalf("%v scans an interval after the first, want 2", got)
 	}
 	var selectors []string
 	for _, a := range f.client.Actions() {

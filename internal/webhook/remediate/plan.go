@@ -198,12 +198,12 @@ func (c *Controller) plan(nodes []*corev1.Node, total int, now time.Time) Plan {
 }
 
 // stalled reports whether a validly marked node still not going away is due
-// for another attempt: this replica has seen its mark for stallAfter (the
-// delete after the mark failed, or the replica that marked it stopped in
-// between, or Karpenter has not acted) and not retried since. Timed on this
-// replica's clock, not the mark's.
+// for another attempt: this replica has seen its mark for
+// max(2×Interval, StallAfter) (the delete after the mark failed, or the
+// replica that marked it stopped in between, or Karpenter has not acted)
+// and not retried since. Timed on this replica's clock, not the mark's.
 func (c *Controller) stalled(n *corev1.Node, now time.Time) bool {
-	after := max(2*c.cfg.Interval, 30*time.Second)
+	after := max(2*c.cfg.Interval, c.cfg.StallAfter)
 	first, ok := c.retried[n.UID]
 	if !ok {
 		c.retried[n.UID] = now

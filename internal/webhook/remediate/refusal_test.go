@@ -44,10 +44,10 @@ func TestBudgetRefusalHoldsEveryReplacement(t *testing.T) {
 	// would restart every node's time by itself), and fails on any delete.
 	run := func(d time.Duration, when string) {
 		t.Helper()
-		for end := f.now.Add(d); !f.now.After(end); f.now = f.now.Add(f.c.cfg.Interval) {
+		for end := f.clock.Now().Add(d); !f.clock.Now().After(end); f.clock.Step(f.c.cfg.Interval) {
 			f.scan(f.cached("stuck")...)
 			if len(f.deletes()) != 0 {
-				t.Fatalf("%s: deleted %v at +%s, want nothing", when, f.deletes(), f.now.Sub(t0))
+				t.Fatalf("%s: deleted %v at +%s, want nothing", when, f.deletes(), f.clock.Now().Sub(t0))
 			}
 		}
 	}
@@ -79,7 +79,7 @@ func TestBudgetRefusalHoldsEveryReplacement(t *testing.T) {
 	run(29*time.Minute, "the hold ended: the node's time restarted")
 	var got []string
 	for i := 0; i < 4 && len(got) == 0; i++ {
-		f.now = f.now.Add(f.c.cfg.Interval)
+		f.clock.Step(f.c.cfg.Interval)
 		f.scan(f.cached("stuck")...)
 		for _, d := range f.deletes() {
 			got = append(got, d.GetName())

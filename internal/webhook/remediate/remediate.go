@@ -46,6 +46,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
@@ -93,6 +94,17 @@ type Config struct {
 	DryRun bool
 	// Interval between scans.
 	Interval time.Duration
+	// StallAfter is the least time a node this controller marked as
+	// replacing may stay without going away before its replacement is tried
+	// again (through every gate): the delete failed, the replica that marked
+	// it stopped, or Karpenter has not acted. The wait is
+	// max(2×Interval, StallAfter); the webhook's --remediation-stall-after,
+	// 30 s by default.
+	StallAfter time.Duration
+	// Clock is the time every rule reads: the deadline, the fair chance, the
+	// breaker's judgements, a stalled replacement's retry, the scans'
+	// interval. nil is the real clock; tests step a fake one.
+	Clock clock.WithTicker
 	// StartupTaints are the keys of the agent's startup taint: the
 	// configured one first, then the previous keys the agent still removes
 	// (every preset's, the user's). A node created with any of them is new.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 )
@@ -85,9 +86,9 @@ func testController(t testing.TB, policy Policy, maxReplacing, fleet string, dry
 			Policy: policy, Deadline: 30 * time.Minute, MaxReplacing: mr, FleetBudget: fb, DryRun: dryRun,
 			StartupTaints: []string{startup}, UnhealthyTaints: []string{unhealthy}, VerifiedLabel: "node-ready/verified",
 			ReplacingAnnotation: "infra.894.io/replacing", ProtectAnnotation: "infra.894.io/protect",
-			AgentSkipAnnotation: "node-ready/skip-verification", Interval: 30 * time.Second,
+			AgentSkipAnnotation: "node-ready/skip-verification", Interval: 30 * time.Second, StallAfter: 30 * time.Second,
 		},
-		log: slog.New(slog.DiscardHandler), now: func() time.Time { return t0 },
+		log: slog.New(slog.DiscardHandler), clock: clocktesting.NewFakeClock(t0),
 		noted: map[types.UID]string{}, retried: map[types.UID]time.Time{},
 	}
 	c.obs = newObserver(c, t0.Add(-1000*time.Hour))

@@ -40,7 +40,7 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 		c.actions.WithLabelValues(actionFor(true), "error").Inc()
 		return false, ""
 	}
-	now := c.now()
+	now := c.clock.Now()
 	taint, _ := c.state(n)
 	since, _ := c.obs.since(n, now, c.cfg.Deadline)
 	reason := c.gate(n, since, cnt, now)
@@ -87,6 +87,11 @@ func (c *Controller) replace(ctx context.Context, o Overdue, total int, age time
 	}
 	action := actionFor(claim == nil)
 	_, retry := c.validMark(n)
+	if retry && !c.stalled(n, now) {
+		// Marked, and the mark not yet stalled: the cache the plan read
+		// had not seen the mark yet. Its retry waits as any other.
+		return false, ""
+	}
 	if !retry {
 		if n, err = c.mark(ctx, n, c.newMark(n, taint, now)); err != nil {
 			log.Warn("cannot mark the node as being replaced; judged again next scan", "error", err)
@@ -170,7 +175,7 @@ func (c *Controller) freshCounts(ctx context.Context, total int) (counts, error)
 		nodes[i] = &list.Items[i]
 	}
 	cnt := c.countsOf(nodes, max(total, len(nodes)))
-	if cnt.refused, err = c.budgetRefused(ctx, c.now()); err != nil {
+	if cnt.refused, err = c.budgetRefused(ctx, c.clock.Now()); err != nil {
 		return counts{}, err
 	}
 	// Fresh too: a suspend the watch delivers late still stops the delete,

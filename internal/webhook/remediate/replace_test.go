@@ -158,7 +158,7 @@ func TestMarkedNodeIsRetriedAndAnEarlierIncarnationsMarkIsRemoved(t *testing.T) 
 		t.Errorf("new mark for uid %s, want the live incarnation's %s", m.UID, reborn.UID)
 	}
 
-	f.now = t0.Add(time.Minute)
+	f.clock.SetTime(t0.Add(time.Minute))
 	f.expectActions(f.scan(cached[0]), "get nodes stuck", "list nodes", "list pods", "delete nodes stuck")
 	if f.node("stuck") != nil {
 		t.Error("stalled replacement not retried")
@@ -241,10 +241,10 @@ func TestUnreachableAPIServerJudgesNothing(t *testing.T) {
 	// Scans every minute from the first answer: the node's time restarted
 	// then, so it is overdue a full deadline later, not before.
 	for m := 1; m < 31; m++ {
-		f.now = t0.Add(time.Duration(m) * time.Minute)
+		f.clock.SetTime(t0.Add(time.Duration(m) * time.Minute))
 		f.expectActions(f.scan(cached...))
 	}
-	f.now = t0.Add(31 * time.Minute)
+	f.clock.SetTime(t0.Add(31 * time.Minute))
 	f.expectActions(f.scan(cached...), "get nodes n", "list nodes", "list pods", "patch nodes n", "delete nodes n")
 	if got := testutilScans(f, "api_unreachable"); got != 1 {
 		t.Errorf("api_unreachable scans %v, want 1", got)
@@ -274,10 +274,10 @@ func TestHeldReplacementsAreTold(t *testing.T) {
 	// deadline from now before it is replaced (a node still recovering from
 	// the fault is not replaced the moment another's recovery frees a slot).
 	f.c.cfg.FleetBudget = mustBudget(t, "5")
-	freed := f.now
-	for f.now.Sub(freed) < 30*time.Minute { // scans every interval, a deadline long
+	freed := f.clock.Now()
+	for f.clock.Now().Sub(freed) < 30*time.Minute { // scans every interval, a deadline long
 		f.expectActions(f.scan(cached...))
-		f.now = f.now.Add(30 * time.Second)
+		f.clock.Step(30 * time.Second)
 	}
 	f.expectActions(f.scan(cached...), "get nodes a", "list nodes", "list pods", "patch nodes a", "delete nodes a")
 	if g := gauge(f, blockedFleet); g != 0 {
@@ -395,5 +395,29 @@ func TestNodeClaimAPITrouble(t *testing.T) {
 				t.Errorf("patches %d, delete_node error %v: want no mark and one error", len(f.patches()), f.count("delete_node", "error"))
 			}
 		})
+	}
+}
+
+// A scan whose cache has not seen this controller's mark yet (the watch
+// lags the write) finds the mark on the fresh read: the retry waits for
+// the stall time as it would on an up-to-date cache, it is not hurried by
+// the lag.
+func TestStaleCacheDoesNotHurryARetry(t *testing.T) {
+	f := newFixture(t, PolicyReplace, []*corev1.Node{node("stuck", time.Hour, taint(startup))}, claim("claim-stuck", "stuck", ""))
+	f.c.cfg.NodeClaims = true
+	unmarked := f.cached("stuck")
+	f.scan(unmarked...)
+	if len(f.deletes()) != 1 || f.node("stuck") == nil {
+		t.Fatalf("first scan: deletes %v, node present %v; want the NodeClaim deleted, the node kept", f.deletes(), f.node("stuck") != nil)
+	}
+	f.clock.Step(f.c.cfg.Interval)
+	f.scan(unmarked...)
+	if d := f.deletes(); len(d) != 0 || f.node("stuck") == nil {
+		t.Errorf("a scan of the lagging cache an interval later deleted %v: the retry did not wait for --remediation-stall-after", d)
+	}
+	f.clock.Step(f.c.cfg.StallAfter)
+	f.scan(unmarked...)
+	if f.node("stuck") != nil {
+		t.Error("not retried once stalled")
 	}
 }

@@ -17,7 +17,7 @@ import (
 // scan checks the API server answers, then plans and acts once, and counts
 // and times the scan by its result. The duration is observed before the
 // counter moves, so whoever sees the counter move sees the duration too.
-// It is timed on the wall clock, not c.now: what it costs, not what the
+// It is timed on the wall clock, not c.clock: what it costs, not what the
 // deadlines are judged by.
 func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
 	start := time.Now()
@@ -28,7 +28,7 @@ func (c *Controller) scan(ctx context.Context, nodes []*corev1.Node) {
 
 // scanOnce is one scan; it returns its result label.
 func (c *Controller) scanOnce(ctx context.Context, nodes []*corev1.Node) string {
-	now := c.now()
+	now := c.clock.Now()
 	if !c.contact(ctx, now) {
 		return scanUnreachable
 	}

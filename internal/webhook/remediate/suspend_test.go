@@ -80,15 +80,15 @@ func TestResumeGivesAFullDeadline(t *testing.T) {
 	f.c.cfg.Suspend = sw
 	f.scan(f.cached("stuck")...)
 	sw.cached, sw.fresh = switchOff, switchOff
-	for end := f.now.Add(f.c.cfg.Deadline - f.c.cfg.Interval); f.now.Before(end); f.now = f.now.Add(f.c.cfg.Interval) {
+	for end := f.clock.Now().Add(f.c.cfg.Deadline - f.c.cfg.Interval); f.clock.Now().Before(end); f.clock.Step(f.c.cfg.Interval) {
 		f.scan(f.cached("stuck")...)
 		if len(f.deletes()) != 0 {
-			t.Fatalf("deleted %v at +%s after the resume, within a full deadline", f.deletes(), f.now.Sub(t0))
+			t.Fatalf("deleted %v at +%s after the resume, within a full deadline", f.deletes(), f.clock.Now().Sub(t0))
 		}
 	}
 	var got []string
 	for i := 0; i < 4 && len(got) == 0; i++ {
-		f.now = f.now.Add(f.c.cfg.Interval)
+		f.clock.Step(f.c.cfg.Interval)
 		f.scan(f.cached("stuck")...)
 		for _, d := range f.deletes() {
 			got = append(got, d.GetName())

@@ -152,6 +152,7 @@ func TestInvalidValuesNameTheValue(t *testing.T) {
 		{"webhook.remediation.policy=delete", "policy"},
 		{"webhook.remediation.unverifiedDeadline=0s", "unverifiedDeadline"},
 		{"webhook.remediation.maxReplacing=150%", "maxReplacing"},
+		{"webhook.remediation.stallAfter=0s", "stallAfter"},
 		{"webhook.remediation.breaker.threshold=0%", "threshold"},
 		{"webhook.remediation.breaker.window=0", "window"},
 		{"webhook.cleanup.healthInterval=soon", "healthInterval"},
