@@ -108,7 +108,8 @@ const (
 	CheckConditionPrefix = "node-ready/"
 	// NodeReadinessTaintPrefix is the prefix every taint key of a
 	// NodeReadinessRule has (the node readiness controller's CRD enforces
-	// it): a rule can own a taint only under it.
+	// it): a rule can own a taint only under it. Karpenter (core v1.13.0
+	// and later) ignores keys under it on a node not yet initialized.
 	NodeReadinessTaintPrefix = "readiness.k8s.io/"
 )
 

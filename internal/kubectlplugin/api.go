@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // API is what the commands need from the API server. Its errors already
@@ -42,7 +42,7 @@ type API interface {
 	ListControllerRevisions(ctx context.Context, namespace string) ([]appsv1.ControllerRevision, error)
 	// ListNodePools reads Karpenter's NodePools; served is false when the
 	// API server does not serve karpenter.sh/v1 NodePools.
-	ListNodePools(ctx context.Context) (pools []autoscaler.NodePool, served bool, err error)
+	ListNodePools(ctx context.Context) (pools []doctor.NodePool, served bool, err error)
 }
 
 // listChunk is the page size of lists, as kubectl's.

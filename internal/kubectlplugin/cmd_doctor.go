@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // doctorCommand is `kubectl node-ready doctor`.
@@ -39,10 +39,10 @@ var doctorCommand = &command{
 
 and says, for each of our taint keys, how each autoscaler present treats a node carrying it:
 Cluster Autoscaler startup, status or unknown (its reserved prefixes work without flags:
-` + autoscaler.CAStartupPrefix + ` and
-` + autoscaler.CAStatusPrefix + `);
-Karpenter startup or permanent (keys under ` + autoscaler.KarpenterEphemeralPrefix + ` are startup from Karpenter
-v` + autoscaler.KarpenterReadinessSince + `; below it, or when no Deployment shows the release, they are permanent unless the
+` + doctor.CAStartupPrefix + ` and
+` + doctor.CAStatusPrefix + `);
+Karpenter startup or permanent (keys under ` + doctor.KarpenterEphemeralPrefix + ` are startup from Karpenter
+v` + doctor.KarpenterReadinessSince + `; below it, or when no Deployment shows the release, they are permanent unless the
 NodePool declares them in startupTaints). Then what goes wrong
 (over-scale, template poisoning, runaway launches, a deadline past Cluster Autoscaler's) and the
 exact change that fixes it: the Cluster Autoscaler flag to add, the kubectl patch of the NodePool,
@@ -61,7 +61,7 @@ agent given it fails its dns check wherever the cluster answers as it does there
 nothing itself and execs nothing: the webhook resolves those names from its pod every minute and
 records each outcome as an Event on the Pod (` + api.EventExternalNameUnresolved + `, ` + api.EventExternalNameResolved + `,
 the name in the Event's action); doctor reads the newest of each name among the webhook's pods. Helm fixes name
-the published chart (` + autoscaler.PublishedChart + `) at the version the
+the published chart (` + doctor.PublishedChart + `) at the version the
 release deployed.
 
 Exit status: 0 nothing wrong (advice may be printed), 1 a problem found, 3 something it needs could
@@ -89,12 +89,12 @@ func (e exitStatus) Error() string { return e.msg }
 type doctorRead struct {
 	daemonSets  []appsv1.DaemonSet
 	deployments []appsv1.Deployment // our webhooks, beside the DaemonSets
-	cas         []autoscaler.ClusterAutoscaler
+	cas         []doctor.ClusterAutoscaler
 	karpenter   bool
-	pools       []autoscaler.NodePool
+	pools       []doctor.NodePool
 	// karpenters are the Karpenter controllers whose Deployments were
 	// read, with their releases.
-	karpenters []autoscaler.Karpenter
+	karpenters []doctor.Karpenter
 	poolsErr   string
 	scope      string // where our objects were looked for
 	// agentsRead says the agent DaemonSets could be listed: only then
@@ -173,11 +173,11 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 		r.failed = append(r.failed, err.Error())
 		r.poolsErr = err.Error()
 	}
-	slices.SortFunc(r.pools, func(a, b autoscaler.NodePool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(r.pools, func(a, b doctor.NodePool) int { return strings.Compare(a.Name, b.Name) })
 	// Whether a key under readiness.k8s.io/ is startup depends on the
 	// release of the Karpenter that runs the pools: the oldest one found
 	// (or none visible, version unknown) decides.
-	k := autoscaler.Oldest(r.karpenters)
+	k := doctor.Oldest(r.karpenters)
 	for i := range r.pools {
 		r.pools[i].Karpenter = k
 	}
@@ -298,11 +298,11 @@ func diagnoseAll(r *doctorRead) DoctorReport {
 	}
 	installs, assumed, warnings := installsOf(r)
 	for _, in := range installs {
-		d := autoscaler.Diagnose(autoscaler.Setup{Install: in, ClusterAutoscalers: r.cas, Karpenter: r.karpenter, NodePools: r.pools})
+		d := doctor.Diagnose(doctor.Setup{Install: in, ClusterAutoscalers: r.cas, Karpenter: r.karpenter, NodePools: r.pools})
 		if assumed {
 			// Keys nobody deploys are no problem: say what they would be.
 			for i := range d.Findings {
-				d.Findings[i].Severity = autoscaler.Advice
+				d.Findings[i].Severity = doctor.Advice
 			}
 		}
 		rep.Installs = append(rep.Installs, installView(in, d))
@@ -372,7 +372,7 @@ func knownKeysOf(r *doctorRead) *knownKeys {
 			if !ok || !revisionOf(rev, ds) {
 				continue
 			}
-			in := autoscaler.Install{Agent: fmt.Sprintf("DaemonSet %s/%s revision %d", ds.Namespace, ds.Name, rev.Revision)}
+			in := doctor.Install{Agent: fmt.Sprintf("DaemonSet %s/%s revision %d", ds.Namespace, ds.Name, rev.Revision)}
 			o := readOwner(agentContainer(t), in)
 			k.addAgent(o.startup, o.unhealthy, o.previous, "revision "+fmt.Sprint(rev.Revision)+" of DaemonSet "+ds.Namespace+"/"+ds.Name)
 		}
@@ -383,7 +383,7 @@ func knownKeysOf(r *doctorRead) *knownKeys {
 // installsOf are the installations read: each agent DaemonSet with its
 // webhook; a webhook without an agent with the keys it watches; else the
 // chart's default keys, assumed.
-func installsOf(r *doctorRead) (installs []autoscaler.Install, assumed bool, warnings []string) {
+func installsOf(r *doctorRead) (installs []doctor.Install, assumed bool, warnings []string) {
 	paired := map[string]bool{}
 	for i := range r.daemonSets {
 		in, w := readAgent(&r.daemonSets[i])
@@ -403,7 +403,7 @@ func installsOf(r *doctorRead) (installs []autoscaler.Install, assumed bool, war
 		if paired[d.Namespace+"/"+d.Name] {
 			continue
 		}
-		in := autoscaler.Install{Namespace: d.Namespace, Agent: "no agent DaemonSet found: keys from the webhook's flags"}
+		in := doctor.Install{Namespace: d.Namespace, Agent: "no agent DaemonSet found: keys from the webhook's flags"}
 		helmRelease(&in, d.Labels)
 		keys, w := readWebhook(&in, d)
 		warnings = append(warnings, w...)
@@ -415,7 +415,7 @@ func installsOf(r *doctorRead) (installs []autoscaler.Install, assumed bool, war
 	if len(installs) > 0 {
 		return installs, false, warnings
 	}
-	s, _ := autoscaler.ParseTaint(api.Default().StartupTaint())
-	u, _ := autoscaler.ParseTaint(api.Default().UnhealthyTaint())
-	return []autoscaler.Install{{Agent: "none found: the chart's default keys assumed", Startup: s, Unhealthy: u}}, true, warnings
+	s, _ := doctor.ParseTaint(api.Default().StartupTaint())
+	u, _ := doctor.ParseTaint(api.Default().UnhealthyTaint())
+	return []doctor.Install{{Agent: "none found: the chart's default keys assumed", Startup: s, Unhealthy: u}}, true, warnings
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // fakeAPI is API on a map of nodes; patches are applied as the API server
@@ -37,7 +37,7 @@ type fakeAPI struct {
 	// karpenter says whether NodePools are served.
 	daemonSets  []appsv1.DaemonSet
 	deployments []appsv1.Deployment
-	nodePools   []autoscaler.NodePool
+	nodePools   []doctor.NodePool
 	karpenter   bool
 	revisions   []appsv1.ControllerRevision
 }

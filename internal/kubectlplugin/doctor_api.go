@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // nodePoolsPath is Karpenter's NodePool API (karpenter.sh/v1), read
@@ -62,17 +62,17 @@ type nodePoolList struct {
 		Spec struct {
 			Template struct {
 				Spec struct {
-					StartupTaints []autoscaler.Taint `json:"startupTaints"`
-					Taints        []autoscaler.Taint `json:"taints"`
+					StartupTaints []doctor.Taint `json:"startupTaints"`
+					Taints        []doctor.Taint `json:"taints"`
 				} `json:"spec"`
 			} `json:"template"`
 		} `json:"spec"`
 	} `json:"items"`
 }
 
-func (a *kubeAPI) ListNodePools(ctx context.Context) ([]autoscaler.NodePool, bool, error) {
+func (a *kubeAPI) ListNodePools(ctx context.Context) ([]doctor.NodePool, bool, error) {
 	rc := a.client.Discovery().RESTClient()
-	var out []autoscaler.NodePool
+	var out []doctor.NodePool
 	cont := ""
 	for {
 		req := rc.Get().AbsPath(nodePoolsPath).Param("limit", strconv.Itoa(listChunk))
@@ -93,7 +93,7 @@ func (a *kubeAPI) ListNodePools(ctx context.Context) ([]autoscaler.NodePool, boo
 		}
 		for _, it := range l.Items {
 			s := it.Spec.Template.Spec
-			out = append(out, autoscaler.NodePool{Name: it.Metadata.Name, StartupTaints: s.StartupTaints, Taints: s.Taints})
+			out = append(out, doctor.NodePool{Name: it.Metadata.Name, StartupTaints: s.StartupTaints, Taints: s.Taints})
 		}
 		if cont = l.Metadata.Continue; cont == "" {
 			return out, true, nil

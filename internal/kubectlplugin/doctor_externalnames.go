@@ -12,7 +12,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // A kubectl plugin cannot resolve a name from inside the cluster without
@@ -112,8 +112,8 @@ func unresolvedNames(deps []appsv1.Deployment, podEvents map[string][]eventsv1.E
 			rest := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == name })
 			drop := "stop checking it: remove it from agent.dns.externalNames (the agents' and the webhook's --" + api.ExternalNamesFlag + ")"
 			if release := d.Labels[instanceLabel]; release != "" {
-				in := autoscaler.Install{Namespace: d.Namespace, Release: release, ChartVersion: chartVersion(d.Labels)}
-				drop = "stop checking it: " + autoscaler.HelmUpgrade(in, "agent.dns.externalNames={"+strings.Join(rest, ",")+"}")
+				in := doctor.Install{Namespace: d.Namespace, Release: release, ChartVersion: chartVersion(d.Labels)}
+				drop = "stop checking it: " + doctor.HelmUpgrade(in, "agent.dns.externalNames={"+strings.Join(rest, ",")+"}")
 			}
 			out = append(out, UnresolvedName{
 				Name: name, Webhook: d.Namespace + "/" + d.Name, Pod: e.Regarding.Name, LastSeen: l.LastSeen,

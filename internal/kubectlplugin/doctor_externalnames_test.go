@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // nameEvent is an Event the webhook's pod records about an external name.
@@ -58,7 +58,7 @@ func TestDoctorSaysWhichExternalNameDoesNotResolve(t *testing.T) {
 		"problem: down.example does not resolve from webhook pod " + cur + " (kube-node-ready/kube-node-ready-webhook)",
 		"5 times, last at 2026-11-28T08:02:00Z: external name down.example does not resolve from this pod: server answered NXDOMAIN",
 		"make the cluster resolve it",
-		"helm upgrade kube-node-ready " + autoscaler.PublishedChart + " --version 0.1.0 --namespace kube-node-ready --reset-then-reuse-values --set 'agent.dns.externalNames={back.example,quiet.example}'",
+		"helm upgrade kube-node-ready " + doctor.PublishedChart + " --version 0.1.0 --namespace kube-node-ready --reset-then-reuse-values --set 'agent.dns.externalNames={back.example,quiet.example}'",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)

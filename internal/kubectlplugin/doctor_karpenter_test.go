@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // karpenterDep is a Karpenter Deployment as the AWS provider's chart
@@ -115,10 +115,10 @@ func TestDoctorReadsKarpenterVersion(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := doctorFake(readiness, caStatus, nil, tt.deps...)
 			f.karpenter = true
-			f.nodePools = []autoscaler.NodePool{{Name: "default"}}
+			f.nodePools = []doctor.NodePool{{Name: "default"}}
 			if tt.declared {
-				r, _ := autoscaler.ParseTaint(readiness)
-				f.nodePools[0].StartupTaints = []autoscaler.Taint{r}
+				r, _ := doctor.ParseTaint(readiness)
+				f.nodePools[0].StartupTaints = []doctor.Taint{r}
 			}
 			code, out, errOut, _ := run(f, "", "doctor")
 			if code != tt.wantCode {

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // DoctorReport is what doctor found; -o json|yaml print it. Fields are
@@ -39,11 +39,11 @@ type DoctorReport struct {
 
 // InstallReport is one installation and its diagnosis.
 type InstallReport struct {
-	autoscaler.Install
+	doctor.Install
 	// UnverifiedDeadline is the webhook's --unverified-deadline ("" when
 	// remediation is off).
 	UnverifiedDeadline string `json:"unverifiedDeadline,omitempty"`
-	autoscaler.Diagnosis
+	doctor.Diagnosis
 }
 
 // ClusterAutoscalerView is a Cluster Autoscaler's flags that matter here.
@@ -62,27 +62,27 @@ type KarpenterView struct {
 	Installed bool `json:"installed"`
 	// Controllers are the Deployments running Karpenter, with the release
 	// each runs; none when no Deployment shows one (a managed Karpenter).
-	Controllers []autoscaler.Karpenter `json:"controllers,omitempty"`
+	Controllers []doctor.Karpenter `json:"controllers,omitempty"`
 	NodePools   []string               `json:"nodePools,omitempty"`
 	// ReadError says why the NodePools could not be read.
 	ReadError string `json:"readError,omitempty"`
 }
 
-func caView(c autoscaler.ClusterAutoscaler) ClusterAutoscalerView {
+func caView(c doctor.ClusterAutoscaler) ClusterAutoscalerView {
 	return ClusterAutoscalerView{Deployment: c.Namespace + "/" + c.Name, StartupTaints: c.StartupTaints, StatusTaints: c.StatusTaints,
-		StartupTaintPrefixes: c.StartupTaintPrefixes, MaxNodeProvisionTime: autoscaler.ShortDuration(c.MaxNodeProvisionTime), MaxNodeStartupTime: autoscaler.ShortDuration(c.MaxNodeStartupTime)}
+		StartupTaintPrefixes: c.StartupTaintPrefixes, MaxNodeProvisionTime: doctor.ShortDuration(c.MaxNodeProvisionTime), MaxNodeStartupTime: doctor.ShortDuration(c.MaxNodeStartupTime)}
 }
 
-func installView(in autoscaler.Install, d autoscaler.Diagnosis) InstallReport {
+func installView(in doctor.Install, d doctor.Diagnosis) InstallReport {
 	r := InstallReport{Install: in, Diagnosis: d}
 	if in.Remediation != "" && in.Remediation != "off" {
-		r.UnverifiedDeadline = autoscaler.ShortDuration(in.UnverifiedDeadline)
+		r.UnverifiedDeadline = doctor.ShortDuration(in.UnverifiedDeadline)
 	}
 	if r.Treatments == nil {
-		r.Treatments = []autoscaler.Treatment{}
+		r.Treatments = []doctor.Treatment{}
 	}
 	if r.Findings == nil {
-		r.Findings = []autoscaler.Finding{}
+		r.Findings = []doctor.Finding{}
 	}
 	return r
 }

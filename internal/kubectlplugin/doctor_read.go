@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // What the doctor recognises our workloads by and reads their settings
@@ -33,7 +33,7 @@ const (
 
 // helmRelease sets in's Helm release and chart version from the labels
 // the chart puts on its workloads; nothing when Helm did not install it.
-func helmRelease(in *autoscaler.Install, labels map[string]string) {
+func helmRelease(in *doctor.Install, labels map[string]string) {
 	if labels[managedByLabel] != "Helm" {
 		return
 	}
@@ -97,7 +97,7 @@ func commandLine(c corev1.Container) []string {
 // here and is reported in warning.
 func setting(c corev1.Container, prefix string, def string, names ...string) (value, from, warning string) {
 	for _, n := range names {
-		if v, ok := autoscaler.LastFlagValue(commandLine(c), n); ok {
+		if v, ok := doctor.LastFlagValue(commandLine(c), n); ok {
 			return v, "--" + n, ""
 		}
 	}
@@ -133,8 +133,8 @@ func agentContainer(t corev1.PodTemplateSpec) corev1.Container {
 
 // readAgent is the installation an agent DaemonSet deploys: its taints,
 // and its Helm release for the fixes. Warnings say what could not be read.
-func readAgent(ds *appsv1.DaemonSet) (autoscaler.Install, []string) {
-	in := autoscaler.Install{Namespace: ds.Namespace, Agent: "DaemonSet " + ds.Namespace + "/" + ds.Name}
+func readAgent(ds *appsv1.DaemonSet) (doctor.Install, []string) {
+	in := doctor.Install{Namespace: ds.Namespace, Agent: "DaemonSet " + ds.Namespace + "/" + ds.Name}
 	helmRelease(&in, ds.Labels)
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
 		return in, []string{in.Agent + " has no containers"}
@@ -184,9 +184,9 @@ func readContainerTaintKeys(c corev1.Container, prefix, who, startupFlag string,
 
 // installTaints are the startup and unhealthy taints of keys, which
 // Resolve has checked.
-func installTaints(keys cli.TaintKeys) (startup, unhealthy autoscaler.Taint) {
-	startup, _ = autoscaler.ParseTaint(keys.Startup)
-	unhealthy, _ = autoscaler.ParseTaint(keys.Unhealthy)
+func installTaints(keys cli.TaintKeys) (startup, unhealthy doctor.Taint) {
+	startup, _ = doctor.ParseTaint(keys.Startup)
+	unhealthy, _ = doctor.ParseTaint(keys.Unhealthy)
 	return startup, unhealthy
 }
 
@@ -194,13 +194,13 @@ func installTaints(keys cli.TaintKeys) (startup, unhealthy autoscaler.Taint) {
 // (--agent-startup-taint, --agent-unhealthy-taint); set says the webhook's
 // command line or environment names them (the chart does with remediation on).
 type webhookKeys struct {
-	startup, unhealthy autoscaler.Taint
+	startup, unhealthy doctor.Taint
 	set                bool
 }
 
 // readWebhook adds the webhook Deployment's remediation settings to in and
 // returns the agent taints it watches.
-func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []string) {
+func readWebhook(in *doctor.Install, d *appsv1.Deployment) (webhookKeys, []string) {
 	in.Webhook = "Deployment " + d.Namespace + "/" + d.Name
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		return webhookKeys{}, []string{in.Webhook + " has no containers"}
@@ -239,7 +239,7 @@ func readWebhook(in *autoscaler.Install, d *appsv1.Deployment) (webhookKeys, []s
 
 // keyMismatch says, when a webhook watches other keys than its agent
 // writes, that remediation misses the agent's nodes; "" when they agree.
-func keyMismatch(in autoscaler.Install, k webhookKeys) string {
+func keyMismatch(in doctor.Install, k webhookKeys) string {
 	if !k.set || in.Remediation == "" || in.Remediation == "off" ||
 		(k.startup.Key == in.Startup.Key && k.unhealthy.Key == in.Unhealthy.Key) {
 		return ""
@@ -277,12 +277,12 @@ func isClusterAutoscaler(c corev1.Container) bool {
 
 // readClusterAutoscaler reads the Cluster Autoscaler a Deployment runs;
 // ok is false when it runs none.
-func readClusterAutoscaler(d *appsv1.Deployment) (c autoscaler.ClusterAutoscaler, ok bool, err error) {
+func readClusterAutoscaler(d *appsv1.Deployment) (c doctor.ClusterAutoscaler, ok bool, err error) {
 	for i, ct := range d.Spec.Template.Spec.Containers {
 		if !isClusterAutoscaler(ct) {
 			continue
 		}
-		c, err = autoscaler.ParseClusterAutoscaler(commandLine(ct))
+		c, err = doctor.ParseClusterAutoscaler(commandLine(ct))
 		if err != nil {
 			return c, true, fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
 		}

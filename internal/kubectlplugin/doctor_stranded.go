@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // A taint is stranded when its key is one kube-node-ready writes (any
@@ -30,7 +30,7 @@ type StrandedTaint struct {
 	Key string `json:"key"`
 	// Role is startup (the node never verifies) or unhealthy (a recovered
 	// node stays out of service).
-	Role autoscaler.Role `json:"role"`
+	Role doctor.Role `json:"role"`
 	// From says where the key is known from: a preset, an agent's flags,
 	// an earlier revision of an agent DaemonSet.
 	From string `json:"from"`
@@ -45,7 +45,7 @@ type StrandedTaint struct {
 // agentOwner is one running agent and the taint keys it removes from its
 // node.
 type agentOwner struct {
-	in autoscaler.Install
+	in doctor.Install
 	// presets: its flags show a release that knows the presets and
 	// --previous-taint-keys, so it removes every preset's keys and the
 	// user's previous keys; an older release removes only its own two.
@@ -61,7 +61,7 @@ type agentOwner struct {
 // readOwner reads what the agent container c removes; in is its
 // installation. A value that does not resolve is warned about by
 // readAgent already, so it is taken as the default here without a word.
-func readOwner(c corev1.Container, in autoscaler.Install) agentOwner {
+func readOwner(c corev1.Container, in doctor.Install) agentOwner {
 	o := agentOwner{in: in}
 	for _, n := range []string{api.AutoscalerFlag, api.PreviousTaintKeysFlag} {
 		if _, from, _ := setting(c, api.AgentEnvPrefix, "", n); from != "default" {
@@ -103,7 +103,7 @@ func taintKey(t string) string {
 
 // knownKey is a taint key of ours: its role, and where it is known from.
 type knownKey struct {
-	role autoscaler.Role
+	role doctor.Role
 	from string
 }
 
@@ -115,7 +115,7 @@ type knownKeys struct {
 	keys  map[string]knownKey
 }
 
-func (k *knownKeys) add(key string, role autoscaler.Role, from string) {
+func (k *knownKeys) add(key string, role doctor.Role, from string) {
 	if key == "" {
 		return
 	}
@@ -127,17 +127,17 @@ func (k *knownKeys) add(key string, role autoscaler.Role, from string) {
 	case !ok:
 		k.order = append(k.order, key)
 		k.keys[key] = knownKey{role: role, from: from}
-	case role == autoscaler.RoleStartup && was.role != autoscaler.RoleStartup:
+	case role == doctor.RoleStartup && was.role != doctor.RoleStartup:
 		k.keys[key] = knownKey{role: role, from: was.from}
 	}
 }
 
 // addAgent adds the keys an agent (or a webhook watching it) uses.
 func (k *knownKeys) addAgent(startup, unhealthy string, previous []string, from string) {
-	k.add(taintKey(startup), autoscaler.RoleStartup, from)
-	k.add(taintKey(unhealthy), autoscaler.RoleUnhealthy, from)
+	k.add(taintKey(startup), doctor.RoleStartup, from)
+	k.add(taintKey(unhealthy), doctor.RoleUnhealthy, from)
 	for _, key := range previous {
-		k.add(key, autoscaler.RoleStartup, from+" (--previous-taint-keys)")
+		k.add(key, doctor.RoleStartup, from+" (--previous-taint-keys)")
 	}
 }
 
@@ -145,10 +145,10 @@ func (k *knownKeys) addAgent(startup, unhealthy string, previous []string, from 
 func presetKeys() *knownKeys {
 	k := &knownKeys{}
 	for _, p := range api.Presets() {
-		k.add(p.StartupTaintKey, autoscaler.RoleStartup, "the "+p.Name+" preset's startup key")
+		k.add(p.StartupTaintKey, doctor.RoleStartup, "the "+p.Name+" preset's startup key")
 	}
 	for _, p := range api.Presets() {
-		k.add(p.UnhealthyTaintKey, autoscaler.RoleUnhealthy, "the "+p.Name+" preset's unhealthy key")
+		k.add(p.UnhealthyTaintKey, doctor.RoleUnhealthy, "the "+p.Name+" preset's unhealthy key")
 	}
 	return k
 }
@@ -243,7 +243,7 @@ func strandedDetail(s StrandedTaint, owners []agentOwner, owned []string) string
 			}
 		}
 	}
-	if s.Role == autoscaler.RoleStartup {
+	if s.Role == doctor.RoleStartup {
 		return d + " A node carrying it never verifies: workloads that do not tolerate it never land there, and Cluster Autoscaler " +
 			"counts it unready after --max-node-startup-time."
 	}
@@ -274,14 +274,14 @@ func strandedFixes(s StrandedTaint, owners []agentOwner, stranded []string) []st
 			}
 			if o.in.Release != "" {
 				fixes = append(fixes, prefix+"let the running agent remove it (it verifies each node carrying it, then removes the key): "+
-					autoscaler.HelmUpgrade(o.in, "agent.previousTaintKeys={"+strings.Join(keys, ",")+"}"))
+					doctor.HelmUpgrade(o.in, "agent.previousTaintKeys={"+strings.Join(keys, ",")+"}"))
 			} else {
 				fixes = append(fixes, prefix+"let the running agent remove it: give the agent ("+o.in.Agent+") and the webhook --previous-taint-keys="+strings.Join(keys, ","))
 			}
 			continue
 		}
 		own := o.startup
-		if s.Role == autoscaler.RoleUnhealthy {
+		if s.Role == doctor.RoleUnhealthy {
 			own = o.unhealthy
 		}
 		fixes = append(fixes, fmt.Sprintf("%shand the nodes to the running agent's own %s taint, which it removes once its checks pass: %s",

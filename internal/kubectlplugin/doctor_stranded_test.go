@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // tainted is a node carrying the taints of keys, as the agent writes them.
@@ -180,15 +180,15 @@ func TestDoctorStrandedOwnership(t *testing.T) {
 // never drops another's key; a key that may not be a previous key (a
 // Kubernetes domain) is handed to the agent's own taint instead.
 func TestStrandedFixesKeepOtherKeys(t *testing.T) {
-	in := autoscaler.Install{Namespace: "ops", Release: "knr", ChartVersion: "0.2.0", Agent: "DaemonSet ops/knr"}
+	in := doctor.Install{Namespace: "ops", Release: "knr", ChartVersion: "0.2.0", Agent: "DaemonSet ops/knr"}
 	o := agentOwner{in: in, presets: true, startup: "a.example/boot=true:NoSchedule", unhealthy: "a.example/sick=true:NoSchedule", previous: []string{"a.example/p"}}
-	fixes := strandedFixes(StrandedTaint{Key: "a.example/old", Role: autoscaler.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o},
+	fixes := strandedFixes(StrandedTaint{Key: "a.example/old", Role: doctor.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o},
 		[]string{"a.example/old", "x.kubernetes.io/boot"})
 	want := "helm upgrade knr oci://ghcr.io/kube-node-ready/charts/kube-node-ready --version 0.2.0 --namespace ops --reset-then-reuse-values --set 'agent.previousTaintKeys={a.example/p,a.example/old}'"
 	if len(fixes) != 1 || !strings.HasSuffix(fixes[0], want) {
 		t.Errorf("fixes %q; want one ending %s", fixes, want)
 	}
-	fixes = strandedFixes(StrandedTaint{Key: "x.kubernetes.io/boot", Role: autoscaler.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o}, nil)
+	fixes = strandedFixes(StrandedTaint{Key: "x.kubernetes.io/boot", Role: doctor.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o}, nil)
 	want = `for node in n1 n2; do kubectl taint node "$node" --overwrite a.example/boot=true:NoSchedule x.kubernetes.io/boot-; done`
 	if len(fixes) != 1 || !strings.HasSuffix(fixes[0], want) {
 		t.Errorf("fixes %q; want one ending %s", fixes, want)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 	webhookapp "github.com/kube-node-ready/kube-node-ready/internal/webhook/app"
 )
 
@@ -70,7 +70,7 @@ func (f *fakeAPI) ListControllerRevisions(_ context.Context, namespace string) (
 	return out, nil
 }
 
-func (f *fakeAPI) ListNodePools(context.Context) ([]autoscaler.NodePool, bool, error) {
+func (f *fakeAPI) ListNodePools(context.Context) ([]doctor.NodePool, bool, error) {
 	if !f.karpenter {
 		return nil, false, nil
 	}
@@ -128,7 +128,7 @@ var (
 	caStartup   = "startup-taint.cluster-autoscaler.kubernetes.io/node-ready=true:NoSchedule"
 	caStatus    = "status-taint.cluster-autoscaler.kubernetes.io/node-ready=true:NoSchedule"
 	readiness   = "readiness.k8s.io/node-ready=true:NoSchedule"
-	seedStartup = autoscaler.Taint{Key: api.StartupTaintKey, Value: "true", Effect: "NoSchedule"}
+	seedStartup = doctor.Taint{Key: api.StartupTaintKey, Value: "true", Effect: "NoSchedule"}
 )
 
 // doctorFake is a cluster for doctor: our agent and webhook, then what
@@ -154,39 +154,39 @@ func TestGoldenDoctor(t *testing.T) {
 		{"doctor-karpenter-missing.txt", func() *fakeAPI {
 			f := doctorFake(api.StartupTaint, api.UnhealthyTaint, nil)
 			f.karpenter = true
-			f.nodePools = []autoscaler.NodePool{{Name: "default"}, {Name: "gpu", Taints: []autoscaler.Taint{{Key: "nvidia.com/gpu", Effect: "NoSchedule"}}}}
+			f.nodePools = []doctor.NodePool{{Name: "default"}, {Name: "gpu", Taints: []doctor.Taint{{Key: "nvidia.com/gpu", Effect: "NoSchedule"}}}}
 			return f
 		}(), nil, ExitError},
 		{"doctor-karpenter-readiness.txt", func() *fakeAPI {
 			f := doctorFake(readiness, caStatus, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.14.1"+ecrDigest, karpenterLabels("1.14.1")))
 			f.karpenter = true
-			r, _ := autoscaler.ParseTaint(readiness)
-			f.nodePools = []autoscaler.NodePool{{Name: "default", StartupTaints: []autoscaler.Taint{r}}, {Name: "legacy", StartupTaints: []autoscaler.Taint{seedStartup}}}
+			r, _ := doctor.ParseTaint(readiness)
+			f.nodePools = []doctor.NodePool{{Name: "default", StartupTaints: []doctor.Taint{r}}, {Name: "legacy", StartupTaints: []doctor.Taint{seedStartup}}}
 			return f
 		}(), nil, ExitOK},
 		{"doctor-karpenter-v1.12.txt", func() *fakeAPI {
 			f := doctorFake(readiness, caStatus, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.12.1"+ecrDigest, karpenterLabels("1.12.1")))
 			f.karpenter = true
-			f.nodePools = []autoscaler.NodePool{{Name: "default"}}
+			f.nodePools = []doctor.NodePool{{Name: "default"}}
 			return f
 		}(), nil, ExitError},
 		{"doctor-both.txt", func() *fakeAPI {
 			f := doctorFake(caStartup, caStatus, nil, caDep("--max-node-provision-time=10m"))
 			f.karpenter = true
-			f.nodePools = []autoscaler.NodePool{{Name: "default"}}
+			f.nodePools = []doctor.NodePool{{Name: "default"}}
 			return f
 		}(), nil, ExitError},
 		{"doctor-clean.txt", func() *fakeAPI {
 			f := doctorFake(caStartup, caStatus, []string{"--remediation=replace", "--unverified-deadline=14m"}, caDep())
 			f.karpenter = true
-			s, _ := autoscaler.ParseTaint(caStartup)
-			f.nodePools = []autoscaler.NodePool{{Name: "default", StartupTaints: []autoscaler.Taint{s}}}
+			s, _ := doctor.ParseTaint(caStartup)
+			f.nodePools = []doctor.NodePool{{Name: "default", StartupTaints: []doctor.Taint{s}}}
 			return f
 		}(), nil, ExitOK},
 		{"doctor-both.json", func() *fakeAPI {
 			f := doctorFake(caStartup, caStatus, nil, caDep("--max-node-provision-time=10m"))
 			f.karpenter = true
-			f.nodePools = []autoscaler.NodePool{{Name: "default"}}
+			f.nodePools = []doctor.NodePool{{Name: "default"}}
 			return f
 		}(), []string{"-o", "json"}, ExitError},
 	} {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 	"github.com/kube-node-ready/kube-node-ready/internal/placement"
 )
 
@@ -146,7 +145,7 @@ func choose(cfg Config, node *corev1.Node, pool NodePool) (*corev1.Taint, Decisi
 		return nil, Decision{Outcome: NoKey, Why: why + ", and Karpenter before v1.13 takes any other taint for a permanent one"}
 	}
 	t := corev1.Taint{Key: api.KarpenterStartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}
-	if strings.HasPrefix(cfg.Startup.Key, autoscaler.KarpenterEphemeralPrefix) {
+	if strings.HasPrefix(cfg.Startup.Key, api.NodeReadinessTaintPrefix) {
 		t = cfg.Startup
 	}
 	return &t, Decision{Why: "Karpenter waits for readiness.k8s.io/ keys to go"}

@@ -15,8 +15,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/autoscaler"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -209,7 +209,7 @@ func printedHelm(t *testing.T, out, prefix, chart string) []string {
 	var args []string
 	for i := 0; i < len(words); i++ {
 		switch a := words[i]; {
-		case a == autoscaler.PublishedChart:
+		case a == doctor.PublishedChart:
 			args = append(args, chart)
 			if i+2 < len(words) && words[i+1] == "--version" {
 				i += 2
@@ -261,7 +261,7 @@ func doctorSays(t *testing.T, what string, code int, wants ...string) result {
 // patchCommand is the kubectl command of the first fix of f that is a
 // `kubectl patch`, as kubectl's arguments: the words before -p, then the
 // patch between its single quotes.
-func patchCommand(t *testing.T, f autoscaler.Finding) []string {
+func patchCommand(t *testing.T, f doctor.Finding) []string {
 	t.Helper()
 	i := slices.IndexFunc(f.Fixes, func(s string) bool { return strings.Contains(s, "kubectl patch ") })
 	if i < 0 {

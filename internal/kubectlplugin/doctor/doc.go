@@ -1,6 +1,7 @@
-// Package autoscaler says how Cluster Autoscaler and Karpenter treat a node
-// carrying one of kube-node-ready's taints, and what goes wrong when they
-// treat it as something it is not.
+// Package doctor is what `kubectl node-ready doctor` concludes: how Cluster
+// Autoscaler and Karpenter treat a node carrying one of kube-node-ready's
+// taints, what goes wrong when they treat it as something it is not, and
+// the fixes. Only doctor uses these rules.
 //
 // The rules are the autoscalers' own, as their code and documentation state
 // them (Cluster Autoscaler's utils/taints/taints.go and FAQ; Karpenter
@@ -18,5 +19,6 @@
 //     when none shows it, the older rule is taken.
 //
 // Everything here is pure: the kubectl plugin reads Deployments, DaemonSets
-// and NodePools and hands their flags and fields to Diagnose.
-package autoscaler
+// and NodePools (internal/kubectlplugin's doctor_*.go) and hands their flags
+// and fields to Diagnose.
+package doctor

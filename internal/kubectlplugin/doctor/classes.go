@@ -1,10 +1,12 @@
-package autoscaler
+package doctor
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Class is how an autoscaler treats a node carrying a taint.
@@ -41,7 +43,7 @@ const DefaultMaxNodeTime = 15 * time.Minute
 
 // KarpenterEphemeralPrefix is the key prefix Karpenter ignores on a node
 // that is not initialized yet, whatever its NodePool says.
-const KarpenterEphemeralPrefix = "readiness.k8s.io/"
+const KarpenterEphemeralPrefix = api.NodeReadinessTaintPrefix
 
 // karpenterEphemeral are the taints of Karpenter's KnownEphemeralTaints
 // (key and effect), ignored like startup taints until initialization.
