@@ -63,7 +63,7 @@ type KarpenterView struct {
 	// Controllers are the Deployments running Karpenter, with the release
 	// each runs; none when no Deployment shows one (a managed Karpenter).
 	Controllers []doctor.Karpenter `json:"controllers,omitempty"`
-	NodePools   []string               `json:"nodePools,omitempty"`
+	NodePools   []string           `json:"nodePools,omitempty"`
 	// ReadError says why the NodePools could not be read.
 	ReadError string `json:"readError,omitempty"`
 }
