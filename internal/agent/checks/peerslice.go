@@ -200,28 +200,35 @@ func (p *PeerSlices) candidates(eps []Endpoint) int {
 
 // choose reads the peer Service's slice names and families and follows
 // the slices ChooseRanked picks, keeping the watches of slices chosen
-// again. When the names or a slice cannot be read, what is followed stays;
-// with nothing followed yet, the whole Service is, as its watch retries on
-// its own, with backoff, and the next choice is one interval away either
+// again. When the names cannot be read, or a slice cannot be read on a
+// choice made again, what is followed stays; with nothing followed yet, a
+// first choice follows the slices it began to read (when the Service's
+// families are known), or the whole Service, as their watches retry on
+// their own, with backoff; the next choice is one interval away either
 // way.
 func (p *PeerSlices) choose(ctx context.Context) {
 	svc := p.peers.svc
 	p.chosenAt = p.now()
+	// The families are read beside the names: a first choice is part of a
+	// round, within its check's timeout.
+	fams := make(chan []corev1.IPFamily, 1)
+	go func() {
+		// Unknown families (a Service this agent may not read: another
+		// than the chart's) are those of the slices read.
+		f, _ := p.client.GetServiceFamilies(ctx, svc.Namespace, svc.Name)
+		fams <- f
+	}()
 	names, err := p.client.ListEndpointSliceNames(ctx, svc.Namespace, metav1.ListOptions{
 		LabelSelector:   discoveryv1.LabelServiceName + "=" + svc.Name,
 		ResourceVersion: "0",
 	})
+	var families []discoveryv1.AddressType
+	for _, f := range <-fams {
+		families = append(families, discoveryv1.AddressType(f))
+	}
 	if err != nil {
 		p.keepOrWhole()
 		return
-	}
-	// Unknown families (a Service this agent may not read: another than
-	// the chart's) are those of the slices read.
-	var families []discoveryv1.AddressType
-	if fams, err := p.client.GetServiceFamilies(ctx, svc.Namespace, svc.Name); err == nil {
-		for _, f := range fams {
-			families = append(families, discoveryv1.AddressType(f))
-		}
 	}
 	kept := map[string]*followedSlices{}
 	for _, f := range p.followed {
@@ -231,7 +238,9 @@ func (p *PeerSlices) choose(ctx context.Context) {
 	var chosen []string
 	var read []discoveryv1.EndpointSlice
 	if len(names) > max(len(families), 1) {
+		var walked []string
 		chosen, read, err = ChooseRanked(p.peers.node, p.peers.podIP, names, families, p.peers.need, func(name string) ([]discoveryv1.EndpointSlice, error) {
+			walked = append(walked, name)
 			f, ok := kept[name]
 			if !ok {
 				f = p.start(name)
@@ -239,12 +248,19 @@ func (p *PeerSlices) choose(ctx context.Context) {
 			}
 			return f.w.Slices(ctx, svc)
 		})
-		if err != nil {
+		if err != nil && (p.followed != nil || len(families) == 0) {
 			for _, f := range opened {
 				f.w.Stop()
 			}
 			p.keepOrWhole()
 			return
+		}
+		if err != nil {
+			// A first choice whose slice did not list within the
+			// round (a slow API server): its watch lists on its own,
+			// and following it, not the Service whole, is what the
+			// choice was for. The next choice checks it.
+			chosen, read = walked, nil
 		}
 	}
 	p.families = nil
@@ -252,6 +268,9 @@ func (p *PeerSlices) choose(ctx context.Context) {
 		if slices.Contains(chosen, s.Name) && !slices.Contains(p.families, s.AddressType) {
 			p.families = append(p.families, s.AddressType)
 		}
+	}
+	if read == nil {
+		p.families = families
 	}
 	if len(chosen) == 0 || len(chosen) == len(names) {
 		chosen, p.families = []string{""}, nil

@@ -145,6 +145,9 @@ type fieldSliceClient struct {
 	fakeSliceClient
 	mu    sync.Mutex
 	calls []string
+	// hold, when set, holds every list of one slice by name until it is
+	// closed (a slow API server).
+	hold chan struct{}
 }
 
 func (c *fieldSliceClient) record(verb string, o metav1.ListOptions) string {
@@ -212,6 +215,16 @@ func (c *fieldSliceClient) GetServiceFamilies(ctx context.Context, ns, name stri
 
 func (c *fieldSliceClient) ListEndpointSlices(ctx context.Context, ns string, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
 	name := c.record("list", o)
+	c.mu.Lock()
+	hold := c.hold
+	c.mu.Unlock()
+	if hold != nil && name != "" {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	l, err := c.fakeSliceClient.ListEndpointSlices(ctx, ns, o)
 	if err != nil || name == "" {
 		return l, err
@@ -588,5 +601,53 @@ func TestPeerSlicesFollowsEachFamilyOfTheService(t *testing.T) {
 	}
 	if n := client.count("list "); n != 0 {
 		t.Errorf("calls %v: a list of every slice", client.snapshot())
+	}
+}
+
+// TestPeerSlicesKeepsAChoiceThatHoldsEnough: a choice whose slices hold
+// enough candidates is not made again, however long it stands.
+func TestPeerSlicesKeepsAChoiceThatHoldsEnough(t *testing.T) {
+	p, client, _, now := peerSlicesFixture(t,
+		peerSlice("a", nodeNames(1, 101)), peerSlice("b", nodeNames(101, 201)), peerSlice("c", nodeNames(201, 301)))
+	for range 5 {
+		if eps, err := p.Endpoints(t.Context(), peerSvc); err != nil || len(eps) != 100 {
+			t.Fatalf("read = %d endpoints, %v", len(eps), err)
+		}
+		*now = now.Add(2 * choiceInterval)
+	}
+	if n := client.lists(); n != 1 {
+		t.Errorf("calls %v: %d choices, want 1", client.snapshot(), n)
+	}
+}
+
+// TestPeerSlicesSlowFirstChoiceFollowsTheSliceByName: when the slice a
+// first choice reads does not list within the read (a slow API server),
+// the agent follows that slice by name, not the Service whole, and does
+// not choose again once it listed.
+func TestPeerSlicesSlowFirstChoiceFollowsTheSliceByName(t *testing.T) {
+	p, client, cs, _ := peerSlicesFixture(t,
+		peerSlice("a", nodeNames(1, 101)), peerSlice("b", nodeNames(101, 201)), peerSlice("c", nodeNames(201, 301)))
+	if _, err := cs.CoreV1().Services(peerSvc.Namespace).Create(t.Context(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: peerSvc.Name, Namespace: peerSvc.Namespace},
+		Spec:       corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	client.mu.Lock()
+	client.hold = hold
+	client.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Endpoints(ctx, peerSvc); err == nil {
+		t.Fatal("read while the slice is held answered")
+	}
+	if names := followedNames(p); len(names) != 1 || names[0] == "" {
+		t.Fatalf("follows %q after a slow first choice, want one slice by name", names)
+	}
+	close(hold)
+	waitEndpoints(t, p, 100)
+	if client.lists() != 1 || client.count("list ") != 0 {
+		t.Errorf("calls %v: want one choice and no list of every slice", client.snapshot())
 	}
 }
