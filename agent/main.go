@@ -82,12 +82,16 @@ func run(ctx context.Context, opts *app.Options) error {
 			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	asm, err := app.Assemble(ctx, opts, client, reg, name, log)
+	c, err := opts.Resolve()
+	if err != nil {
+		return err
+	}
+	asm, err := app.Assemble(ctx, c, client, reg, name, log)
 	if err != nil {
 		return err
 	}
 	a, cfg := asm.Agent, asm.Config
-	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", strings.Join(opts.Enabled(), ","),
+	log.Info("starting", "version", version.Version, "metrics_address", opts.MetricsAddr, "checks", strings.Join(c.Enabled, ","),
 		"continuous_checks", strings.Join(cfg.Continuous, ","))
 	serveErr := make(chan error, 1)
 	go func() {
@@ -109,8 +113,13 @@ func runCheck(ctx context.Context, opts *app.Options) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
 	}
-	opts.ResolveIPFamilies(ctx, client, log)
-	cs, err := app.BuildChecks(opts, client, log)
+	c, err := opts.Resolve()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	c.ResolveIPFamilies(ctx, client, log)
+	cs, err := app.BuildChecks(c, client, log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1

@@ -13,37 +13,30 @@ import (
 // reachable yet) the checks ask for both families, so a node of an IPv6 or
 // dual-stack cluster still verifies, and the agent says so once. An explicit
 // --ip-families is used as given, without a read.
-func (o *Options) ResolveIPFamilies(ctx context.Context, c checks.ServiceCIDRGetter, log *slog.Logger) {
-	if !o.autoFamilies() {
+func (c *Config) ResolveIPFamilies(ctx context.Context, src checks.ServiceCIDRGetter, log *slog.Logger) {
+	if !c.autoFamilies {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.CheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.CheckTimeout)
 	defer cancel()
-	fams, err := checks.ClusterIPFamilies(ctx, c)
+	fams, err := checks.ClusterIPFamilies(ctx, src)
 	if err != nil {
-		o.ipFamilies = checks.BothFamilies
+		c.families = checks.BothFamilies
 		log.Warn("cannot tell the cluster's IP families; the dns and discovery checks accept addresses of either family (set --ip-families to choose)",
-			"error", err, "ip_families", o.ipFamilies.String())
+			"error", err, "ip_families", c.families.String())
 		return
 	}
-	o.ipFamilies = fams
+	c.families = fams
 	log.Info("IP families of the cluster's Service CIDRs", "ip_families", fams.String())
 }
 
-// families are the checks' IP families: --ip-families as given, or as
+// IPFamilies are the checks' IP families: --ip-families as given, or as
 // ResolveIPFamilies settled "auto"; both when "auto" was never resolved.
-func (o *Options) families() checks.IPFamilies {
-	if o.autoFamilies() {
-		if o.ipFamilies == nil {
-			return checks.BothFamilies
-		}
-		return o.ipFamilies
-	}
-	fams, err := checks.ParseIPFamilies(o.IPFamilies)
-	if err != nil { // Validate refused it already
+func (c *Config) IPFamilies() checks.IPFamilies {
+	if c.families == nil {
 		return checks.BothFamilies
 	}
-	return fams
+	return c.families
 }
 
 // autoFamilies reports whether --ip-families is "auto". Empty is "auto"

@@ -53,10 +53,10 @@ func TestResolveIPFamilies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := parsed(t, tt.args...)
+			c := resolved(t, tt.args...)
 			var logs bytes.Buffer
-			o.ResolveIPFamilies(context.Background(), tt.src, slog.New(slog.NewTextHandler(&logs, nil)))
-			if got := o.families(); !reflect.DeepEqual(got, tt.want) {
+			c.ResolveIPFamilies(context.Background(), tt.src, slog.New(slog.NewTextHandler(&logs, nil)))
+			if got := c.IPFamilies(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("families = %v, want %v", got, tt.want)
 			}
 			if tt.src.reads != tt.wantReads {
@@ -72,7 +72,7 @@ func TestResolveIPFamilies(t *testing.T) {
 // TestUnresolvedAutoAsksForBoth: checks built without ResolveIPFamilies (a
 // caller that never read the cluster) ask for both families, never none.
 func TestUnresolvedAutoAsksForBoth(t *testing.T) {
-	if got := parsed(t).families(); !reflect.DeepEqual(got, checks.BothFamilies) {
+	if got := resolved(t).IPFamilies(); !reflect.DeepEqual(got, checks.BothFamilies) {
 		t.Errorf("families = %v, want %v", got, checks.BothFamilies)
 	}
 }

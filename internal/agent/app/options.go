@@ -104,8 +104,6 @@ type Options struct {
 	// for: "auto" (those of the cluster's Service CIDRs, read at start-up),
 	// ipv4, ipv6 or ipv4,ipv6; a name passes when it resolves in any of them.
 	IPFamilies string
-	// ipFamilies are the families ResolveIPFamilies settled "auto" on; nil before.
-	ipFamilies checks.IPFamilies
 	// checks holds each known check's and gate's own configuration (flags,
 	// defaults, validation), from checkTable.
 	checks []checkRow
@@ -217,9 +215,20 @@ func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 	return fs.Parse(args)
 }
 
-// Validate reports every invalid option, naming the flag.
+// Validate reports every invalid option, naming the flag: Resolve without
+// its result.
 func (o *Options) Validate() error {
+	_, err := o.Resolve()
+	return err
+}
+
+// Resolve validates the options and resolves them, in one pass, into the
+// Config the agent and its checks are built from; every invalid option is
+// reported, naming the flag. Nothing after it reads the Options.
+func (o *Options) Resolve() (*Config, error) {
 	var p cli.Problems
+	c := &Config{NodeName: o.NodeName, PodName: o.PodName, PodNamespace: o.PodNamespace, SuspendConfigMap: o.SuspendConfigMap,
+		CheckTimeout: o.CheckTimeout, checksFlag: o.Checks.String(), autoFamilies: o.autoFamilies()}
 	if o.Mode != api.ModeEnforce && o.Mode != api.ModeObserve && o.Mode != api.ModePublish {
 		p.Add("mode", "%q is not a mode: %s, %s or %s", o.Mode, api.ModeEnforce, api.ModeObserve, api.ModePublish)
 	}
@@ -236,11 +245,13 @@ func (o *Options) Validate() error {
 		p.Add("node-name", "%q is not a node name: %s", o.NodeName, strings.Join(msgs, "; "))
 	}
 	if o.PodIP != "" {
-		_, err := netip.ParseAddr(o.PodIP)
+		var err error
+		c.PodIP, err = netip.ParseAddr(o.PodIP)
 		p.Check("pod-ip", err)
 	}
 	o.taintFlags().Check(&p, api.StartupTaintFlag, api.UnhealthyTaintFlag)
-	if t, err := o.taints(); err == nil && o.ReverifyAfterReboot && t.Startup.Key == t.Unhealthy.Key {
+	taints, taintsErr := o.taints()
+	if t := taints; taintsErr == nil && o.ReverifyAfterReboot && t.Startup.Key == t.Unhealthy.Key {
 		// A node held after a reboot is told from a re-tainted one by its taint.
 		p.Add("reverify-after-reboot", "needs an --unhealthy-taint with another key than --startup-taint (%s)", t.Startup.Key)
 	}
@@ -274,19 +285,33 @@ func (o *Options) Validate() error {
 	if o.RecoverInterval < 0 {
 		p.Add("recover-interval", "must not be negative, got %s", o.RecoverInterval)
 	}
-	_, err := budget.Parse(o.FleetBudget)
+	fleetBudget, err := budget.Parse(o.FleetBudget)
 	p.Check("fleet-budget", err)
-	_, err = checks.ParseServiceRef(o.DNSService)
+	c.DNSService, err = checks.ParseServiceRef(o.DNSService)
 	p.Check("check.discovery.service", err)
-	if !o.autoFamilies() {
-		_, err = checks.ParseIPFamilies(o.IPFamilies)
+	if !c.autoFamilies {
+		c.families, err = checks.ParseIPFamilies(o.IPFamilies)
 		p.Check("ip-families", err)
 	}
 	p.Check("log-level", cli.LogLevel(o.LogLevel))
 	if msgs := validation.IsDNS1123Subdomain(o.SuspendConfigMap); len(msgs) > 0 {
 		p.Add(api.SuspendConfigMapFlag, "%q is not a ConfigMap name: %s", o.SuspendConfigMap, strings.Join(msgs, "; "))
 	}
-	return p.Err()
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	if taintsErr != nil { // reported above by the taint flags' check
+		return nil, taintsErr
+	}
+	c.Enabled = o.Enabled()
+	for _, r := range o.checks {
+		if o.enabled(r) {
+			c.rows = append(c.rows, r)
+		}
+	}
+	c.AgentTaints = slices.Concat([]string{taints.Startup.Key, taints.Unhealthy.Key}, taints.PreviousStartup, taints.PreviousUnhealthy, o.WaitForTaints)
+	c.Agent = o.agentConfig(taints, fleetBudget)
+	return c, nil
 }
 
 // validateChecks checks --checks, --continuous-checks and each row's own flags.
@@ -365,16 +390,9 @@ func (o *Options) taints() (agent.Taints, error) {
 		PreviousStartup: keys.PreviousStartup, PreviousUnhealthy: keys.PreviousUnhealthy}, nil
 }
 
-// Config is the loop's configuration from validated options.
-func (o *Options) Config() (agent.Config, error) {
-	taints, err := o.taints()
-	if err != nil {
-		return agent.Config{}, err
-	}
-	fleetBudget, err := budget.Parse(o.FleetBudget)
-	if err != nil {
-		return agent.Config{}, err
-	}
+// agentConfig is the loop's configuration, from the options Resolve
+// checked and the values it parsed.
+func (o *Options) agentConfig(taints agent.Taints, fleetBudget budget.Budget) agent.Config {
 	var continuous []string
 	for _, c := range o.Enabled() {
 		if o.Continuous(c) {
@@ -404,5 +422,5 @@ func (o *Options) Config() (agent.Config, error) {
 
 		ReverifyAfterReboot: o.ReverifyAfterReboot,
 		Clock:               clock.RealClock{},
-	}, nil
+	}
 }

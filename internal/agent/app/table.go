@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
@@ -93,57 +91,48 @@ type CheckClient interface {
 // what the agent runs. Their EndpointSlice reads follow watches, which run
 // until ctx ends or the returned PeerSlices' Stop, and start again at the
 // next read: of the peer Service, only the slices this node ranks first.
-func Build(ctx context.Context, o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, *checks.PeerSlices, error) {
+func Build(ctx context.Context, c *Config, client CheckClient, log *slog.Logger) ([]checks.Check, *checks.PeerSlices, error) {
 	peers := checks.NewPeerSlices(ctx, client, log, checks.NewSliceWatcher(ctx, client, log))
-	cs, err := build(o, client, log, peers, peers, true)
+	cs, err := build(c, client, log, peers, peers, true)
 	return cs, peers, err
 }
 
 // BuildChecks returns the enabled checks without the gates, which need the
 // agent's loop: what the check command runs, once, so its EndpointSlice
 // reads are lists.
-func BuildChecks(o *Options, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(o, client, log, &checks.SliceLister{Client: client}, nil, false)
+func BuildChecks(c *Config, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
+	return build(c, client, log, &checks.SliceLister{Client: client}, nil, false)
 }
 
 // build makes the enabled rows' checks. The network and discovery checks
 // share one endpoint cache on lister, so the fresh kube-dns read of
 // discovery also serves as the network check's peer list. peers, when
 // set, is lister too, and follows the network check's peer Service.
-func build(o *Options, client CheckClient, log *slog.Logger, lister checks.EndpointLister, peers *checks.PeerSlices, gates bool) ([]checks.Check, error) {
-	dnsService, err := checks.ParseServiceRef(o.DNSService)
-	if err != nil {
-		return nil, err
-	}
-	taints, err := o.taints()
-	if err != nil {
-		return nil, err
-	}
-	podIP, _ := netip.ParseAddr(o.PodIP)
+func build(c *Config, client CheckClient, log *slog.Logger, lister checks.EndpointLister, peers *checks.PeerSlices, gates bool) ([]checks.Check, error) {
 	d := checks.Deps{
 		Client:       client,
 		Endpoints:    &checks.EndpointCache{Source: lister},
 		PeerSlices:   peers,
-		DNSService:   dnsService,
-		IPFamilies:   o.families(),
+		DNSService:   c.DNSService,
+		IPFamilies:   c.IPFamilies(),
 		Workloads:    client,
 		Storage:      client,
 		Resources:    client,
-		NodeName:     o.NodeName,
-		PodIP:        podIP,
-		PodName:      o.PodName,
-		PodNamespace: o.PodNamespace,
-		AgentTaints:  slices.Concat([]string{taints.Startup.Key, taints.Unhealthy.Key}, taints.PreviousStartup, taints.PreviousUnhealthy, o.WaitForTaints),
+		NodeName:     c.NodeName,
+		PodIP:        c.PodIP,
+		PodName:      c.PodName,
+		PodNamespace: c.PodNamespace,
+		AgentTaints:  c.AgentTaints,
 		Log:          log,
 	}
 	var out []checks.Check
-	for _, r := range o.checks {
-		if o.enabled(r) && (gates || r.gate() == nil) {
+	for _, r := range c.rows {
+		if gates || r.gate() == nil {
 			out = append(out, r.config.Build(d))
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no known check enabled in %q", strings.Join(o.Checks, ","))
+		return nil, fmt.Errorf("no known check enabled in %q", c.checksFlag)
 	}
 	return out, nil
 }

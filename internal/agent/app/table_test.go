@@ -32,6 +32,16 @@ func parsed(t *testing.T, args ...string) *Options {
 	return o
 }
 
+// resolved is the Config of parsed options.
+func resolved(t *testing.T, args ...string) *Config {
+	t.Helper()
+	c, err := parsed(t, args...).Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestGatesAreRowsOfTheCheckTable: the agent builds checks and gates from
 // one table, in its order, each gate enabled by its own flags; the check
 // command builds the checks alone.
@@ -61,8 +71,8 @@ func TestGatesAreRowsOfTheCheckTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := parsed(t, tt.args...)
-			all, _, err := Build(t.Context(), o, client, log)
+			c := resolved(t, tt.args...)
+			all, _, err := Build(t.Context(), c, client, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +84,7 @@ func TestGatesAreRowsOfTheCheckTable(t *testing.T) {
 					t.Errorf("%s: implements checks.Gate = %v", c.Name(), isGate)
 				}
 			}
-			only, err := BuildChecks(o, client, log)
+			only, err := BuildChecks(c, client, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,10 +105,7 @@ func checkNames(cs []checks.Check) []string {
 
 // TestConfigPreset: --autoscaler picks the taints; an explicit taint wins.
 func TestConfigPreset(t *testing.T) {
-	cfg, err := parsed(t, "--autoscaler=karpenter", "--unhealthy-taint=example.com/sick:NoSchedule").Config()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := resolved(t, "--autoscaler=karpenter", "--unhealthy-taint=example.com/sick:NoSchedule").Agent
 	if cfg.Taints.Startup.Key != api.KarpenterStartupTaintKey || cfg.Taints.Startup.Value != "true" || cfg.Taints.Startup.Effect != "NoSchedule" ||
 		cfg.Taints.Unhealthy.Key != "example.com/sick" {
 		t.Errorf("Taints = %+v", cfg.Taints)
@@ -110,13 +117,9 @@ func TestConfigPreset(t *testing.T) {
 
 // TestConfig: the loop's configuration carries the parsed flags.
 func TestConfig(t *testing.T) {
-	o := parsed(t, "--continuous-checks=api,daemonsets", "--unhealthy-taint=example.com/sick:NoExecute",
+	cfg := resolved(t, "--continuous-checks=api,daemonsets", "--unhealthy-taint=example.com/sick:NoExecute",
 		"--fleet-budget=2", "--check-period=30s", "--retaint-threshold=4", "--skip-verification-annotation=example.com/skip",
-		"--previous-taint-keys=example.com/old")
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
+		"--previous-taint-keys=example.com/old").Agent
 	if !slices.Equal(cfg.Continuous, []string{"api", GateDaemonSets}) {
 		t.Errorf("Continuous = %v", cfg.Continuous)
 	}

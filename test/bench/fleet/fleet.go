@@ -138,6 +138,10 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 	if code := cli.Parse(harness.AgentBinary, fs, opts, append(f.cp.AgentArgs(node, path), f.opts.Args...), io.Discard, &errOut); code != cli.Continue {
 		return fmt.Errorf("agent %s: flags: %s", node.Name, errOut.String())
 	}
+	c, err := opts.Resolve()
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", node.Name, err)
+	}
 	cfg, err := kubeconfig.Load(opts.Kubeconfig, UserAgent)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
@@ -163,7 +167,7 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 	}
 	reg := prometheus.NewRegistry()
 	runCtx, cancel := context.WithCancel(context.Background())
-	asm, err := app.Assemble(runCtx, opts, client, reg, harness.AgentBinary, log)
+	asm, err := app.Assemble(runCtx, c, client, reg, harness.AgentBinary, log)
 	if err != nil {
 		cancel()
 		if ln != nil {
