@@ -2,11 +2,14 @@ package nodecleanup
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/clocktest"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
 )
 
 // TestCleanupTimingOnTheClock: the cleanup's timing rules through Lead, its
@@ -122,5 +126,64 @@ func TestCleanupTimingOnTheClock(t *testing.T) {
 			}
 			f.expectEvents(append(want, api.EventCleanupDeadlineExceeded)...)
 		})
+	}
+}
+
+// gatedPlugin succeeds once release is closed.
+type gatedPlugin struct {
+	name    string
+	release chan struct{}
+}
+
+func (p *gatedPlugin) Name() string                { return p.name }
+func (p *gatedPlugin) ShouldRun(*corev1.Node) bool { return true }
+func (p *gatedPlugin) Cleanup(ctx context.Context, _ *corev1.Node) error {
+	select {
+	case <-p.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestSlowFirstAttemptShowsItsStatusOnTheClock: a first attempt still
+// running statusDelay after it started shows its progress on the node (the
+// slow plugin running), not a millisecond sooner; one that ends sooner
+// writes no status at all.
+func TestSlowFirstAttemptShowsItsStatusOnTheClock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	f := newFixture(t, func(c *Config) { c.Clock = fc }, deleting("slow"), deleting("fast"))
+	hook := &gatedPlugin{name: "hook", release: make(chan struct{})}
+	f.pipeline = cleanup.NewPipeline([]cleanup.Stage{
+		{Plugin: hook, Spec: cleanup.Spec{Enabled: true, Critical: true, Timeout: time.Hour}},
+	}, false, nil, slog.New(slog.DiscardHandler))
+	writes := func() float64 { return testutil.ToFloat64(f.c.statusWrites) }
+
+	done := make(chan error, 1)
+	go func() { done <- f.c.syncCleanup(t.Context(), "slow", 0) }()
+	clocktest.Await(t, fc, 1) // the status's timer
+	clocktest.Step(t, fc, statusDelay-time.Millisecond, 1)
+	if got := writes(); got != 0 {
+		t.Fatalf("%v status writes a millisecond before %s, want 0", got, statusDelay)
+	}
+	fc.Step(time.Millisecond) // runs the timer's function
+	if got := writes(); got != 1 {
+		t.Fatalf("%v status writes at %s, want 1", got, statusDelay)
+	}
+	if s := f.statusOf("slow"); s.Attempt != 1 || s.Plugins["hook"] != "running" {
+		t.Errorf("status %+v, want attempt 1 with hook running", s)
+	}
+	close(hook.release)
+	if err := <-done; err != nil {
+		t.Fatalf("slow cleanup: %v", err)
+	}
+
+	before := writes()
+	if err := f.c.syncCleanup(t.Context(), "fast", 0); err != nil {
+		t.Fatalf("fast cleanup: %v", err)
+	}
+	if got := writes() - before; got != 0 || fc.HasWaiters() {
+		t.Errorf("a first attempt done at once wrote the status %v times and left %d timers, want 0 and 0", got, fc.Waiters())
 	}
 }
