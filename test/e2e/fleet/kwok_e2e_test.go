@@ -55,60 +55,49 @@ func TestKWOKFleet(t *testing.T) {
 	harness.WaitCountersAt(t, all, iterations, 1, "a steady round", nil)
 
 	t.Run("steady", func(t *testing.T) {
-		offset, err := fleet.AuditOffset(cp.AuditLogPath())
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The invariant is about rounds the control plane served. An
+		// overloaded API server (a loaded CI machine: handler timeouts,
+		// the api check's 1 s read expiring) makes agents skip rounds as
+		// control-plane faults, which ask /readyz and say so in their
+		// condition: right, and not steady. Such a window is reported and
+		// another measured; three in a row fail the test.
 		agents := f.Agents()
 		var at []string
 		for _, a := range agents {
 			at = append(at, a.MetricsURL())
 		}
-		before := scrapeAll(t, at)
-		harness.WaitCountersAt(t, at, iterations, 3, "the measured window", nil)
-		after := scrapeAll(t, at)
-		reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rounds, gets, lists, watches int
-		for i, a := range agents {
-			own := int(after[i] - before[i])
-			var g, l, w int
-			for k, c := range reqs[a.Node.Name] {
-				switch k.Verb {
-				case "get":
-					g += c
-				case "list":
-					l += c
-				case "watch":
-					w += c
-				default:
-					t.Errorf("healthy agent of %s wrote: %d × %s", a.Node.Name, c, k)
-				}
-				if (k.Verb == "get" || k.Verb == "list") && !k.Cached {
-					t.Errorf("agent of %s read etcd: %d × %s", a.Node.Name, c, k)
+		const windows = 3
+		for w := 1; ; w++ {
+			offset, err := fleet.AuditOffset(cp.AuditLogPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, skippedBefore := scrapeAll(t, at), scrapeCounter(t, at, skippedRounds)
+			harness.WaitCountersAt(t, at, iterations, 3, "the measured window", nil)
+			after := scrapeAll(t, at)
+			reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Read after the log: a round skipped at the window's edge has
+			// its /readyz in the log already.
+			skippedAfter := scrapeCounter(t, at, skippedRounds)
+			var faulted []string
+			for i, a := range agents {
+				if skippedAfter[i] > skippedBefore[i] {
+					faulted = append(faulted, a.Node.Name)
 				}
 			}
-			// The invariant, per agent and exact: one GET a round (the api
-			// check's read of its node), plus one at each edge of the window
-			// (a round whose GET the audit log has but whose count came
-			// before the first scrape; the round begun after the last scrape,
-			// whose GET is logged before the log is read); a LIST only when
-			// the server ended a watch and the agent opened it again.
-			if g > own+2 {
-				t.Errorf("agent of %s: %d GETs in %d rounds, want at most one a round", a.Node.Name, g, own)
+			if len(faulted) > 0 {
+				if w == windows {
+					t.Fatalf("the control plane failed agents' rounds in %d windows in a row (last: %d agents skipped rounds: %v): no steady window to measure", windows, len(faulted), faulted)
+				}
+				t.Logf("window %d: %d agents skipped rounds as control-plane faults (%v): not steady, measuring another", w, len(faulted), faulted)
+				continue
 			}
-			if l > w {
-				t.Errorf("agent of %s: %d LISTs beside %d watches opened, want none but to open a watch again", a.Node.Name, l, w)
-			}
-			rounds, gets, lists, watches = rounds+own, gets+g, lists+l, watches+w
+			checkSteady(t, agents, reqs, before, after)
+			return
 		}
-		// The fleet-wide ratio depends on where the window cuts rounds and on
-		// how often a busy server ends watches: a figure for the log and the
-		// benchmark (docs/benchmarks.md), not a pass mark.
-		t.Logf("%d agents, %d rounds: %d GETs, %d LISTs, %d watches opened: %.2f reads per agent per round",
-			len(agents), rounds, gets, lists, watches, float64(gets+lists)/float64(rounds))
 	})
 
 	t.Run("dns outage within the budget", func(t *testing.T) {
@@ -166,4 +155,59 @@ func waitVerified(t *testing.T, want int) {
 		}
 		return len(list.Items) >= want, fmt.Sprintf("%d verified", len(list.Items))
 	})
+}
+
+// skippedRounds counts the rounds an agent did not count against its node
+// because the control plane failed them.
+const skippedRounds = "node_ready_rounds_skipped_total"
+
+// checkSteady checks the steady invariant of every agent over one window:
+// the audit log's requests of each agent against the rounds its own
+// counter (before, after) says it ran.
+func checkSteady(t *testing.T, agents []*fleet.Agent, reqs map[string]map[fleet.Request]int, before, after []float64) {
+	t.Helper()
+	var rounds, gets, lists, watches int
+	for i, a := range agents {
+		own := int(after[i] - before[i])
+		var g, l, w int
+		for k, c := range reqs[a.Node.Name] {
+			switch k.Verb {
+			case "get":
+				g += c
+			case "list":
+				l += c
+			case "watch":
+				w += c
+			default:
+				t.Errorf("healthy agent of %s wrote: %d × %s", a.Node.Name, c, k)
+			}
+			if (k.Verb == "get" || k.Verb == "list") && !k.Cached {
+				t.Errorf("agent of %s read etcd: %d × %s", a.Node.Name, c, k)
+			}
+		}
+		// The invariant, per agent and exact: one GET a round (the api
+		// check's read of its node), plus one at each edge of the window
+		// (a round whose GET the audit log has but whose count came
+		// before the first scrape; the round begun after the last scrape,
+		// whose GET is logged before the log is read); a LIST only when
+		// the server ended a watch and the agent opened it again.
+		if g > own+2 {
+			t.Errorf("agent of %s: %d GETs in %d rounds, want at most one a round", a.Node.Name, g, own)
+		}
+		if l > w {
+			t.Errorf("agent of %s: %d LISTs beside %d watches opened, want none but to open a watch again", a.Node.Name, l, w)
+		}
+		rounds, gets, lists, watches = rounds+own, gets+g, lists+l, watches+w
+	}
+	// The fleet-wide ratio depends on where the window cuts rounds and on
+	// how often a busy server ends watches: a figure for the log and the
+	// benchmark (docs/benchmarks.md), not a pass mark.
+	t.Logf("%d agents, %d rounds: %d GETs, %d LISTs, %d watches opened: %.2f reads per agent per round",
+		len(agents), rounds, gets, lists, watches, float64(gets+lists)/float64(rounds))
+}
+
+// scrapeCounter reads the counter name from every URL.
+func scrapeCounter(t *testing.T, urls []string, name string) []float64 {
+	t.Helper()
+	return scrape(t, urls, harness.Counter{Name: name})
 }

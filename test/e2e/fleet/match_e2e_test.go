@@ -91,9 +91,15 @@ func TestSimulatedAgentRequestsMatchProcess(t *testing.T) {
 // scrapeAll reads the iteration counter at each URL.
 func scrapeAll(t *testing.T, urls []string) []float64 {
 	t.Helper()
+	return scrape(t, urls, iterations)
+}
+
+// scrape reads counter c from every URL.
+func scrape(t *testing.T, urls []string, c harness.Counter) []float64 {
+	t.Helper()
 	out := make([]float64, len(urls))
 	for i, u := range urls {
-		v, err := harness.ScrapeMetric(u, iterations.Name, iterations.Match...)
+		v, err := harness.ScrapeMetric(u, c.Name, c.Match...)
 		if err != nil {
 			t.Fatal(err)
 		}
