@@ -16,12 +16,14 @@ const (
 	AutoscalerFlag        = "autoscaler"
 	PreviousTaintKeysFlag = "previous-taint-keys"
 	SuspendConfigMapFlag  = "suspend-configmap"
+	ModeFlag              = "mode"
 
 	// The agent.
 
 	StartupTaintFlag               = "startup-taint"
 	UnhealthyTaintFlag             = "unhealthy-taint"
 	SkipVerificationAnnotationFlag = "skip-verification-annotation"
+	ReverifyAfterRebootFlag        = "reverify-after-reboot"
 
 	// The webhook.
 

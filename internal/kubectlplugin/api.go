@@ -43,6 +43,9 @@ type API interface {
 	// ListNodePools reads Karpenter's NodePools; served is false when the
 	// API server does not serve karpenter.sh/v1 NodePools.
 	ListNodePools(ctx context.Context) (pools []doctor.NodePool, served bool, err error)
+	// ListNodeReadinessRules reads the node readiness controller's rules;
+	// served is false when the API server does not serve them.
+	ListNodeReadinessRules(ctx context.Context) (rules []ReadinessRule, served bool, err error)
 }
 
 // listChunk is the page size of lists, as kubectl's.

@@ -55,6 +55,10 @@ nodes and the fix: after a helm rollback to a release before the taint-key prese
 flags name neither --autoscaler nor --previous-taint-keys removes only its own two keys), or after
 a key changed without the old one in agent.previousTaintKeys. Each is a problem.
 
+Where the node readiness controller's API is served, it names every NodeReadinessRule whose taint
+key is readiness.k8s.io/node-ready or the agent's startup key: the rule adopts our taint, a problem
+unless the agents run in publish mode, with the fixes (a key of the rule's own, or mode publish).
+
 And it names every external name of the agents' dns check (agent.dns.externalNames, the webhook's
 --check.dns.external-names) that does not resolve from the webhook's pod: a problem, since every
 agent given it fails its dns check wherever the cluster answers as it does there. doctor resolves
@@ -108,6 +112,10 @@ type doctorRead struct {
 	// podEvents are the Events about Pods of each namespace holding a
 	// webhook that resolves the agents' external names.
 	podEvents map[string][]eventsv1.Event
+	// rules are the NodeReadinessRules (doctor_nrc.go); rulesServed says
+	// the API server serves them.
+	rules       []ReadinessRule
+	rulesServed bool
 	// failed are reads that failed, in a person's words; warnings are
 	// reads that fell back or values that could not be read.
 	failed, warnings []string
@@ -167,6 +175,7 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 	r.readDeployments(ctx, inv.api, ns)
 	r.readNodes(ctx, inv.api)
 	r.readExternalNames(ctx, inv.api)
+	r.readRules(ctx, inv.api)
 	var err error
 	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
 	if err != nil {
@@ -305,8 +314,18 @@ func diagnoseAll(r *doctorRead) DoctorReport {
 				d.Findings[i].Severity = doctor.Advice
 			}
 		}
-		rep.Installs = append(rep.Installs, installView(in, d))
+		view := installView(in, d)
+		if in.ReverifyAfterReboot {
+			view.HeldAfterReboot = heldAfterReboot(r.nodes)
+		}
+		rep.Installs = append(rep.Installs, view)
 		rep.Problems += d.Problems()
+	}
+	rep.ReadinessRules = ruleFindings(r.rules, installs)
+	for _, f := range rep.ReadinessRules {
+		if f.Severity == doctor.Problem {
+			rep.Problems++
+		}
 	}
 	rep.Warnings = append(r.warnings, warnings...)
 	rep.StrandedTaints = []StrandedTaint{}

@@ -40,6 +40,9 @@ type fakeAPI struct {
 	nodePools   []doctor.NodePool
 	karpenter   bool
 	revisions   []appsv1.ControllerRevision
+	// rules are the NodeReadinessRules, served when nrc is set.
+	rules []ReadinessRule
+	nrc   bool
 }
 
 func newFake(nodes ...corev1.Node) *fakeAPI {

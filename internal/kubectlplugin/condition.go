@@ -23,8 +23,8 @@ func ConditionOf(node *corev1.Node) *corev1.NodeCondition {
 type Round struct {
 	// Outcome is passed, failed, recovering, bootstrapped, bypassed,
 	// rebooted (held after a reboot), would hold, would re-taint, would
-	// hold after reboot (observe mode), or the condition's reason when it
-	// is none of the agent's.
+	// hold after reboot (observe mode), verifying (publish mode), or the
+	// condition's reason when it is none of the agent's.
 	Outcome string
 	// Detail is the message's summary, or the whole message when it is not
 	// in the agent's encoding.
@@ -60,6 +60,8 @@ func RoundOf(reason, message string) Round {
 		r.Outcome = "rebooted"
 	case api.ReasonWouldHoldAfterReboot:
 		r.Outcome = "would hold after reboot"
+	case api.ReasonVerifying:
+		r.Outcome = "verifying"
 	default:
 		r.Outcome = reason
 	}

@@ -29,6 +29,9 @@ type DoctorReport struct {
 	// UnresolvedExternalNames are the agents' external names that do not
 	// resolve from the webhook's pod (each a problem).
 	UnresolvedExternalNames []UnresolvedName `json:"unresolvedExternalNames,omitempty"`
+	// ReadinessRules are the node readiness controller's rules that adopt a
+	// taint of ours (doctor_nrc.go).
+	ReadinessRules []RuleFinding `json:"readinessRules,omitempty"`
 	// Problems counts the findings of severity problem.
 	Problems int `json:"problems"`
 	// ReadErrors are the reads that failed: the verdict is incomplete.
@@ -43,6 +46,9 @@ type InstallReport struct {
 	// UnverifiedDeadline is the webhook's --unverified-deadline ("" when
 	// remediation is off).
 	UnverifiedDeadline string `json:"unverifiedDeadline,omitempty"`
+	// HeldAfterReboot are the nodes its agents hold after a reboot, with
+	// --reverify-after-reboot.
+	HeldAfterReboot []string `json:"heldAfterReboot,omitempty"`
 	doctor.Diagnosis
 }
 
@@ -128,6 +134,7 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 			return err
 		}
 	}
+	printRules(w, rep.ReadinessRules, &n)
 	printStranded(w, rep.StrandedTaints, &n)
 	printHeld(w, rep.HeldFinalizers, &n)
 	printUnresolved(w, rep.UnresolvedExternalNames, &n)
@@ -169,6 +176,7 @@ func printInstall(w io.Writer, in InstallReport, n *int) error {
 	default:
 		printf(tw, "  webhook:\t%s, remediation %s after --unverified-deadline=%s\n", in.Webhook, in.Remediation, in.UnverifiedDeadline)
 	}
+	printInstallModes(tw, in)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -139,8 +139,10 @@ func readAgent(ds *appsv1.DaemonSet) (doctor.Install, []string) {
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
 		return in, []string{in.Agent + " has no containers"}
 	}
-	keys, warnings := readAgentTaintKeys(agentContainer(ds.Spec.Template), in.Agent)
+	c := agentContainer(ds.Spec.Template)
+	keys, warnings := readAgentTaintKeys(c, in.Agent)
 	in.Startup, in.Unhealthy = installTaints(keys)
+	warnings = append(warnings, readAgentModes(&in, c)...)
 	return in, warnings
 }
 

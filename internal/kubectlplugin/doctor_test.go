@@ -324,7 +324,7 @@ func TestDoctorReadsFlagsTheBinariesHave(t *testing.T) {
 		names []string
 	}{
 		{agentFlags, []string{api.AutoscalerFlag, api.PreviousTaintKeysFlag, api.SuspendConfigMapFlag, api.StartupTaintFlag, api.UnhealthyTaintFlag,
-			api.SkipVerificationAnnotationFlag, api.ExternalNamesFlag}},
+			api.SkipVerificationAnnotationFlag, api.ExternalNamesFlag, api.ModeFlag, api.ReverifyAfterRebootFlag}},
 		{webhookFlags, []string{api.AutoscalerFlag, api.PreviousTaintKeysFlag, api.SuspendConfigMapFlag, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag,
 			api.FinalizerFlag, api.LegacyFinalizersFlag, api.CleanupFlag, api.RemediationFlag, api.UnverifiedDeadlineFlag, api.InjectStartupTaintFlag,
 			api.KarpenterReadinessKeysFlag, api.SkipCleanupAnnotationFlag, api.ExternalNamesFlag}},

@@ -50,3 +50,15 @@ func TestGoldenReboot(t *testing.T) {
 		golden(t, tt.file, buf.Bytes())
 	}
 }
+
+// TestGoldenWhyVerifying: why words publish mode's Verifying condition.
+func TestGoldenWhyVerifying(t *testing.T) {
+	n := testNode("publish-new", "", []corev1.Taint{{Key: "readiness.k8s.io/kube-node-ready", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		condition(agent.VerifyingCondition([]string{"daemonsets"}, since, modes)))
+	why := Why{Report: Report(&n, PresetTaintKeys()), Keys: PresetTaintKeys(), EventsScope: "all namespaces"}
+	var buf bytes.Buffer
+	if err := PrintWhy(&buf, why, now); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "why-verifying.txt", buf.Bytes())
+}

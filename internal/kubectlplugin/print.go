@@ -271,6 +271,11 @@ func printRound(w io.Writer, c *Condition, now time.Time) {
 		if !round.Message.Since.IsZero() {
 			outcome += ", held since " + stamp(round.Message.Since, now)
 		}
+	case "verifying":
+		outcome = "publish mode: not verified yet (a NodeReadinessRule naming the condition keeps its taint), failing: " + list(round.Message.Failing)
+		if !round.Message.Since.IsZero() {
+			outcome += ", failing since " + stamp(round.Message.Since, now)
+		}
 	case "would re-taint":
 		outcome = "observe mode: enforce would have re-tainted this node"
 		if !round.Message.Since.IsZero() {

@@ -39,6 +39,11 @@ type Install struct {
 	// (--karpenter-readiness-keys): such a NodePool's nodes start tainted
 	// with a key Karpenter waits for, whatever the agent's own key.
 	InjectsReadinessKey bool `json:"injectsReadinessKey,omitempty"`
+	// Mode is the agent's --mode when it is not enforce (observe,
+	// publish); empty for enforce.
+	Mode string `json:"mode,omitempty"`
+	// ReverifyAfterReboot is the agent's --reverify-after-reboot.
+	ReverifyAfterReboot bool `json:"reverifyAfterReboot,omitempty"`
 }
 
 // taint is the installation's taint of role.

@@ -3,6 +3,7 @@
 package nrc
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -80,7 +81,7 @@ func createRule(t *testing.T, raw string) error {
 	if _, err := client.Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	t.Cleanup(func() { _ = client.Delete(t.Context(), u.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = client.Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}) })
 	return nil
 }
 
