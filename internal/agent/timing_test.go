@@ -208,3 +208,39 @@ func TestStartupBackoffOnTheClock(t *testing.T) {
 		t.Errorf("after a passing round: taints %v, labels %v; want verified", n.Spec.Taints, n.Labels)
 	}
 }
+
+// TestWokenRoundsKeepThePeriodicScheduleOnTheClock: on a node in service,
+// a failed round that a change of the node woke runs at once, counts for
+// nothing and leaves the next periodic round when it was due; the node is
+// re-tainted by its third periodic failed round, two periods after the
+// first, however many woken rounds came between.
+func TestWokenRoundsKeepThePeriodicScheduleOnTheClock(t *testing.T) {
+	fail := &atomic.Bool{}
+	fail.Store(true)
+	l := runOnFakeClock(t, newFakeCluster(testNode("n1", nil, verifiedLabels, nil)), []checks.Check{switchCheck{fail}}, func(c *Config) {
+		c.Period, c.Thresholds.Retaint = time.Minute, 3
+	})
+	l.step(t, 0)
+	wake := func() {
+		t.Helper()
+		before := l.rounds()
+		l.a.signal()
+		clocktest.Until(t, "the woken round", func() bool { return l.rounds() == before+1 })
+		clocktest.Await(t, l.clock, 1)
+	}
+	for i := range 2 {
+		l.step(t, 20*time.Second)
+		wake()
+		wake()
+		if l.tainted() {
+			t.Fatalf("re-tainted by woken rounds after %d periodic ones", i+1)
+		}
+		l.expectRound(t, 40*time.Second, "periodic round, as due before the woken ones")
+	}
+	if !l.tainted() {
+		t.Errorf("not re-tainted by the third periodic failed round (%d rounds in all)", l.rounds())
+	}
+	if got := l.rounds(); got != 7 {
+		t.Errorf("%d rounds, want 7: 3 periodic, 4 woken", got)
+	}
+}
