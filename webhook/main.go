@@ -67,7 +67,12 @@ Flags:
 	for _, w := range opts.Warnings() {
 		logger.Warn(w)
 	}
-	if err := webhookapp.Run(ctx, *opts, logger); err != nil {
+	conf, err := opts.Resolve()
+	if err != nil {
+		logger.Error("webhook failed", "error", err)
+		os.Exit(1)
+	}
+	if err := webhookapp.Run(ctx, conf, logger); err != nil {
 		logger.Error("webhook failed", "error", err)
 		os.Exit(1)
 	}

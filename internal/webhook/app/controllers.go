@@ -26,7 +26,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/cleanup"
@@ -40,7 +39,8 @@ import (
 // informer on every replica; back-fill and cleanup (nodecleanup),
 // remediation and the missed-node reporter on the leader only. configs
 // receives the cleanup configuration's loader, for /readyz.
-func startNodeControllers(ctx context.Context, wg *sync.WaitGroup, opts Options, cfg *rest.Config, reg prometheus.Registerer, configs *atomic.Pointer[cleanup.Loader], sw *suspend.Switch, log *slog.Logger) error {
+func startNodeControllers(ctx context.Context, wg *sync.WaitGroup, conf *Config, cfg *rest.Config, reg prometheus.Registerer, configs *atomic.Pointer[cleanup.Loader], sw *suspend.Switch, log *slog.Logger) error {
+	opts := conf.Options
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("watcher: metadata client: %w", err)
@@ -107,7 +107,7 @@ func startNodeControllers(ctx context.Context, wg *sync.WaitGroup, opts Options,
 	if err != nil {
 		return err
 	}
-	rem, err := newRemediation(opts, cfg, client, ctrl.NodeCount, recorder, reg, sw, log)
+	rem, err := newRemediation(conf.Remediation, conf.ReplaceOnlyReports, cfg, client, ctrl.NodeCount, recorder, reg, sw, log)
 	if err != nil {
 		return err
 	}
@@ -161,61 +161,22 @@ func keptAnnotations(opts Options) []string {
 	return nil
 }
 
-// newRemediation builds the remediation controller, or nil when --remediation=off.
-func newRemediation(opts Options, cfg *rest.Config, client kubernetes.Interface, total func() int, recorder events.EventRecorder, reg prometheus.Registerer, sw *suspend.Switch, log *slog.Logger) (*remediate.Controller, error) {
-	policy, err := remediate.ParsePolicy(opts.Remediation)
-	if err != nil || policy == remediate.PolicyOff {
-		return nil, err
+// newRemediation builds the remediation controller from rc (Resolve's),
+// or nil when --remediation=off (rc nil).
+func newRemediation(rc *remediate.Config, replaceOnlyReports bool, cfg *rest.Config, client kubernetes.Interface, total func() int, recorder events.EventRecorder, reg prometheus.Registerer, sw *suspend.Switch, log *slog.Logger) (*remediate.Controller, error) {
+	if rc == nil {
+		return nil, nil
 	}
-	if policy == remediate.PolicyReplace && opts.observe() {
+	if replaceOnlyReports {
 		log.Info("observe mode: --remediation=replace only reports")
-		policy = remediate.PolicyReport
-	}
-	maxReplacing, err := budget.Parse(opts.MaxReplacing)
-	if err != nil {
-		return nil, fmt.Errorf("--max-replacing: %w", err)
-	}
-	fleet, err := budget.Parse(opts.FleetBudget)
-	if err != nil {
-		return nil, fmt.Errorf("--agent-fleet-budget: %w", err)
-	}
-	threshold, err := remediate.ParseBreakerThreshold(opts.RemediationBreakerThreshold)
-	if err != nil {
-		return nil, fmt.Errorf("--remediation-breaker-threshold: %w", err)
-	}
-	keys, err := opts.taintKeys()
-	if err != nil {
-		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("remediation: dynamic client: %w", err)
 	}
-	return remediate.New(client, dyn, remediate.Config{
-		Policy:              policy,
-		Deadline:            opts.Deadline(),
-		MaxReplacing:        maxReplacing,
-		FleetBudget:         fleet,
-		DryRun:              opts.RemediationDryRun,
-		Interval:            opts.RemediationInterval,
-		StallAfter:          opts.RemediationStallAfter,
-		Clock:               clock.RealClock{},
-		StartupTaints:       append([]string{taintKey(keys.Startup)}, keys.PreviousStartup...),
-		UnhealthyTaints:     append([]string{taintKey(keys.Unhealthy)}, keys.PreviousUnhealthy...),
-		VerifiedLabel:       opts.VerifiedLabel,
-		AgentSkipAnnotation: opts.AgentSkipAnnotation,
-		ReplacingAnnotation: remediate.ReplacingAnnotation,
-		ProtectAnnotation:   opts.ProtectAnnotation,
-		NodeClaims:          opts.RemediationNodeClaims,
-		Breaker:             remediate.Breaker{Threshold: threshold, Window: opts.RemediationBreakerWindow},
-		PoolLabel:           opts.RemediationPoolLabel,
-		ReplaceInService:    opts.RemediationReplaceRetainted,
-		Namespace:           opts.Namespace,
-		RetaintLease:        opts.AgentRetaintLease,
-		TotalNodes:          total,
-		Recorder:            recorder,
-		Suspend:             sw,
-	}, reg, log.With("component", "remediation"))
+	c := *rc
+	c.Clock, c.TotalNodes, c.Recorder, c.Suspend = clock.RealClock{}, total, recorder, sw
+	return remediate.New(client, dyn, c, reg, log.With("component", "remediation"))
 }
 
 // startConfig loads the cleanup configuration and keeps reloading it. An

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) (Options, error) {
@@ -237,5 +238,34 @@ func TestRemediationKnowsThePreviousKeys(t *testing.T) {
 	if taintKey(k.Startup) != api.CAStartupTaintKey || !slices.Contains(k.PreviousStartup, api.StartupTaintKey) ||
 		!slices.Contains(k.PreviousStartup, "example.com/old") || !slices.Contains(k.PreviousUnhealthy, api.UnhealthyTaintKey) {
 		t.Errorf("keys %+v", k)
+	}
+}
+
+// TestResolveParsesOnce: Resolve hands remediation and admission's startup
+// taint their configurations, parsed from the flags as validated.
+func TestResolveParsesOnce(t *testing.T) {
+	o, err := parse(t, nil, "--remediation=replace", "--mode=observe", "--autoscaler=karpenter", "--remediation-breaker-threshold=30%",
+		"--inject-startup-taint", "--agent-placement={}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := o.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Remediation
+	if r == nil || r.Policy != remediate.PolicyReport || !c.ReplaceOnlyReports || r.Breaker.Threshold != 0.3 ||
+		r.Deadline != api.DefaultUnverifiedDeadline(api.PresetKarpenter) || !slices.Contains(r.StartupTaints, api.KarpenterStartupTaintKey) {
+		t.Errorf("remediation = %+v, replace only reports %v; want report (observe), threshold 0.3, Karpenter's deadline and key", r, c.ReplaceOnlyReports)
+	}
+	if s := c.StartupTaint; s == nil || s.Startup.Key != api.KarpenterStartupTaintKey || !s.Observe {
+		t.Errorf("startup taint = %+v, want Karpenter's key, observed", s)
+	}
+	o, err = parse(t, nil, "--remediation=off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := o.Resolve(); err != nil || c.Remediation != nil || c.StartupTaint != nil {
+		t.Errorf("off: %+v, %v; want neither remediation nor injection", c, err)
 	}
 }

@@ -33,7 +33,8 @@ import (
 const Path = "/mutate-node"
 
 // Run serves until ctx ends, then shuts down within opts.ShutdownGrace.
-func Run(ctx context.Context, opts Options, log *slog.Logger) error {
+func Run(ctx context.Context, conf *Config, log *slog.Logger) error {
+	opts := conf.Options
 	reg := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		version.BuildInfo("node_cleanup_webhook_build_info", "Build of the running webhook; always 1.")} {
@@ -103,7 +104,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	if opts.NeedsWatcher() {
-		if err := startNodeControllers(ctx, &wg, opts, cfg, reg, &configs, sw, log); err != nil {
+		if err := startNodeControllers(ctx, &wg, conf, cfg, reg, &configs, sw, log); err != nil {
 			return err
 		}
 	}
@@ -117,7 +118,7 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	injector, err := newInjector(opts, cfg, sw)
+	injector, err := newInjector(conf.StartupTaint, cfg, sw)
 	if err != nil {
 		return err
 	}

@@ -36,51 +36,42 @@ func (o *Options) placement() (corev1.PodSpec, error) {
 	return corev1.PodSpec{NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations}, nil
 }
 
-func (o *Options) validateStartupTaint(p *cli.Problems) {
+// resolveStartupTaint checks the startup taint flags and returns the
+// decision's configuration; nil when injection is off or a flag is invalid.
+func (o *Options) resolveStartupTaint(p *cli.Problems) *startuptaint.Config {
 	if !o.InjectStartupTaint {
-		return
+		return nil
 	}
-	_, err := o.placement()
+	agent, err := o.placement()
 	p.Check("agent-placement", err)
 	o.taintFlags().Check(p, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag)
-}
-
-// startupTaintConfig is the decision's configuration from the options.
-func (o *Options) startupTaintConfig() (startuptaint.Config, error) {
-	keys, err := o.taintKeys()
-	if err != nil {
-		return startuptaint.Config{}, err
+	keys, kerr := o.taintKeys()
+	if err != nil || kerr != nil { // reported above
+		return nil
 	}
 	t, err := cli.ParseTaint(keys.Startup)
 	if err != nil {
-		return startuptaint.Config{}, err
+		p.Check(api.AgentStartupTaintFlag, err)
+		return nil
 	}
-	agent, err := o.placement()
-	if err != nil {
-		return startuptaint.Config{}, fmt.Errorf("--agent-placement: %w", err)
-	}
-	return startuptaint.Config{
+	return &startuptaint.Config{
 		Inject:                 o.InjectStartupTaint,
 		Observe:                o.observe(),
 		Startup:                t,
 		Ours:                   append([]string{t.Key}, keys.PreviousStartup...),
 		Agent:                  agent,
 		KarpenterReadinessKeys: o.KarpenterReadinessKeys,
-	}, nil
+	}
 }
 
-// newInjector is admission's startup taint decision, or nil when injection
-// is off. cfg nil (no API access): NodePools are never read. sw is the
-// operator's suspend switch (nil: none).
-func newInjector(o Options, cfg *rest.Config, sw *suspend.Switch) (*startuptaint.Injector, error) {
-	if !o.InjectStartupTaint {
+// newInjector is admission's startup taint decision from c (Resolve's),
+// or nil when injection is off (c nil). cfg nil (no API access): NodePools
+// are never read. sw is the operator's suspend switch (nil: none).
+func newInjector(c *startuptaint.Config, cfg *rest.Config, sw *suspend.Switch) (*startuptaint.Injector, error) {
+	if c == nil {
 		return nil, nil
 	}
-	c, err := o.startupTaintConfig()
-	if err != nil {
-		return nil, err
-	}
-	in := &startuptaint.Injector{Config: c}
+	in := &startuptaint.Injector{Config: *c}
 	if sw != nil {
 		in.Suspend = sw
 	}

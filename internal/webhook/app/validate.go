@@ -12,17 +12,26 @@ import (
 )
 
 // Validate reports every inconsistent option at once, each as
-// "--flag: problem".
+// "--flag: problem": Resolve without its result.
 func (o *Options) Validate() error {
+	_, err := o.Resolve()
+	return err
+}
+
+// Resolve validates the options and, in the same pass, parses what the
+// webhook is built from into a Config; every inconsistent option is
+// reported at once, each as "--flag: problem".
+func (o *Options) Resolve() (*Config, error) {
 	var p cli.Problems
+	c := &Config{Options: *o}
 	o.validateServing(&p)
 	o.validateCerts(&p)
 	o.validateFinalizer(&p)
 	if o.Cleanup {
 		o.validateCleanup(&p)
 	}
-	o.validateRemediation(&p)
-	o.validateStartupTaint(&p)
+	c.Remediation, c.ReplaceOnlyReports = o.resolveRemediation(&p)
+	c.StartupTaint = o.resolveStartupTaint(&p)
 	o.validateMode(&p)
 	o.validateLeaderElection(&p)
 	o.validateExternalNames(&p)
@@ -32,7 +41,10 @@ func (o *Options) Validate() error {
 	if o.KubeAPIBurst < 1 {
 		p.Add("kube-api-burst", "%d must be at least 1", o.KubeAPIBurst)
 	}
-	return p.Err()
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (o *Options) validateServing(p *cli.Problems) {
@@ -148,14 +160,18 @@ func (o *Options) validateCleanup(p *cli.Problems) {
 	p.Check(api.SkipCleanupAnnotationFlag, cli.QualifiedName(o.SkipAnnotation))
 }
 
-func (o *Options) validateRemediation(p *cli.Problems) {
+// resolveRemediation checks the remediation flags and returns remediation's
+// configuration but for what needs the API server (node count, recorder,
+// suspend switch); nil when --remediation=off or a flag is invalid.
+// replaceOnlyReports: --remediation=replace in observe mode, which reports.
+func (o *Options) resolveRemediation(p *cli.Problems) (_ *remediate.Config, replaceOnlyReports bool) {
 	policy, err := remediate.ParsePolicy(o.Remediation)
 	if err != nil {
 		p.Check(api.RemediationFlag, err)
-		return
+		return nil, false
 	}
 	if policy == remediate.PolicyOff {
-		return
+		return nil, false
 	}
 	if o.UnverifiedDeadline.IsSet && o.UnverifiedDeadline.D <= 0 {
 		p.Add(api.UnverifiedDeadlineFlag, "%s must be positive (leave it out for the --autoscaler preset's default)", o.UnverifiedDeadline.D)
@@ -166,11 +182,11 @@ func (o *Options) validateRemediation(p *cli.Problems) {
 	if o.RemediationStallAfter <= 0 {
 		p.Add("remediation-stall-after", "%s must be positive", o.RemediationStallAfter)
 	}
-	_, err = budget.Parse(o.MaxReplacing)
+	maxReplacing, err := budget.Parse(o.MaxReplacing)
 	p.Check("max-replacing", err)
-	_, err = budget.Parse(o.FleetBudget)
+	fleet, err := budget.Parse(o.FleetBudget)
 	p.Check("agent-fleet-budget", err)
-	_, err = remediate.ParseBreakerThreshold(o.RemediationBreakerThreshold)
+	threshold, err := remediate.ParseBreakerThreshold(o.RemediationBreakerThreshold)
 	p.Check("remediation-breaker-threshold", err)
 	if o.RemediationBreakerWindow < 1 {
 		p.Add("remediation-breaker-window", "%d must be at least 1", o.RemediationBreakerWindow)
@@ -181,6 +197,34 @@ func (o *Options) validateRemediation(p *cli.Problems) {
 	if o.ProtectAnnotation != "" { // empty: no node is protected
 		p.Check("protect-annotation", cli.QualifiedName(o.ProtectAnnotation))
 	}
+	keys, err := o.taintKeys()
+	if err != nil { // reported above by the taint flags' check
+		return nil, false
+	}
+	if policy == remediate.PolicyReplace && o.observe() {
+		policy, replaceOnlyReports = remediate.PolicyReport, true
+	}
+	return &remediate.Config{
+		Policy:              policy,
+		Deadline:            o.Deadline(),
+		MaxReplacing:        maxReplacing,
+		FleetBudget:         fleet,
+		DryRun:              o.RemediationDryRun,
+		Interval:            o.RemediationInterval,
+		StallAfter:          o.RemediationStallAfter,
+		StartupTaints:       append([]string{taintKey(keys.Startup)}, keys.PreviousStartup...),
+		UnhealthyTaints:     append([]string{taintKey(keys.Unhealthy)}, keys.PreviousUnhealthy...),
+		VerifiedLabel:       o.VerifiedLabel,
+		AgentSkipAnnotation: o.AgentSkipAnnotation,
+		ReplacingAnnotation: remediate.ReplacingAnnotation,
+		ProtectAnnotation:   o.ProtectAnnotation,
+		NodeClaims:          o.RemediationNodeClaims,
+		Breaker:             remediate.Breaker{Threshold: threshold, Window: o.RemediationBreakerWindow},
+		PoolLabel:           o.RemediationPoolLabel,
+		ReplaceInService:    o.RemediationReplaceRetainted,
+		Namespace:           o.Namespace,
+		RetaintLease:        o.AgentRetaintLease,
+	}, replaceOnlyReports
 }
 
 func (o *Options) validateLeaderElection(p *cli.Problems) {
