@@ -227,17 +227,7 @@ func (a *Agent) publish(ctx context.Context, want ConditionState, failing []stri
 	if err != nil || patch == nil {
 		return
 	}
-	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
-	if err == nil {
-		a.view.remember(updated)
-	}
-	switch {
-	case err != nil && !a.loop.condErr:
-		a.loop.condErr = true
-		a.log.Warn("cannot write the node conditions; will retry with later rounds", "condition", string(ConditionType), "error", err)
-	case err == nil:
-		a.loop.condErr = false
-	}
+	a.patchConditions(ctx, node, patch)
 }
 
 // checkCondition is check's own condition while the node's says node.

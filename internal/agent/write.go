@@ -207,6 +207,13 @@ func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
 	if err != nil || patch == nil {
 		return
 	}
+	a.patchConditions(ctx, node, patch)
+}
+
+// patchConditions writes patch (of the agent's conditions) to node's
+// status. A failed write is logged once per streak; the next round
+// writes again.
+func (a *Agent) patchConditions(ctx context.Context, node *corev1.Node, patch []byte) {
 	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
 	if err == nil {
 		a.view.remember(updated)

@@ -175,7 +175,6 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 	r.readDeployments(ctx, inv.api, ns)
 	r.readNodes(ctx, inv.api)
 	r.readExternalNames(ctx, inv.api)
-	r.readRules(ctx, inv.api)
 	var err error
 	r.pools, r.karpenter, err = inv.api.ListNodePools(ctx)
 	if err != nil {
@@ -183,6 +182,7 @@ func readForDoctor(ctx context.Context, inv *invocation) *doctorRead {
 		r.poolsErr = err.Error()
 	}
 	slices.SortFunc(r.pools, func(a, b doctor.NodePool) int { return strings.Compare(a.Name, b.Name) })
+	r.readRules(ctx, inv.api)
 	// Whether a key under readiness.k8s.io/ is startup depends on the
 	// release of the Karpenter that runs the pools: the oldest one found
 	// (or none visible, version unknown) decides.

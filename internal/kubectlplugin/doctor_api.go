@@ -71,32 +71,46 @@ type nodePoolList struct {
 }
 
 func (a *kubeAPI) ListNodePools(ctx context.Context) ([]doctor.NodePool, bool, error) {
-	rc := a.client.Discovery().RESTClient()
 	var out []doctor.NodePool
+	served, err := a.listRaw(ctx, nodePoolsPath, "nodepools.karpenter.sh", func(body []byte) (string, error) {
+		var l nodePoolList
+		if err := json.Unmarshal(body, &l); err != nil {
+			return "", err
+		}
+		for _, it := range l.Items {
+			s := it.Spec.Template.Spec
+			out = append(out, doctor.NodePool{Name: it.Metadata.Name, StartupTaints: s.StartupTaints, Taints: s.Taints})
+		}
+		return l.Metadata.Continue, nil
+	})
+	return out, served, err
+}
+
+// listRaw lists the custom resources at path page by page, without a
+// typed client, handing each page's body to page, which decodes what it
+// needs and returns the page's continue token. served is false when the
+// API server does not serve the resource; resource names it in errors.
+func (a *kubeAPI) listRaw(ctx context.Context, path, resource string, page func(body []byte) (cont string, err error)) (served bool, err error) {
+	rc := a.client.Discovery().RESTClient()
 	cont := ""
 	for {
-		req := rc.Get().AbsPath(nodePoolsPath).Param("limit", strconv.Itoa(listChunk))
+		req := rc.Get().AbsPath(path).Param("limit", strconv.Itoa(listChunk))
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}
 		body, err := req.DoRaw(ctx)
 		err = withStatus(err, body)
 		if apierrors.IsNotFound(err) {
-			return nil, false, nil
+			return false, nil
 		}
 		if err != nil {
-			return nil, true, explain(err, "list", "nodepools.karpenter.sh", "")
+			return true, explain(err, "list", resource, "")
 		}
-		var l nodePoolList
-		if err := json.Unmarshal(body, &l); err != nil {
-			return nil, true, fmt.Errorf("list nodepools.karpenter.sh: decode: %w", err)
+		if cont, err = page(body); err != nil {
+			return true, fmt.Errorf("list %s: decode: %w", resource, err)
 		}
-		for _, it := range l.Items {
-			s := it.Spec.Template.Spec
-			out = append(out, doctor.NodePool{Name: it.Metadata.Name, StartupTaints: s.StartupTaints, Taints: s.Taints})
-		}
-		if cont = l.Metadata.Continue; cont == "" {
-			return out, true, nil
+		if cont == "" {
+			return true, nil
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -28,7 +27,10 @@ import (
 
 // nodeReadinessRulesPath is the controller's API
 // (readiness.node.x-k8s.io/v1alpha1), read without a typed client.
-const nodeReadinessRulesPath = "/apis/readiness.node.x-k8s.io/v1alpha1/nodereadinessrules"
+const (
+	nodeReadinessGroupVersion = "readiness.node.x-k8s.io/v1alpha1"
+	nodeReadinessRulesPath    = "/apis/" + nodeReadinessGroupVersion + "/nodereadinessrules"
+)
 
 // ReadinessRule is what doctor reads of a NodeReadinessRule.
 type ReadinessRule struct {
@@ -69,25 +71,21 @@ type ruleList struct {
 }
 
 func (a *kubeAPI) ListNodeReadinessRules(ctx context.Context) ([]ReadinessRule, bool, error) {
-	rc := a.client.Discovery().RESTClient()
-	var out []ReadinessRule
-	cont := ""
-	for {
-		req := rc.Get().AbsPath(nodeReadinessRulesPath).Param("limit", strconv.Itoa(listChunk))
-		if cont != "" {
-			req = req.Param("continue", cont)
-		}
-		body, err := req.DoRaw(ctx)
-		err = withStatus(err, body)
+	// Discovery first, which every user may read: a user without list on
+	// an API the cluster does not serve is refused (403) before the API
+	// server says it is not there (404), and most clusters run no
+	// controller.
+	if _, err := a.client.Discovery().ServerResourcesForGroupVersion(nodeReadinessGroupVersion); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil
 		}
-		if err != nil {
-			return nil, true, explain(err, "list", "nodereadinessrules.readiness.node.x-k8s.io", "")
-		}
+		return nil, false, explain(err, "discover", nodeReadinessGroupVersion, "")
+	}
+	var out []ReadinessRule
+	served, err := a.listRaw(ctx, nodeReadinessRulesPath, "nodereadinessrules.readiness.node.x-k8s.io", func(body []byte) (string, error) {
 		var l ruleList
 		if err := json.Unmarshal(body, &l); err != nil {
-			return nil, true, fmt.Errorf("list nodereadinessrules.readiness.node.x-k8s.io: decode: %w", err)
+			return "", err
 		}
 		for _, it := range l.Items {
 			r := ReadinessRule{Name: it.Metadata.Name, Taint: it.Spec.Taint, EnforcementMode: it.Spec.EnforcementMode}
@@ -96,10 +94,9 @@ func (a *kubeAPI) ListNodeReadinessRules(ctx context.Context) ([]ReadinessRule, 
 			}
 			out = append(out, r)
 		}
-		if cont = l.Metadata.Continue; cont == "" {
-			return out, true, nil
-		}
-	}
+		return l.Metadata.Continue, nil
+	})
+	return out, served, err
 }
 
 // readRules reads the NodeReadinessRules into r; a failed read is recorded.
