@@ -109,7 +109,7 @@ type loop struct {
 }
 
 // Stopper is what the checks read through that a bootstrap-only agent
-// stops once it goes idle (checks.PeerSlices: the EndpointSlice watches);
+// stops once it goes idle (endpoints.PeerSlices: the EndpointSlice watches);
 // it must start again on the checks' next read.
 type Stopper interface{ Stop() }
 

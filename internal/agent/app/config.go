@@ -6,6 +6,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 // Config is what Options.Resolve made of validated options: the loop's
@@ -21,7 +22,7 @@ type Config struct {
 	NodeName, PodName, PodNamespace string
 	PodIP                           netip.Addr
 	// DNSService is the cluster DNS Service.
-	DNSService checks.ServiceRef
+	DNSService endpoints.ServiceRef
 	// AgentTaints are the taint keys the agent manages or waits for, which
 	// the DaemonSet gate ignores on pods' tolerations.
 	AgentTaints []string

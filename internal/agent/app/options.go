@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/budget"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
@@ -287,7 +288,7 @@ func (o *Options) Resolve() (*Config, error) {
 	}
 	fleetBudget, err := budget.Parse(o.FleetBudget)
 	p.Check("fleet-budget", err)
-	c.DNSService, err = checks.ParseServiceRef(o.DNSService)
+	c.DNSService, err = endpoints.ParseServiceRef(o.DNSService)
 	p.Check("check.discovery.service", err)
 	if !c.autoFamilies {
 		c.families, err = checks.ParseIPFamilies(o.IPFamilies)

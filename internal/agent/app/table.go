@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 // Gate names: checks that are enabled by their own flags rather than
@@ -81,7 +82,7 @@ func (o *Options) enabled(r checkRow) bool {
 // agent.Clientset implements it.
 type CheckClient interface {
 	checks.NodeGetter
-	checks.PeerSliceClient
+	endpoints.PeerSliceClient
 	checks.WorkloadClient
 	checks.CSINodeClient
 	checks.ResourceSliceClient
@@ -91,8 +92,8 @@ type CheckClient interface {
 // what the agent runs. Their EndpointSlice reads follow watches, which run
 // until ctx ends or the returned PeerSlices' Stop, and start again at the
 // next read: of the peer Service, only the slices this node ranks first.
-func Build(ctx context.Context, c *Config, client CheckClient, log *slog.Logger) ([]checks.Check, *checks.PeerSlices, error) {
-	peers := checks.NewPeerSlices(ctx, client, log, checks.NewSliceWatcher(ctx, client, log))
+func Build(ctx context.Context, c *Config, client CheckClient, log *slog.Logger) ([]checks.Check, *endpoints.PeerSlices, error) {
+	peers := endpoints.NewPeerSlices(ctx, client, log, endpoints.NewSliceWatcher(ctx, client, log))
 	cs, err := build(c, client, log, peers, peers, true)
 	return cs, peers, err
 }
@@ -101,17 +102,17 @@ func Build(ctx context.Context, c *Config, client CheckClient, log *slog.Logger)
 // agent's loop: what the check command runs, once, so its EndpointSlice
 // reads are lists.
 func BuildChecks(c *Config, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
-	return build(c, client, log, &checks.SliceLister{Client: client}, nil, false)
+	return build(c, client, log, &endpoints.SliceLister{Client: client}, nil, false)
 }
 
 // build makes the enabled rows' checks. The network and discovery checks
 // share one endpoint cache on lister, so the fresh kube-dns read of
 // discovery also serves as the network check's peer list. peers, when
 // set, is lister too, and follows the network check's peer Service.
-func build(c *Config, client CheckClient, log *slog.Logger, lister checks.EndpointLister, peers *checks.PeerSlices, gates bool) ([]checks.Check, error) {
+func build(c *Config, client CheckClient, log *slog.Logger, lister endpoints.EndpointLister, peers *endpoints.PeerSlices, gates bool) ([]checks.Check, error) {
 	d := checks.Deps{
 		Client:       client,
-		Endpoints:    &checks.EndpointCache{Source: lister},
+		Endpoints:    &endpoints.EndpointCache{Source: lister},
 		PeerSlices:   peers,
 		DNSService:   c.DNSService,
 		IPFamilies:   c.IPFamilies(),

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"log/slog"
 	"net/netip"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 // Config is one check's own configuration: its flags with their defaults,
@@ -34,13 +36,13 @@ type Deps struct {
 	// Client reads the agent's own node.
 	Client NodeGetter
 	// Endpoints is the EndpointSlice cache the network and discovery checks share.
-	Endpoints *EndpointCache
+	Endpoints *endpoints.EndpointCache
 	// PeerSlices, when set, is Endpoints' source, and the network check
 	// has it follow only some of its peer Service's slices; unset, the
 	// peer Service is read whole (the one-shot check command lists it).
-	PeerSlices *PeerSlices
+	PeerSlices *endpoints.PeerSlices
 	// DNSService is the cluster DNS Service, used by more than one check.
-	DNSService ServiceRef
+	DNSService endpoints.ServiceRef
 	// IPFamilies are the address families the dns and discovery checks ask
 	// for (--ip-families, "auto" resolved at start-up); empty asks for both.
 	IPFamilies IPFamilies

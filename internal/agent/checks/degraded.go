@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
@@ -32,7 +33,7 @@ type EventRecorder interface {
 type BackendReporter interface {
 	// Backends is called after every run of check with the endpoints of svc
 	// it asked directly (none when it had no reason to ask).
-	Backends(check string, svc ServiceRef, seen []BackendState)
+	Backends(check string, svc endpoints.ServiceRef, seen []BackendState)
 }
 
 // backendReporting is a check that reports the backends it asked.
@@ -101,7 +102,7 @@ func (r *BackendReport) start(check string) {
 }
 
 // Backends implements BackendReporter.
-func (r *BackendReport) Backends(check string, svc ServiceRef, seen []BackendState) {
+func (r *BackendReport) Backends(check string, svc endpoints.ServiceRef, seen []BackendState) {
 	now := r.clock()
 	r.mu.Lock()
 	next, started := nextDegraded(r.degraded[check], seen, now, degradedFor)
@@ -128,7 +129,7 @@ func (r *BackendReport) Backends(check string, svc ServiceRef, seen []BackendSta
 }
 
 // tell logs and records the start of a backend's episode.
-func (r *BackendReport) tell(check string, svc ServiceRef, b BackendState) {
+func (r *BackendReport) tell(check string, svc endpoints.ServiceRef, b BackendState) {
 	where := ""
 	if b.Endpoint.NodeName != "" {
 		where = " on node " + b.Endpoint.NodeName

@@ -15,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 func backend(ip string, failed bool) BackendState {
-	s := BackendState{Endpoint: Endpoint{Addr: netip.MustParseAddr(ip)}, Server: ip + ":53"}
+	s := BackendState{Endpoint: endpoints.Endpoint{Addr: netip.MustParseAddr(ip)}, Server: ip + ":53"}
 	if failed {
 		s.Err = errors.New("i/o timeout")
 	}
@@ -120,7 +122,7 @@ func TestBackendReportTellsOncePerEpisode(t *testing.T) {
 	if n := testutil.CollectAndCount(reg, "node_check_degraded_backends"); n != 1 || gauge() != 0 {
 		t.Fatalf("before any run: %d series, dns at %v; want one at 0", n, gauge())
 	}
-	svc := ServiceRef{"kube-system", "kube-dns"}
+	svc := endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
 	broken, healthy := backend("10.0.0.2", true), backend("10.0.0.1", false)
 	broken.Endpoint.NodeName = "node-b"
 	steps := []struct {

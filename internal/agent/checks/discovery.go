@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 // Discovery proves service discovery works end to end: the cluster DNS
@@ -14,9 +16,9 @@ import (
 // straight to such an endpoint (bypassing the Service IP) is answered.
 type Discovery struct {
 	// Service is the cluster DNS Service (default kube-system/kube-dns).
-	Service ServiceRef
+	Service endpoints.ServiceRef
 	// Endpoints is refreshed every run; the fresh list also feeds the network check's cache.
-	Endpoints *EndpointCache
+	Endpoints *endpoints.EndpointCache
 	// QueryName is the name asked of the endpoint.
 	QueryName string
 	// NodeName spreads queries across DNS pods by rendezvous hash.
@@ -35,7 +37,7 @@ func (d *Discovery) Run(ctx context.Context) error {
 		return fmt.Errorf("discovery: %w", err)
 	}
 	// Unlike peers, a DNS pod on this very node is a fine target.
-	targets := RankEndpoints(d.NodeName, eps, len(eps), udpPort, func(Endpoint) bool { return false })
+	targets := endpoints.RankEndpoints(d.NodeName, eps, len(eps), udpPort, func(endpoints.Endpoint) bool { return false })
 	if len(targets) == 0 {
 		return fmt.Errorf("discovery: no ready endpoint with a UDP port in the EndpointSlices of %s", d.Service)
 	}
@@ -83,3 +85,6 @@ func (c *DiscoveryConfig) Validate(enabled bool) []error {
 func (c *DiscoveryConfig) Build(d Deps) Check {
 	return &Discovery{Service: d.DNSService, Endpoints: d.Endpoints, QueryName: c.Name, NodeName: d.NodeName, Families: d.IPFamilies}
 }
+
+// udpPort is an endpoint's DNS port.
+func udpPort(ep endpoints.Endpoint) int32 { return ep.UDPPort }

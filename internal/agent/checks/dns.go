@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks/dnsquery"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
@@ -34,10 +35,10 @@ type DNS struct {
 	ResolvConf string
 	// Service is the cluster DNS Service; with Endpoints, a failure through
 	// its address is asked of its endpoints directly. Zero turns that off.
-	Service ServiceRef
+	Service endpoints.ServiceRef
 	// Endpoints serves Service's endpoints (the EndpointSlice cache the
 	// discovery and network checks share); nil turns the direct asking off.
-	Endpoints EndpointLister
+	Endpoints endpoints.EndpointLister
 	// NodeName ranks the endpoints asked directly, so the load spreads.
 	NodeName string
 

@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks/dnsquery"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 // maxDirectEndpoints bounds the cluster DNS endpoints a failed name is asked
@@ -30,7 +31,7 @@ const serviceAddrTTL = 10 * time.Minute
 // when it asked the endpoint directly.
 type BackendState struct {
 	// Endpoint is the endpoint asked.
-	Endpoint Endpoint
+	Endpoint endpoints.Endpoint
 	// Server is the address asked (host:port).
 	Server string
 	// Err is nil when the endpoint answered.
@@ -75,7 +76,7 @@ func judgeBackends(states []BackendState) (backendVerdict, []BackendState) {
 
 // askEndpoints asks each endpoint directly for name, all at once, and
 // returns what each answered, in the endpoints' order.
-func askEndpoints(ctx context.Context, targets []Endpoint, name string, families IPFamilies) []BackendState {
+func askEndpoints(ctx context.Context, targets []endpoints.Endpoint, name string, families IPFamilies) []BackendState {
 	states := make([]BackendState, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -90,7 +91,7 @@ func askEndpoints(ctx context.Context, targets []Endpoint, name string, families
 	return states
 }
 
-func endpointServer(ep Endpoint) string {
+func endpointServer(ep endpoints.Endpoint) string {
 	return net.JoinHostPort(ep.Addr.String(), strconv.Itoa(int(ep.UDPPort)))
 }
 
@@ -98,7 +99,7 @@ func endpointServer(ep Endpoint) string {
 // Service svc's own name, <name>.<namespace>.svc.<cluster domain>: what the
 // cluster DNS answers for the Service's ClusterIP. The cluster domain is
 // not needed.
-func isServiceName(name string, svc ServiceRef) bool {
+func isServiceName(name string, svc endpoints.ServiceRef) bool {
 	labels := strings.Split(strings.TrimSuffix(strings.ToLower(name), "."), ".")
 	return len(labels) > 3 && labels[0] == strings.ToLower(svc.Name) &&
 		labels[1] == strings.ToLower(svc.Namespace) && labels[2] == "svc" && labels[3] != ""
@@ -169,7 +170,7 @@ func (c *serviceAddrs) remember(addr netip.Addr, isService bool) {
 // at once. One target naming svc is enough; a server no target gave a
 // definite answer for (all silent, or failing) is not svc's this time, and
 // is asked again next time.
-func (c *serviceAddrs) serviceServers(ctx context.Context, servers []string, svc ServiceRef, targets []Endpoint) []string {
+func (c *serviceAddrs) serviceServers(ctx context.Context, servers []string, svc endpoints.ServiceRef, targets []endpoints.Endpoint) []string {
 	var out []string
 	for _, s := range servers {
 		ap, err := netip.ParseAddrPort(s)
@@ -195,7 +196,7 @@ func (c *serviceAddrs) serviceServers(ctx context.Context, servers []string, svc
 // reverseIsService asks every target for the PTR records of addr at once.
 // It is definite when a target named svc, or when none did and at least
 // one answered with a name or said there is none (NXDOMAIN).
-func reverseIsService(ctx context.Context, addr netip.Addr, svc ServiceRef, targets []Endpoint) (isService, definite bool) {
+func reverseIsService(ctx context.Context, addr netip.Addr, svc endpoints.ServiceRef, targets []endpoints.Endpoint) (isService, definite bool) {
 	type result struct {
 		names []string
 		err   error
@@ -264,7 +265,7 @@ func (p phases) until(ctx context.Context, share float64) (context.Context, cont
 // canAskBackends reports whether a failure can be asked of the Service's
 // endpoints directly.
 func (d *DNS) canAskBackends() bool {
-	return d.Endpoints != nil && d.Service != (ServiceRef{})
+	return d.Endpoints != nil && d.Service != (endpoints.ServiceRef{})
 }
 
 // resolve resolves name through servers, the node's resolver. When that
@@ -300,7 +301,7 @@ func (d *DNS) askBackends(ctx context.Context, p phases, servers []string, name 
 		return nameResult{err: viaService}
 	}
 	// Unlike peers, a DNS pod on this very node is a fine target.
-	targets := RankEndpoints(d.NodeName, eps, maxDirectEndpoints, udpPort, func(Endpoint) bool { return false })
+	targets := endpoints.RankEndpoints(d.NodeName, eps, maxDirectEndpoints, udpPort, func(endpoints.Endpoint) bool { return false })
 	if len(targets) == 0 {
 		return nameResult{err: viaService}
 	}

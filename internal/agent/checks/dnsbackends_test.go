@@ -12,12 +12,16 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 func TestJudgeBackends(t *testing.T) {
-	ok := func(ip string) BackendState { return BackendState{Endpoint: Endpoint{Addr: netip.MustParseAddr(ip)}} }
+	ok := func(ip string) BackendState {
+		return BackendState{Endpoint: endpoints.Endpoint{Addr: netip.MustParseAddr(ip)}}
+	}
 	bad := func(ip string) BackendState {
-		return BackendState{Endpoint: Endpoint{Addr: netip.MustParseAddr(ip)}, Err: errors.New("timeout")}
+		return BackendState{Endpoint: endpoints.Endpoint{Addr: netip.MustParseAddr(ip)}, Err: errors.New("timeout")}
 	}
 	tests := []struct {
 		name       string
@@ -43,7 +47,7 @@ func TestJudgeBackends(t *testing.T) {
 }
 
 func TestIsServiceName(t *testing.T) {
-	svc := ServiceRef{"kube-system", "kube-dns"}
+	svc := endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
 	tests := []struct {
 		name string
 		want bool
@@ -66,10 +70,10 @@ func TestIsServiceName(t *testing.T) {
 }
 
 // dnsServerFor is a fake DNS server at ip (a 127.0.0.0/8 address of its
-// own, as RankEndpoints tells endpoints apart by address) and its endpoint.
+// own, as endpoints.RankEndpoints tells endpoints apart by address) and its endpoint.
 type dnsServerFor struct {
 	addr string
-	ep   Endpoint
+	ep   endpoints.Endpoint
 }
 
 func fakeEndpoint(t *testing.T, ip string, handler dns.HandlerFunc) dnsServerFor {
@@ -123,7 +127,7 @@ type recordedBackends struct {
 	seen []BackendState
 }
 
-func (r *recordedBackends) Backends(_ string, _ ServiceRef, seen []BackendState) {
+func (r *recordedBackends) Backends(_ string, _ endpoints.ServiceRef, seen []BackendState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen = append(r.seen, seen...)
@@ -200,7 +204,7 @@ func TestDNSCheckAsksTheServiceBackends(t *testing.T) {
 			rec := &recordedBackends{}
 			d := &DNS{
 				Names: []string{"kubernetes.default.svc.cluster.local"}, Families: IPFamilies{IPv4}, Server: frontAddr,
-				Service: ServiceRef{"kube-system", "kube-dns"}, Endpoints: eps, NodeName: "self",
+				Service: endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, Endpoints: eps, NodeName: "self",
 			}
 			ReportBackends([]Check{d}, NewBackendReport(nil, nil, nil, "self", nil))
 			d.report = rec
@@ -241,7 +245,7 @@ func TestDNSCheckRemembersTheServiceAddress(t *testing.T) {
 	frontAddr := fakeResolverOn(t, "127.0.0.1", servfail)
 	d := &DNS{
 		Names: []string{"kubernetes.default.svc.cluster.local"}, Families: IPFamilies{IPv4}, Server: frontAddr,
-		Service: ServiceRef{"kube-system", "kube-dns"}, Endpoints: staticLister{healthy.ep, broken.ep}, NodeName: "self",
+		Service: endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, Endpoints: staticLister{healthy.ep, broken.ep}, NodeName: "self",
 	}
 	now := time.Now()
 	d.addrs.now = func() time.Time { return now }
@@ -275,7 +279,7 @@ func TestDNSCheckAsksNoBackendForTheNodesOwnResolver(t *testing.T) {
 	frontAddr := fakeResolverOn(t, "127.0.0.1", servfail)
 	d := &DNS{
 		Names: []string{"kubernetes.default.svc.cluster.local"}, Families: IPFamilies{IPv4}, Server: frontAddr,
-		Service: ServiceRef{"kube-system", "kube-dns"}, Endpoints: staticLister{other.ep}, NodeName: "self",
+		Service: endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, Endpoints: staticLister{other.ep}, NodeName: "self",
 	}
 	for i, want := range []int32{1, 1} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -313,8 +317,8 @@ func TestDNSCheckNamesAtOnce(t *testing.T) {
 }
 
 func TestDNSConfigBuildAsksTheBackends(t *testing.T) {
-	svc := ServiceRef{"kube-system", "kube-dns"}
-	d := NewDNSConfig().Build(Deps{DNSService: svc, Endpoints: &EndpointCache{Source: staticLister{}}, NodeName: "n"}).(*DNS)
+	svc := endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}
+	d := NewDNSConfig().Build(Deps{DNSService: svc, Endpoints: &endpoints.EndpointCache{Source: staticLister{}}, NodeName: "n"}).(*DNS)
 	if !d.canAskBackends() || d.Service != svc || d.NodeName != "n" {
 		t.Errorf("built %+v: does not ask the backends of %s", d, svc)
 	}
@@ -337,7 +341,7 @@ func TestReverseLookupOfIPv6Nameservers(t *testing.T) {
 	})
 	var c serviceAddrs
 	servers := []string{"[fd00:10:96::a]:53", "[fe80::a%eth0]:53"}
-	got := c.serviceServers(context.Background(), servers, ServiceRef{"kube-system", "kube-dns"}, []Endpoint{ep.ep})
+	got := c.serviceServers(context.Background(), servers, endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, []endpoints.Endpoint{ep.ep})
 	if !slices.Equal(got, servers) {
 		t.Errorf("serviceServers = %v, want %v", got, servers)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/miekg/dns"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 func TestParseIPFamilies(t *testing.T) {
@@ -200,7 +202,7 @@ func TestOneFamilyUnansweredAsksTheOther(t *testing.T) {
 		t.Run(fams.String(), func(t *testing.T) {
 			for _, c := range []Check{
 				&DNS{Names: []string{"kubernetes.default.svc.cluster.local"}, Families: fams, Server: server},
-				&Discovery{Service: ServiceRef{"kube-system", "kube-dns"}, Endpoints: &EndpointCache{Source: staticLister{ep}},
+				&Discovery{Service: endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, Endpoints: &endpoints.EndpointCache{Source: staticLister{ep}},
 					QueryName: "kubernetes.default.svc.cluster.local", NodeName: "self", Families: fams},
 			} {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -219,11 +221,11 @@ func TestOneFamilyUnansweredAsksTheOther(t *testing.T) {
 }
 
 // endpointOf is a ready endpoint with a UDP port at server (host:port).
-func endpointOf(t *testing.T, server string) Endpoint {
+func endpointOf(t *testing.T, server string) endpoints.Endpoint {
 	t.Helper()
 	ap, err := netip.ParseAddrPort(server)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Endpoint{Addr: ap.Addr(), Ready: true, UDPPort: int32(ap.Port()), TCPPort: int32(ap.Port())}
+	return endpoints.Endpoint{Addr: ap.Addr(), Ready: true, UDPPort: int32(ap.Port()), TCPPort: int32(ap.Port())}
 }

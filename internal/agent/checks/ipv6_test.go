@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 // TestDNSCheckIPv6Resolver: a resolver at an IPv6 address, with and without
@@ -33,7 +35,7 @@ func TestDiscoveryIPv6(t *testing.T) {
 	server := fakeResolverOn(t, "::1", answerFamilies("", "fd00::1"))
 	_, p, _ := net.SplitHostPort(server)
 	port, _ := strconv.Atoi(p)
-	ep := Endpoint{Addr: netip.MustParseAddr("::1"), Ready: true, UDPPort: int32(port), NodeName: "dns-node"}
+	ep := endpoints.Endpoint{Addr: netip.MustParseAddr("::1"), Ready: true, UDPPort: int32(port), NodeName: "dns-node"}
 	tests := []struct {
 		name     string
 		families IPFamilies
@@ -46,7 +48,7 @@ func TestDiscoveryIPv6(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := &Discovery{
-				Service: ServiceRef{"kube-system", "kube-dns"}, Endpoints: &EndpointCache{Source: staticLister{ep}},
+				Service: endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, Endpoints: &endpoints.EndpointCache{Source: staticLister{ep}},
 				QueryName: "kubernetes.default.svc.cluster.local", NodeName: "self", Families: tt.families,
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -69,7 +71,7 @@ func TestNetworkCheckIPv6(t *testing.T) {
 	down := downPeer(t, "::1")
 	n := &Network{
 		KubernetesService: net.JoinHostPort("::1", strconv.Itoa(int(up.TCPPort))),
-		PeerServices:      []ServiceRef{{"ns", "svc"}}, Endpoints: staticLister{up}, NodeName: "self", Peers: 3, MinPeers: 1,
+		PeerServices:      []endpoints.ServiceRef{{Namespace: "ns", Name: "svc"}}, Endpoints: staticLister{up}, NodeName: "self", Peers: 3, MinPeers: 1,
 	}
 	if err := n.Run(context.Background()); err != nil {
 		t.Fatalf("Run = %v", err)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 // Network proves the node can reach the cluster network: a TCP connection to
@@ -23,8 +25,8 @@ type Network struct {
 	// KubernetesService is the in-cluster API address (host:port); empty skips that part.
 	KubernetesService string
 	// PeerServices are the Services whose endpoints are peer candidates.
-	PeerServices []ServiceRef
-	// Endpoints lists peer candidates (normally an EndpointCache).
+	PeerServices []endpoints.ServiceRef
+	// Endpoints lists peer candidates (normally an endpoints.EndpointCache).
 	Endpoints PeerLister
 	// NodeName and PodIP identify this node's own endpoints, which are skipped.
 	NodeName string
@@ -40,11 +42,11 @@ type Network struct {
 }
 
 // PeerLister lists peer candidates, possibly from a cache, and reads them
-// anew on demand; EndpointCache implements it.
+// anew on demand; endpoints.EndpointCache implements it.
 type PeerLister interface {
-	EndpointLister
+	endpoints.EndpointLister
 	// Refresh reads svc's endpoints from the source, past any cache.
-	Refresh(ctx context.Context, svc ServiceRef) ([]Endpoint, error)
+	Refresh(ctx context.Context, svc endpoints.ServiceRef) ([]endpoints.Endpoint, error)
 }
 
 // Name implements Check.
@@ -108,8 +110,8 @@ func (n *Network) podToPod(ctx context.Context) error {
 // choose lists the candidates of every peer Service with list and picks
 // this round's peers. No peers at all is nil: the first node of a cluster
 // has nobody to talk to, and that is not a broken network.
-func (n *Network) choose(ctx context.Context, list func(context.Context, ServiceRef) ([]Endpoint, error)) ([]Endpoint, error) {
-	var candidates []Endpoint
+func (n *Network) choose(ctx context.Context, list func(context.Context, endpoints.ServiceRef) ([]endpoints.Endpoint, error)) ([]endpoints.Endpoint, error) {
+	var candidates []endpoints.Endpoint
 	var listErrs []error
 	for _, svc := range n.PeerServices {
 		eps, err := list(ctx, svc)
@@ -119,7 +121,7 @@ func (n *Network) choose(ctx context.Context, list func(context.Context, Service
 		}
 		candidates = append(candidates, eps...)
 	}
-	peers := SelectPeers(n.NodeName, n.PodIP, candidates, n.Peers)
+	peers := endpoints.SelectPeers(n.NodeName, n.PodIP, candidates, n.Peers)
 	if len(peers) == 0 {
 		if len(listErrs) > 0 {
 			return nil, fmt.Errorf("network: no peers known: %w", errors.Join(listErrs...))
@@ -135,14 +137,14 @@ func (n *Network) choose(ctx context.Context, list func(context.Context, Service
 
 // dial connects to every peer not yet in answered, concurrently, marks
 // those that answer, and returns the errors of those that did not.
-func (n *Network) dial(ctx context.Context, peers []Endpoint, answered map[netip.Addr]bool) []string {
+func (n *Network) dial(ctx context.Context, peers []endpoints.Endpoint, answered map[netip.Addr]bool) []string {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
 		failed []string
 	)
 	// Pick the peers before the first goroutine writes to answered.
-	var todo []Endpoint
+	var todo []endpoints.Endpoint
 	for _, p := range peers {
 		if !answered[p.Addr] {
 			todo = append(todo, p)
@@ -168,21 +170,21 @@ func (n *Network) dial(ctx context.Context, peers []Endpoint, answered map[netip
 }
 
 // need is how many of peers must answer.
-func (n *Network) need(peers []Endpoint) int {
+func (n *Network) need(peers []endpoints.Endpoint) int {
 	return min(max(n.MinPeers, 1), len(peers))
 }
 
 // enough reports whether enough of peers answered.
-func (n *Network) enough(peers []Endpoint, answered map[netip.Addr]bool) bool {
+func (n *Network) enough(peers []endpoints.Endpoint, answered map[netip.Addr]bool) bool {
 	return countAnswered(peers, answered) >= n.need(peers)
 }
 
-func (n *Network) failure(peers []Endpoint, answered map[netip.Addr]bool, failed []string) error {
+func (n *Network) failure(peers []endpoints.Endpoint, answered map[netip.Addr]bool, failed []string) error {
 	return fmt.Errorf("network: pod-to-pod: %d of %d peers answered, need %d: %s",
 		countAnswered(peers, answered), len(peers), n.need(peers), strings.Join(failed, "; "))
 }
 
-func countAnswered(peers []Endpoint, answered map[netip.Addr]bool) int {
+func countAnswered(peers []endpoints.Endpoint, answered map[netip.Addr]bool) int {
 	ok := 0
 	for _, p := range peers {
 		if answered[p.Addr] {
@@ -212,7 +214,7 @@ type NetworkConfig struct {
 	// MinPeers is how many of the chosen peers must answer.
 	MinPeers int
 	// PeerRefresh bounds how long the peer list is cached, and how often the
-	// peer Service's slices to follow are chosen (PeerSlices).
+	// peer Service's slices to follow are chosen (endpoints.PeerSlices).
 	PeerRefresh time.Duration
 }
 
@@ -257,9 +259,9 @@ func (c *NetworkConfig) Validate(bool) []error {
 
 // Build implements Config.
 func (c *NetworkConfig) Build(d Deps) Check {
-	services := []ServiceRef{d.DNSService}
+	services := []endpoints.ServiceRef{d.DNSService}
 	if c.PeerService != "" {
-		peer := ServiceRef{Namespace: d.PodNamespace, Name: c.PeerService}
+		peer := endpoints.ServiceRef{Namespace: d.PodNamespace, Name: c.PeerService}
 		services = append(services, peer)
 		if d.PeerSlices != nil && c.Peers > 0 {
 			d.PeerSlices.Follow(peer, d.NodeName, d.PodIP, c.Peers, c.PeerRefresh)

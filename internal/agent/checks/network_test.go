@@ -9,15 +9,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
-type staticLister []Endpoint
+type staticLister []endpoints.Endpoint
 
-func (s staticLister) Endpoints(context.Context, ServiceRef) ([]Endpoint, error) { return s, nil }
-func (s staticLister) Refresh(context.Context, ServiceRef) ([]Endpoint, error)   { return s, nil }
+func (s staticLister) Endpoints(context.Context, endpoints.ServiceRef) ([]endpoints.Endpoint, error) {
+	return s, nil
+}
+func (s staticLister) Refresh(context.Context, endpoints.ServiceRef) ([]endpoints.Endpoint, error) {
+	return s, nil
+}
 
 // listen opens a TCP listener on a loopback address and returns its endpoint.
-func listen(t *testing.T, ip string) Endpoint {
+func listen(t *testing.T, ip string) endpoints.Endpoint {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -33,11 +39,11 @@ func listen(t *testing.T, ip string) Endpoint {
 			c.Close()
 		}
 	}()
-	return Endpoint{Addr: netip.MustParseAddr(ip), Ready: true, TCPPort: int32(l.Addr().(*net.TCPAddr).Port), NodeName: "node-" + ip}
+	return endpoints.Endpoint{Addr: netip.MustParseAddr(ip), Ready: true, TCPPort: int32(l.Addr().(*net.TCPAddr).Port), NodeName: "node-" + ip}
 }
 
 // downPeer returns a ready endpoint where nothing listens.
-func downPeer(t *testing.T, ip string) Endpoint {
+func downPeer(t *testing.T, ip string) endpoints.Endpoint {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
@@ -45,27 +51,27 @@ func downPeer(t *testing.T, ip string) Endpoint {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	return Endpoint{Addr: netip.MustParseAddr(ip), Ready: true, TCPPort: int32(port), NodeName: "node-" + ip}
+	return endpoints.Endpoint{Addr: netip.MustParseAddr(ip), Ready: true, TCPPort: int32(port), NodeName: "node-" + ip}
 }
 
 func TestNetworkCheck(t *testing.T) {
 	up1, up2 := listen(t, "127.0.0.21"), listen(t, "127.0.0.22")
 	tests := []struct {
 		name     string
-		peers    []Endpoint
+		peers    []endpoints.Endpoint
 		minPeers int
 		wantErr  string
 	}{
-		{name: "all answer", peers: []Endpoint{up1, up2}, minPeers: 1},
+		{name: "all answer", peers: []endpoints.Endpoint{up1, up2}, minPeers: 1},
 		{name: "no peers passes", peers: nil, minPeers: 1},
-		{name: "one of two down is enough", peers: []Endpoint{up1, downPeer(t, "127.0.0.23")}, minPeers: 1},
-		{name: "min peers two with one down fails", peers: []Endpoint{up1, downPeer(t, "127.0.0.24")}, minPeers: 2, wantErr: "1 of 2 peers answered, need 2"},
-		{name: "all down fails", peers: []Endpoint{downPeer(t, "127.0.0.25"), downPeer(t, "127.0.0.26")}, minPeers: 1, wantErr: "0 of 2 peers answered"},
+		{name: "one of two down is enough", peers: []endpoints.Endpoint{up1, downPeer(t, "127.0.0.23")}, minPeers: 1},
+		{name: "min peers two with one down fails", peers: []endpoints.Endpoint{up1, downPeer(t, "127.0.0.24")}, minPeers: 2, wantErr: "1 of 2 peers answered, need 2"},
+		{name: "all down fails", peers: []endpoints.Endpoint{downPeer(t, "127.0.0.25"), downPeer(t, "127.0.0.26")}, minPeers: 1, wantErr: "0 of 2 peers answered"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &Network{
-				PeerServices: []ServiceRef{{"ns", "svc"}}, Endpoints: staticLister(tt.peers),
+				PeerServices: []endpoints.ServiceRef{{Namespace: "ns", Name: "svc"}}, Endpoints: staticLister(tt.peers),
 				NodeName: "self", Peers: 3, MinPeers: tt.minPeers,
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -90,22 +96,22 @@ func TestNetworkCheckKubernetesService(t *testing.T) {
 	}
 }
 
-// changingSource is an EndpointLister whose answer the test changes, as the
+// changingSource is an endpoints.EndpointLister whose answer the test changes, as the
 // endpointslice controller changes a Service's slices during a rollout.
 type changingSource struct {
 	mu    sync.Mutex
-	eps   []Endpoint
+	eps   []endpoints.Endpoint
 	reads int
 }
 
-func (s *changingSource) Endpoints(context.Context, ServiceRef) ([]Endpoint, error) {
+func (s *changingSource) Endpoints(context.Context, endpoints.ServiceRef) ([]endpoints.Endpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
 	return s.eps, nil
 }
 
-func (s *changingSource) set(eps ...Endpoint) {
+func (s *changingSource) set(eps ...endpoints.Endpoint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.eps = eps
@@ -120,9 +126,9 @@ func TestNetworkCheckRefreshesPeersThatWentAway(t *testing.T) {
 	oldA, oldB := listenCloser(t, "127.0.0.31"), listenCloser(t, "127.0.0.32")
 	src := &changingSource{}
 	src.set(oldA.ep, oldB.ep)
-	cache := &EndpointCache{Source: src, MaxAge: time.Hour}
+	cache := &endpoints.EndpointCache{Source: src, MaxAge: time.Hour}
 	n := &Network{
-		PeerServices: []ServiceRef{{"ns", "svc"}}, Endpoints: cache,
+		PeerServices: []endpoints.ServiceRef{{Namespace: "ns", Name: "svc"}}, Endpoints: cache,
 		NodeName: "self", Peers: 3, MinPeers: 2,
 	}
 	run := func() error {
@@ -142,7 +148,7 @@ func TestNetworkCheckRefreshesPeersThatWentAway(t *testing.T) {
 	if err := run(); err != nil {
 		t.Fatalf("after the peers were replaced: %v (the stale peer list was not refreshed)", err)
 	}
-	if got, _ := cache.Endpoints(context.Background(), ServiceRef{"ns", "svc"}); len(got) != 2 || got[0].Addr != newA.Addr && got[1].Addr != newA.Addr {
+	if got, _ := cache.Endpoints(context.Background(), endpoints.ServiceRef{Namespace: "ns", Name: "svc"}); len(got) != 2 || got[0].Addr != newA.Addr && got[1].Addr != newA.Addr {
 		t.Errorf("cache after the refresh = %v, want the new peers", got)
 	}
 	// Peers that are listed and do not answer are the node's problem.
@@ -160,7 +166,7 @@ func TestNetworkCheckRefreshesPeersThatWentAway(t *testing.T) {
 
 // closable is a listening peer the test can take away.
 type closable struct {
-	ep    Endpoint
+	ep    endpoints.Endpoint
 	close func()
 }
 
@@ -183,5 +189,5 @@ func listenCloser(t *testing.T, ip string) closable {
 			c.Close()
 		}
 	}()
-	return closable{ep: Endpoint{Addr: netip.MustParseAddr(ip), Ready: true, TCPPort: int32(l.Addr().(*net.TCPAddr).Port), NodeName: "node-" + ip}, close: stop}
+	return closable{ep: endpoints.Endpoint{Addr: netip.MustParseAddr(ip), Ready: true, TCPPort: int32(l.Addr().(*net.TCPAddr).Port), NodeName: "node-" + ip}, close: stop}
 }

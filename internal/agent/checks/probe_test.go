@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
 
 func probeServerMux() *http.ServeMux {
@@ -41,7 +43,7 @@ func probeServerMux() *http.ServeMux {
 	return mux
 }
 
-func endpointAddr(ep Endpoint) string {
+func endpointAddr(ep endpoints.Endpoint) string {
 	return net.JoinHostPort(ep.Addr.String(), strconv.Itoa(int(ep.TCPPort)))
 }
 

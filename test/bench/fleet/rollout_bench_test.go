@@ -21,7 +21,7 @@ import (
 // its slice of the agents' headless Service, then ready again, one agent
 // every pace. Each change is an event to every agent that follows the slice
 // (its peers): about 100 since agents follow one slice each
-// (checks.PeerSlices), every agent before, when the cost of a rollout grew
+// (endpoints.PeerSlices), every agent before, when the cost of a rollout grew
 // with the fleet squared. It reports, per restarted agent, the watch events and bytes the
 // API server sent for EndpointSlices and the CPU it and this process (the
 // agents receiving them) used.

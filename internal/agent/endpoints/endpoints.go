@@ -1,4 +1,8 @@
-package checks
+// Package endpoints is how the agent reads the Services its checks use:
+// EndpointSlices flattened into endpoints, ranked by rendezvous hash and
+// cached for a round; the peer Service followed by watches on only the
+// slices this node ranks first.
+package endpoints
 
 import (
 	"context"
@@ -232,4 +236,3 @@ func rendezvous(self, target string) uint64 {
 }
 
 func tcpPort(ep Endpoint) int32 { return ep.TCPPort }
-func udpPort(ep Endpoint) int32 { return ep.UDPPort }
