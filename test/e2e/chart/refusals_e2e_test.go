@@ -71,3 +71,23 @@ func TestChartRefusesFailurePolicyFail(t *testing.T) {
 		t.Errorf("the MutatingWebhookConfiguration is not rendered with failurePolicy: Ignore:\n%s", out)
 	}
 }
+
+// TestChartRefusesPublishModeTaints: in publish mode a NodeReadinessRule
+// owns the taint, so the chart refuses the two values that would make
+// kube-node-ready taint anyway: the hold after a reboot (a taint the agent
+// adds), and admission's startup taint under a key no rule can own (the
+// agent in publish mode removes our keys outside readiness.k8s.io/, and a
+// rule's key must start with it). With a readiness.k8s.io/ key, injection
+// renders.
+func TestChartRefusesPublishModeTaints(t *testing.T) {
+	refusedEverywhere(t, []string{"mode=publish", "agent.reverifyAfterReboot=true"},
+		"agent.reverifyAfterReboot is refused with mode publish", "agent.reverifyAfterReboot=false")
+	refusedEverywhere(t, []string{"mode=publish", "webhook.startupTaint.injectInPublishMode=true"},
+		"webhook.startupTaint.injectInPublishMode=true is refused with the startup taint key startup-taint.cluster-autoscaler.kubernetes.io/node-ready",
+		"readiness.k8s.io/", "webhook.startupTaint.injectInPublishMode=false")
+	out, err := helm(t, "template", release, chart, "-n", namespace, "--kube-version", "1.36.0",
+		"--set", "mode=publish", "--set", "autoscaler=karpenter", "--set", "webhook.startupTaint.injectInPublishMode=true")
+	if err != nil || !strings.Contains(out, "--inject-startup-taint=true") {
+		t.Errorf("mode publish, a readiness.k8s.io/ key, injectInPublishMode: %v, injection rendered: %v", err, strings.Contains(out, "--inject-startup-taint=true"))
+	}
+}
