@@ -85,9 +85,12 @@ func (c *Controller) syncCleanup(ctx context.Context, name string, requeues int)
 		}
 		retry := c.retryDelay(requeues)
 		log.Warn("node cleanup failed; finalizer kept", "error", res.Err.Error(), "results", res.Summary(), "tried", tried, "retry_in_seconds", retry.Seconds())
+		// The node's status first, which also stops the first attempt's
+		// status timer: once the Event is out, the attempt waits on no
+		// clock until the retry is queued.
+		status.failed(retry)
 		c.event(node, corev1.EventTypeWarning, api.EventCleanupFailed, "Cleanup", "cleanup attempt %d failed, finalizer kept, retrying in %s%s: %s", attempt, retry, c.deadlineNote(m, tried), res.Err)
 		c.nodes.WithLabelValues("failed").Inc()
-		status.failed(retry)
 		pipeline.Finished(ctx, node, attempt, res.Err)
 		if in, due := c.deadlineBeforeRetry(m, retry); due {
 			return &deadlineDue{err: res.Err, in: in}

@@ -146,7 +146,6 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 		cfg:       cfg,
 		clock:     clk,
 		lister:    inf.Lister(),
-		synced:    inf.Informer().HasSynced,
 		log:       log,
 		finalized: map[string]struct{}{},
 		pending:   map[string]time.Time{},
@@ -200,7 +199,7 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 	if err := inf.Informer().SetTransform(c.trim); err != nil {
 		return nil, fmt.Errorf("nodecleanup: set transform: %w", err)
 	}
-	_, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.observe(obj, true) },
 		UpdateFunc: func(oldObj, obj any) { c.observe(obj, cleanupNews(oldObj, obj)) },
 		DeleteFunc: c.forget,
@@ -208,6 +207,12 @@ func New(client metadata.Interface, factory metadatainformer.SharedInformerFacto
 	if err != nil {
 		return nil, fmt.Errorf("nodecleanup: add event handler: %w", err)
 	}
+	// Synced once the handler, not only the cache, has seen the first
+	// list: Lead queues what the cache holds and starts its workers, and a
+	// first-list notification still on its way would queue a node again
+	// while its first attempt runs, a second attempt at once (seen on a
+	// fake clock: TestCleanupTimingOnTheClock).
+	c.synced = handler.HasSynced
 	return c, nil
 }
 

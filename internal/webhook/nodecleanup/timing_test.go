@@ -2,6 +2,7 @@ package nodecleanup
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -82,9 +83,18 @@ func TestCleanupTimingOnTheClock(t *testing.T) {
 				f.factory.Shutdown()
 			}()
 
-			// Idle between attempts: the queue's heartbeat and the retry's timer.
+			// Idle between attempts: the queue's heartbeat and the retry's
+			// timer. While a first attempt runs, its status timer makes the
+			// same count (a fresh-clone run saw 2 waiters and no attempt
+			// made): an attempt is awaited on its Event, recorded once that
+			// timer is stopped, then on the retry's timer.
 			const idle = 2
-			clocktest.Await(t, fc, idle)
+			attempted := func(n int) {
+				t.Helper()
+				clocktest.Until(t, fmt.Sprintf("attempt %d's Event", n), func() bool { return len(f.events.Events) >= n+1 })
+				clocktest.Await(t, fc, idle)
+			}
+			attempted(1)
 			if got := len(p.calls()); got != 1 {
 				t.Fatalf("%d attempts at once, want 1", got)
 			}
@@ -95,7 +105,8 @@ func TestCleanupTimingOnTheClock(t *testing.T) {
 					t.Fatalf("%d attempts %s before attempt %d is due, want %d", got, time.Millisecond, i+1, i)
 				}
 				if i < last {
-					clocktest.Step(t, fc, time.Millisecond, idle)
+					fc.Step(time.Millisecond)
+					attempted(i + 1)
 					if got := len(p.calls()); got != i+1 {
 						t.Fatalf("%d attempts at %s, want %d", got, tt.due[i], i+1)
 					}

@@ -28,12 +28,14 @@ func (c *Controller) processNextWorkItem(ctx context.Context, q workqueue.TypedR
 			q.AddAfter(key, min(c.cfg.RetryMax, heldRecheck))
 			return true
 		}
-		q.AddRateLimited(key)
-		// The backoff may outrun a cleanup deadline: look again when it passes.
+		// The backoff may outrun a cleanup deadline: look again when it
+		// passes. Queued before the backoff, so the first timer the node
+		// waits on is the one that comes first.
 		var d *deadlineDue
 		if errors.As(err, &d) {
 			q.AddAfter(key, d.in)
 		}
+		q.AddRateLimited(key)
 		return true
 	}
 	q.Forget(key)
