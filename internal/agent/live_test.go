@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/gates"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
@@ -46,7 +47,7 @@ func (c *runsCheck) Run(context.Context) error {
 // readyGate is the conditions gate waiting for Ready=True: it fails on the
 // test nodes, which report no condition.
 func readyGate() checks.Check {
-	cfg := checks.NewConditionsConfig()
+	cfg := gates.NewConditionsConfig()
 	cfg.Require = []string{"Ready=True"}
 	return cfg.Build(checks.Deps{})
 }

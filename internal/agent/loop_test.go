@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/gates"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
@@ -174,7 +175,7 @@ func conditionFailing(t *testing.T, n *corev1.Node) []string {
 // the node; being a bootstrap gate, it no longer runs once verified.
 func TestConditionsGateThroughTheLoop(t *testing.T) {
 	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
-	cfg := checks.NewConditionsConfig()
+	cfg := gates.NewConditionsConfig()
 	cfg.Require = []string{"Ready=True"}
 	gate := cfg.Build(checks.Deps{})
 	a, _ := startTestAgentWith(t, f, []checks.Check{stubCheck{}, gate}, nil)
@@ -217,7 +218,7 @@ func TestConditionsGateThroughTheLoop(t *testing.T) {
 func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
 	f.daemonSets = []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cni", UID: "ds-cni"}}}
-	cfg := checks.NewDaemonSetsConfig()
+	cfg := gates.NewDaemonSetsConfig()
 	cfg.Timeout = time.Second
 	gate := cfg.Build(checks.Deps{
 		Workloads: f, NodeName: "n1", PodName: "agent-n1", PodNamespace: "kube-node-ready",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/gates"
 )
 
 // Gate names: checks that are enabled by their own flags rather than
@@ -22,9 +23,10 @@ const (
 
 // checkTable lists every check and gate the agent knows, in the order they
 // are reported, each with a fresh configuration holding its defaults.
-// Adding a check is its file under internal/agent/checks (the check and its
-// Config), its test, and one row here; a gate's Config also says when its
-// own flags enable it (checks.GateConfig).
+// Adding a check is its file under internal/agent/checks (a gate's under
+// internal/agent/gates: the check and its Config), its test, and one row
+// here; a gate's Config also says when its own flags enable it
+// (checks.GateConfig).
 func checkTable() []checkRow {
 	return []checkRow{
 		{"dns", checks.NewDNSConfig()},
@@ -32,11 +34,11 @@ func checkTable() []checkRow {
 		{"network", checks.NewNetworkConfig()},
 		{"discovery", checks.NewDiscoveryConfig()},
 		{"probe", &checks.ProbeConfig{}},
-		{GateConditions, checks.NewConditionsConfig()},
-		{GateDaemonSets, checks.NewDaemonSetsConfig()},
-		{GateCSIDrivers, &checks.CSIDriversConfig{}},
-		{GateExtendedResources, &checks.ExtendedResourcesConfig{}},
-		{GateDRA, &checks.DRAConfig{}},
+		{GateConditions, gates.NewConditionsConfig()},
+		{GateDaemonSets, gates.NewDaemonSetsConfig()},
+		{GateCSIDrivers, &gates.CSIDriversConfig{}},
+		{GateExtendedResources, &gates.ExtendedResourcesConfig{}},
+		{GateDRA, &gates.DRAConfig{}},
 	}
 }
 

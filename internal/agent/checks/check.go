@@ -1,6 +1,7 @@
 // Package checks holds the node verification checks and the runner that times
 // them. A check only answers "does this work from here?"; the runner owns
-// concurrency, timeouts, metrics and panics.
+// concurrency, timeouts, metrics and panics. What a gate is (Gate,
+// GateConfig) is here too; the gates themselves are package gates.
 package checks
 
 import (

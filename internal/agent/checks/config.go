@@ -1,9 +1,17 @@
 package checks
 
 import (
+	"context"
 	"flag"
 	"log/slog"
 	"net/netip"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
@@ -63,4 +71,25 @@ type Deps struct {
 	AgentTaints []string
 	// Log receives the checks' rare notes.
 	Log *slog.Logger
+}
+
+// WorkloadClient lists and watches what the DaemonSet gate reads.
+type WorkloadClient interface {
+	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	ListDaemonSets(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error)
+	WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// CSINodeClient lists and watches CSINodes, for the CSI drivers gate.
+type CSINodeClient interface {
+	ListCSINodes(ctx context.Context, opts metav1.ListOptions) (*storagev1.CSINodeList, error)
+	WatchCSINodes(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ResourceSliceClient discovers, lists and watches ResourceSlices, for the DRA gate.
+type ResourceSliceClient interface {
+	ResourceSlicesServed(ctx context.Context) (bool, error)
+	ListResourceSlices(ctx context.Context, opts metav1.ListOptions) (*resourcev1.ResourceSliceList, error)
+	WatchResourceSlices(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }

@@ -1,4 +1,8 @@
-package checks
+// Package gates holds the agent's gates: checks that wait for the node's
+// own readiness (node conditions, the DaemonSets that will run there, CSI
+// drivers, extended resources, DRA drivers) before the first untaint, each
+// enabled by its own flags, following its objects with watches of its own.
+package gates
 
 import (
 	"context"
@@ -8,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
 
 // ConditionRequirement is one node condition the conditions gate waits for.
@@ -54,7 +60,7 @@ type Conditions struct {
 func (*Conditions) Name() string { return "conditions" }
 
 // Attach implements Gate: the gate reads the node the loop watches.
-func (c *Conditions) Attach(h GateHost) { c.Node = h.Node }
+func (c *Conditions) Attach(h checks.GateHost) { c.Node = h.Node }
 
 // Start implements Gate; the node's own watch is all the gate needs.
 func (*Conditions) Start(context.Context, time.Duration) {}

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"context"
@@ -10,15 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
-
-// ResourceSliceClient discovers, lists and watches ResourceSlices, for the DRA gate.
-type ResourceSliceClient interface {
-	ResourceSlicesServed(ctx context.Context) (bool, error)
-	ListResourceSlices(ctx context.Context, opts metav1.ListOptions) (*resourcev1.ResourceSliceList, error)
-	WatchResourceSlices(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
 
 // DRAConfig configures the DRA gate.
 type DRAConfig struct {
@@ -42,7 +36,7 @@ func (c *DRAConfig) Validate(bool) []error {
 
 // Build implements Config: the gate with the watch of the ResourceSlices
 // whose spec.nodeName is this node.
-func (c *DRAConfig) Build(d Deps) Check {
+func (c *DRAConfig) Build(d checks.Deps) checks.Check {
 	w := &fieldWatch{
 		log:      d.Log,
 		selector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, d.NodeName).String(),

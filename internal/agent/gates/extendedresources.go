@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
 
 // ExtendedResources is the extended resources gate: it passes when each
@@ -27,7 +29,7 @@ type ExtendedResources struct {
 func (*ExtendedResources) Name() string { return "extendedresources" }
 
 // Attach implements Gate: the gate reads the node the loop watches.
-func (g *ExtendedResources) Attach(h GateHost) { g.Node = h.Node }
+func (g *ExtendedResources) Attach(h checks.GateHost) { g.Node = h.Node }
 
 // Start implements Gate; the node's own watch is all the gate needs.
 func (*ExtendedResources) Start(context.Context, time.Duration) {}

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"flag"
@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
@@ -57,7 +58,7 @@ func (c *DaemonSetsConfig) Validate(bool) []error {
 }
 
 // Build implements Config: the gate with the watches that feed it.
-func (c *DaemonSetsConfig) Build(d Deps) Check {
+func (c *DaemonSetsConfig) Build(d checks.Deps) checks.Check {
 	g := &DaemonSets{
 		SelfPod:      d.PodNamespace + "/" + d.PodName,
 		IgnoreTaints: d.AgentTaints,

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/placement"
 )
 
@@ -89,7 +90,7 @@ type DaemonSets struct {
 	// watch feeds Source when the gate was built from its flags; nil in
 	// tests that give a Source of their own.
 	watch *daemonSetWatch
-	host  GateHost
+	host  checks.GateHost
 	// exclusionsChecked is set once unmatched exclusions were reported.
 	exclusionsChecked atomic.Bool
 
@@ -120,7 +121,7 @@ func (d *DaemonSets) Run(context.Context) error {
 
 // Attach implements Gate: the gate reads the loop's node, reports what it
 // gives up on through the loop, and wakes it when its wait ends.
-func (d *DaemonSets) Attach(h GateHost) {
+func (d *DaemonSets) Attach(h checks.GateHost) {
 	d.host = h
 	d.Node = h.Node
 	d.OnTimeout = func(ds string, waited time.Duration) { h.DaemonSetTimedOut(ds, waited, d.Timeout) }

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/watches"
 )
 
@@ -126,11 +127,11 @@ type watchGate struct {
 	watch *fieldWatch
 	// met reports whether the gate passes on what source holds.
 	met  func() bool
-	host GateHost
+	host checks.GateHost
 }
 
 // Attach implements Gate.
-func (g *watchGate) Attach(h GateHost) { g.host = h }
+func (g *watchGate) Attach(h checks.GateHost) { g.host = h }
 
 // Start implements Gate: it runs the watch and waits at most wait for its
 // first list (which takes milliseconds).

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"flag"
@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
@@ -40,7 +41,7 @@ func (c *ExtendedResourcesConfig) Validate(bool) []error {
 }
 
 // Build implements Config.
-func (c *ExtendedResourcesConfig) Build(Deps) Check {
+func (c *ExtendedResourcesConfig) Build(checks.Deps) checks.Check {
 	g := &ExtendedResources{}
 	for _, r := range c.Require {
 		g.Required = append(g.Required, corev1.ResourceName(r))

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
 
 // listSource is an objectSource over a fixed list.
@@ -194,7 +196,7 @@ func TestWatchGateWakes(t *testing.T) {
 // flag, refuses names that cannot be drivers or resources, and builds.
 func TestResourceGateConfigs(t *testing.T) {
 	csi, res, dra := &CSIDriversConfig{}, &ExtendedResourcesConfig{}, &DRAConfig{}
-	for _, c := range []GateConfig{csi, res, dra} {
+	for _, c := range []checks.GateConfig{csi, res, dra} {
 		if c.Enabled() {
 			t.Errorf("%T on by default", c)
 		}
@@ -205,13 +207,13 @@ func TestResourceGateConfigs(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want one problem", flagName, errs)
 		}
 	}
-	if g, ok := res.Build(Deps{}).(*ExtendedResources); !ok || len(g.Required) != 2 || g.Required[0] != "nvidia.com/gpu" {
+	if g, ok := res.Build(checks.Deps{}).(*ExtendedResources); !ok || len(g.Required) != 2 || g.Required[0] != "nvidia.com/gpu" {
 		t.Errorf("extended resources Build = %+v", g)
 	}
-	if g, ok := csi.Build(Deps{NodeName: "n1"}).(*CSIDrivers); !ok || g.watch == nil || g.watch.selector != "metadata.name=n1" {
+	if g, ok := csi.Build(checks.Deps{NodeName: "n1"}).(*CSIDrivers); !ok || g.watch == nil || g.watch.selector != "metadata.name=n1" {
 		t.Errorf("CSI drivers Build = %+v", g)
 	}
-	if g, ok := dra.Build(Deps{NodeName: "n1"}).(*DRA); !ok || g.watch == nil || g.watch.selector != "spec.nodeName=n1" {
+	if g, ok := dra.Build(checks.Deps{NodeName: "n1"}).(*DRA); !ok || g.watch == nil || g.watch.selector != "spec.nodeName=n1" {
 		t.Errorf("DRA Build = %+v", g)
 	}
 }

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"context"
@@ -10,15 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-)
 
-// WorkloadClient lists and watches what the DaemonSet gate reads.
-type WorkloadClient interface {
-	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
-	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	ListDaemonSets(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error)
-	WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+)
 
 // daemonSetWatch keeps the DaemonSets of the cluster and the pods on this
 // node in caches for the DaemonSet gate: one field-selected watch of pods
@@ -32,7 +26,7 @@ type daemonSetWatch struct {
 // newDaemonSetWatch returns the watches of what the gate on nodeName reads;
 // changed is called on every change, from the informers' goroutines; their
 // refusals are logged on log.
-func newDaemonSetWatch(client WorkloadClient, nodeName string, changed func(), log *slog.Logger) *daemonSetWatch {
+func newDaemonSetWatch(client checks.WorkloadClient, nodeName string, changed func(), log *slog.Logger) *daemonSetWatch {
 	return &daemonSetWatch{
 		pods: &fieldWatch{
 			log:      log,

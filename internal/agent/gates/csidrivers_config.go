@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"context"
@@ -13,14 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
-
-// CSINodeClient lists and watches CSINodes, for the CSI drivers gate.
-type CSINodeClient interface {
-	ListCSINodes(ctx context.Context, opts metav1.ListOptions) (*storagev1.CSINodeList, error)
-	WatchCSINodes(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
 
 // CSIDriversConfig configures the CSI drivers gate.
 type CSIDriversConfig struct {
@@ -44,7 +39,7 @@ func (c *CSIDriversConfig) Validate(bool) []error {
 
 // Build implements Config: the gate with the watch of the node's own
 // CSINode (its name is the node's) that feeds it.
-func (c *CSIDriversConfig) Build(d Deps) Check {
+func (c *CSIDriversConfig) Build(d checks.Deps) checks.Check {
 	w := &fieldWatch{
 		log:      d.Log,
 		selector: fields.OneTermEqualSelector("metadata.name", d.NodeName).String(),

@@ -1,4 +1,4 @@
-package checks
+package gates
 
 import (
 	"strings"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 )
 
 // TestGateConfigs: each gate's configuration is on by its own flags,
@@ -22,7 +24,7 @@ func TestGateConfigs(t *testing.T) {
 			t.Errorf("Validate = %v", errs)
 		}
 		c.Require, c.Absent = []string{"Ready=True"}, "pass"
-		g, ok := c.Build(Deps{}).(*Conditions)
+		g, ok := c.Build(checks.Deps{}).(*Conditions)
 		if !ok || !c.Enabled() || len(g.Required) != 1 || g.Required[0].String() != "Ready=True" || !g.AbsentPasses {
 			t.Errorf("Build = %+v", g)
 		}
@@ -38,7 +40,7 @@ func TestGateConfigs(t *testing.T) {
 			t.Errorf("Validate = %v, want 3 problems", errs)
 		}
 		c.Exclude, c.ExcludeSelector, c.Timeout = []string{"kube-system/*"}, "app=cni", time.Minute
-		g, ok := c.Build(Deps{PodNamespace: "ns", PodName: "agent-1", AgentTaints: []string{"node-ready/unverified"}}).(*DaemonSets)
+		g, ok := c.Build(checks.Deps{PodNamespace: "ns", PodName: "agent-1", AgentTaints: []string{"node-ready/unverified"}}).(*DaemonSets)
 		if !ok || g.SelfPod != "ns/agent-1" || len(g.Exclude) != 1 || g.ExcludeSelector == nil || g.Timeout != time.Minute ||
 			len(g.IgnoreTaints) != 1 || g.Source == nil {
 			t.Errorf("Build = %+v", g)

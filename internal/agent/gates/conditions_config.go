@@ -1,9 +1,10 @@
-package checks
+package gates
 
 import (
 	"flag"
 	"fmt"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
@@ -46,7 +47,7 @@ func (c *ConditionsConfig) Validate(bool) []error {
 }
 
 // Build implements Config.
-func (c *ConditionsConfig) Build(Deps) Check {
+func (c *ConditionsConfig) Build(checks.Deps) checks.Check {
 	g := &Conditions{AbsentPasses: c.Absent == "pass"}
 	for _, s := range c.Require {
 		r, _ := ParseConditionRequirement(s) // Validate has refused bad ones
