@@ -193,7 +193,11 @@ func ruleFindings(rules []ReadinessRule, installs []doctor.Install) []RuleFindin
 				mode = api.ModeEnforce
 			}
 			f.Severity = doctor.Problem
-			f.Detail = adopt + "Here " + how + ", and in " + mode + " mode kube-node-ready adds and removes that key itself: the two fight over it, and where the rule's conditions do not hold (another component's, or ours while a check fails) the controller puts the startup taint back on a verified node."
+			ours := "adds and removes that key itself"
+			if mode == api.ModeObserve {
+				ours = "removes that key at once wherever it finds it"
+			}
+			f.Detail = adopt + "Here " + how + ", and in " + mode + " mode kube-node-ready " + ours + ": the two fight over it, and where the rule's conditions do not hold (another component's, or ours while a check fails) the controller puts the startup taint back on a verified node."
 			publish := "run the agents and the webhook with --mode=publish, so that the rule owns the taint and the agents only publish their condition (docs/autoscalers.md, Node readiness controller)"
 			if in.Release != "" {
 				publish = doctor.HelmUpgrade(in, "mode="+api.ModePublish) + ": the rule owns the taint, the agents only publish their condition (docs/autoscalers.md, Node readiness controller)"

@@ -49,6 +49,11 @@ func TestGoldenDoctorReadinessRules(t *testing.T) {
 			f.nrc, f.rules = true, rules
 			return f
 		}(), ExitError},
+		{"doctor-nrc-karpenter.txt", func() *fakeAPI {
+			f := withAgentArgs(doctorFake(readiness, caStatus, nil), "--mode=observe")
+			f.nrc, f.rules = true, rules
+			return f
+		}(), ExitError},
 		{"doctor-nrc-publish.txt", func() *fakeAPI {
 			f := withAgentArgs(doctorFake("readiness.k8s.io/kube-node-ready=true:NoSchedule", caStatus, nil), "--mode=publish")
 			f.nrc, f.rules = true, rules
