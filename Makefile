@@ -171,7 +171,7 @@ FLEET_NODES ?= 10000
 # A 1-minute measuring window and 20 restarted pods keep a run at 2 000 nodes
 # within 30 minutes on 2 cores; the figures of docs/benchmarks.md at 10 000
 # used -fleet.window=2m.
-FLEET_ARGS ?= -fleet.window=1m -fleet.settle=30s -fleet.rollout=20
+FLEET_ARGS ?= -fleet.window=1m -fleet.rollout=20
 # The simulated fleet's soft memory limit (Go's GOMEMLIMIT; the control
 # plane's processes inherit it but stay far below): 10 000 agents hold about
 # 7.5 GiB, and without a limit the collector lets the heap grow to twice that
