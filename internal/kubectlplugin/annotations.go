@@ -35,11 +35,11 @@ type namedContainer struct {
 	c   corev1.Container
 }
 
-// skipVerification is the agent's bypass: --skip-verification-annotation
-// (formerly --skip-annotation) of each agent DaemonSet.
+// skipVerification is the agent's bypass: --skip-verification-annotation of
+// each agent DaemonSet.
 var skipVerification = bypassAnnotation{
 	what: "skip-verification annotation", def: api.SkipVerificationAnnotation, workload: "agent DaemonSet",
-	prefix: api.AgentEnvPrefix, flags: []string{api.SkipVerificationAnnotationFlag, "skip-annotation"},
+	prefix: api.AgentEnvPrefix, flags: []string{api.SkipVerificationAnnotationFlag},
 	list: func(ctx context.Context, a API, ns string) ([]namedContainer, error) {
 		dss, err := a.ListDaemonSets(ctx, ns)
 		var out []namedContainer
@@ -52,11 +52,11 @@ var skipVerification = bypassAnnotation{
 	},
 }
 
-// skipCleanup is the webhook's bypass: --skip-cleanup-annotation (formerly
-// --skip-annotation) of each webhook Deployment.
+// skipCleanup is the webhook's bypass: --skip-cleanup-annotation of each
+// webhook Deployment.
 var skipCleanup = bypassAnnotation{
 	what: "skip-cleanup annotation", def: api.SkipCleanupAnnotation, workload: "webhook Deployment",
-	prefix: api.WebhookEnvPrefix, flags: []string{api.SkipCleanupAnnotationFlag, "skip-annotation"},
+	prefix: api.WebhookEnvPrefix, flags: []string{api.SkipCleanupAnnotationFlag},
 	list: func(ctx context.Context, a API, ns string) ([]namedContainer, error) {
 		deps, err := a.ListDeployments(ctx, ns)
 		var out []namedContainer

@@ -12,7 +12,7 @@ import (
 
 // TestBypassReadsTheDeployedName: bypass and unbypass use the
 // skip-verification annotation the deployed agent reads (its flag, the
-// flag's old name, its environment twin), the default with a note when no
+// its environment twin), the default with a note when no
 // agent DaemonSet is found, and with a warning when none can be listed.
 func TestBypassReadsTheDeployedName(t *testing.T) {
 	withArgs := func(args ...string) appsv1.DaemonSet {
@@ -30,7 +30,6 @@ func TestBypassReadsTheDeployedName(t *testing.T) {
 		wantNotes string
 	}{
 		{"the chart's agent.skipAnnotation", []appsv1.DaemonSet{withArgs("--skip-verification-annotation=example.com/let-through")}, false, []string{"example.com/let-through"}, ""},
-		{"the old flag name", []appsv1.DaemonSet{withArgs("--skip-annotation=example.com/old")}, false, []string{"example.com/old"}, ""},
 		{"the environment twin", []appsv1.DaemonSet{withEnv}, false, []string{"example.com/env"}, ""},
 		{"the binary's default", []appsv1.DaemonSet{withArgs()}, false, []string{api.SkipVerificationAnnotation}, ""},
 		{"no agent: the default, said", nil, false, []string{api.SkipVerificationAnnotation},
@@ -61,8 +60,7 @@ func TestBypassReadsTheDeployedName(t *testing.T) {
 }
 
 // TestCleanupSkipReadsTheDeployedName: cleanup skip sets the skip-cleanup
-// annotation the deployed webhook reads, under its flag's current or old
-// name; the default, with a note, when no webhook is found.
+// annotation the deployed webhook reads; the default, with a note, when no webhook is found.
 func TestCleanupSkipReadsTheDeployedName(t *testing.T) {
 	for _, tt := range []struct {
 		deps      []appsv1.Deployment
@@ -70,7 +68,6 @@ func TestCleanupSkipReadsTheDeployedName(t *testing.T) {
 		wantNotes string
 	}{
 		{[]appsv1.Deployment{webhookDep("--skip-cleanup-annotation=example.com/no-cleanup")}, "example.com/no-cleanup", ""},
-		{[]appsv1.Deployment{webhookDep("--skip-annotation=example.com/old-skip")}, "example.com/old-skip", ""},
 		{nil, api.SkipCleanupAnnotation, "note: no kube-node-ready webhook Deployment found in all namespaces: using the default skip-cleanup annotation infra.894.io/skip-cleanup"},
 	} {
 		f := newFake(testNode("a", "true", nil, nil, deleting))

@@ -51,9 +51,8 @@ a managed Cluster Autoscaler (GKE, AKS), where only the reserved prefixes work.
 
 It also names every taint of ours on a node (a key of any preset, of an agent's or the webhook's
 flags, or of an earlier revision of an agent DaemonSet) that no running agent removes, with the
-nodes and the fix: after a helm rollback to a release before the taint-key presets (an agent whose
-flags name neither --autoscaler nor --previous-taint-keys removes only its own two keys), or after
-a key changed without the old one in agent.previousTaintKeys. Each is a problem.
+nodes and the fix: after a key changed without the old one in agent.previousTaintKeys. Each is a
+problem.
 
 Where the node readiness controller's API is served, it names every NodeReadinessRule whose taint
 key is readiness.k8s.io/node-ready or the agent's startup key: the rule adopts our taint, a problem

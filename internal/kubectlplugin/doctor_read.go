@@ -149,7 +149,7 @@ func readAgent(ds *appsv1.DaemonSet) (doctor.Install, []string) {
 // readAgentTaintKeys resolves the taints of our agent's container c; who
 // names its workload in warnings.
 func readAgentTaintKeys(c corev1.Container, who string) (cli.TaintKeys, []string) {
-	keys, _, warnings := readContainerTaintKeys(c, api.AgentEnvPrefix, who, api.StartupTaintFlag, api.UnhealthyTaintFlag, "retaint-taint")
+	keys, _, warnings := readContainerTaintKeys(c, api.AgentEnvPrefix, who, api.StartupTaintFlag, api.UnhealthyTaintFlag)
 	return keys, warnings
 }
 

@@ -46,10 +46,6 @@ type StrandedTaint struct {
 // node.
 type agentOwner struct {
 	in doctor.Install
-	// presets: its flags show a release that knows the presets and
-	// --previous-taint-keys, so it removes every preset's keys and the
-	// user's previous keys; an older release removes only its own two.
-	presets bool
 	// startup and unhealthy are its taints, key=value:Effect.
 	startup, unhealthy string
 	// previous are the user's --previous-taint-keys.
@@ -63,23 +59,6 @@ type agentOwner struct {
 // readAgent already, so it is taken as the default here without a word.
 func readOwner(c corev1.Container, in doctor.Install) agentOwner {
 	o := agentOwner{in: in}
-	for _, n := range []string{api.AutoscalerFlag, api.PreviousTaintKeysFlag} {
-		if _, from, _ := setting(c, api.AgentEnvPrefix, "", n); from != "default" {
-			o.presets = true
-		}
-	}
-	if !o.presets {
-		// Releases before the presets wrote the seed keys unless told.
-		s, _, _ := setting(c, api.AgentEnvPrefix, "", api.StartupTaintFlag)
-		u, _, _ := setting(c, api.AgentEnvPrefix, "", api.UnhealthyTaintFlag, "retaint-taint")
-		keys, err := cli.TaintFlags{Autoscaler: api.PresetNone, Startup: s, Unhealthy: u}.Resolve()
-		if err != nil {
-			keys, _ = cli.TaintFlags{Autoscaler: api.PresetNone}.Resolve()
-		}
-		o.startup, o.unhealthy = keys.Startup, keys.Unhealthy
-		o.owned = appendNew(nil, taintKey(o.startup), taintKey(o.unhealthy))
-		return o
-	}
 	keys, _ := readAgentTaintKeys(c, in.Agent)
 	o.startup, o.unhealthy = keys.Startup, keys.Unhealthy
 	v, _, _ := setting(c, api.AgentEnvPrefix, "", api.PreviousTaintKeysFlag)
@@ -236,12 +215,6 @@ func strandedDetail(s StrandedTaint, owners []agentOwner, owned []string) string
 		d += "no kube-node-ready agent runs to remove it."
 	} else {
 		d += "no running agent removes it: they remove " + strings.Join(owned, ", ") + "."
-		for _, o := range owners {
-			if !o.presets {
-				d += " " + o.in.Agent + " runs a release before the taint-key presets (its flags name neither --autoscaler nor " +
-					"--previous-taint-keys), which removes only its own two keys: a helm rollback to it leaves the newer keys behind."
-			}
-		}
 	}
 	if s.Role == doctor.RoleStartup {
 		return d + " A node carrying it never verifies: workloads that do not tolerate it never land there, and Cluster Autoscaler " +
@@ -265,7 +238,7 @@ func strandedFixes(s StrandedTaint, owners []agentOwner, stranded []string) []st
 		if len(owners) > 1 {
 			prefix = "for " + o.in.Agent + ": "
 		}
-		if o.presets && cli.PreviousTaintKey(s.Key) == nil {
+		if cli.PreviousTaintKey(s.Key) == nil {
 			keys := slices.Clone(o.previous)
 			for _, key := range stranded {
 				if cli.PreviousTaintKey(key) == nil {
@@ -286,10 +259,6 @@ func strandedFixes(s StrandedTaint, owners []agentOwner, stranded []string) []st
 		}
 		fixes = append(fixes, fmt.Sprintf("%shand the nodes to the running agent's own %s taint, which it removes once its checks pass: %s",
 			prefix, s.Role, taintNodes(s.Nodes, "--overwrite", own, s.Key+"-")))
-		if !o.presets && o.in.Release != "" {
-			fixes = append(fixes, fmt.Sprintf("%sroll forward to the release that wrote %s (its agent removes it): helm history %s --namespace %s lists the revisions; helm rollback %s REVISION --namespace %s",
-				prefix, s.Key, o.in.Release, o.in.Namespace, o.in.Release, o.in.Namespace))
-		}
 	}
 	return fixes
 }

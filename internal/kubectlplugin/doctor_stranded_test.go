@@ -24,16 +24,6 @@ func tainted(name string, keys ...string) corev1.Node {
 	return testNode(name, "", taints, nil)
 }
 
-// previousReleaseDS is the agent DaemonSet of a release before the taint-key
-// presets, as its chart rendered it: the seed keys under the old flag
-// names, no --autoscaler.
-func previousReleaseDS() appsv1.DaemonSet {
-	ds := agentDS(api.StartupTaint, api.UnhealthyTaint)
-	ds.Spec.Template.Spec.Containers[0].Args = []string{"--startup-taint=" + api.StartupTaint, "--retaint-taint=" + api.UnhealthyTaint,
-		"--verified-label=node-ready/verified", "--skip-annotation=node-ready/skip-verification"}
-	return ds
-}
-
 // presetDS is the agent DaemonSet of this chart: --autoscaler always, and
 // the taints and previous keys given.
 func presetDS(preset, startup string, previous ...string) appsv1.DaemonSet {
@@ -65,38 +55,42 @@ func revision(t *testing.T, ds appsv1.DaemonSet, number int64, args ...string) a
 	}
 }
 
-// strandedFake is a cluster after a helm rollback to a release before the
-// presets: the newer release re-tainted one node with its status key, two
-// nodes registered with its startup key, one with the seed key (which the
-// running agent removes), one being deleted, one with another's taint.
-func strandedFake() *fakeAPI {
+// strandedFake is a cluster after the agent's custom keys changed without
+// the old ones in agent.previousTaintKeys: the earlier revision re-tainted
+// one node with its unhealthy key, two nodes registered with its startup
+// key, one with a preset's key (which the running agent removes), one is
+// being deleted, one carries another's taint.
+func strandedFake(t *testing.T) *fakeAPI {
 	f := newFake(
-		tainted("ip-10-0-1-1", api.CAStatusTaintKey),
-		tainted("ip-10-0-1-2", api.CAStartupTaintKey),
-		tainted("ip-10-0-1-3", api.CAStartupTaintKey, "example.com/gpu"),
-		tainted("ip-10-0-1-4", api.StartupTaintKey),
-		testNode("ip-10-0-1-5", "", []corev1.Taint{{Key: api.CAStartupTaintKey, Effect: corev1.TaintEffectNoSchedule}}, nil, deleting),
+		tainted("ip-10-0-1-1", "example.com/old-sick"),
+		tainted("ip-10-0-1-2", "example.com/old-boot"),
+		tainted("ip-10-0-1-3", "example.com/old-boot", "example.com/gpu"),
+		tainted("ip-10-0-1-4", api.CAStartupTaintKey),
+		testNode("ip-10-0-1-5", "", []corev1.Taint{{Key: "example.com/old-boot", Effect: corev1.TaintEffectNoSchedule}}, nil, deleting),
 		tainted("ip-10-0-1-6", "example.com/gpu"),
 	)
-	f.daemonSets = []appsv1.DaemonSet{previousReleaseDS()}
+	ds := presetDS(api.PresetNone, "example.com/booting=true:NoSchedule")
+	f.daemonSets = []appsv1.DaemonSet{ds}
 	f.deployments = []appsv1.Deployment{webhookDep()}
+	f.revisions = []appsv1.ControllerRevision{
+		revision(t, ds, 1, "--autoscaler=none", "--startup-taint=example.com/old-boot=true:NoSchedule", "--unhealthy-taint=example.com/old-sick=true:NoSchedule"),
+		revision(t, ds, 2, ds.Spec.Template.Spec.Containers[0].Args...),
+	}
 	return f
 }
 
 // TestGoldenDoctorStranded: doctor names each taint key of ours on nodes
 // that no running agent removes, with the nodes and the fix: after a
-// rollback to a release before the presets, the swap to that release's own
-// taint and the roll forward; after a custom key change, the helm upgrade
-// listing the old key (and every other stranded one) in
-// agent.previousTaintKeys; with no agent, the kubectl taint that removes it.
+// custom key change, the helm upgrade listing the old key (and every other
+// stranded one) in agent.previousTaintKeys; with no agent, the kubectl
+// taint that removes it.
 func TestGoldenDoctorStranded(t *testing.T) {
 	for _, tt := range []struct {
 		file string
 		fake func(t *testing.T) *fakeAPI
 		args []string
 	}{
-		{"doctor-stranded-rollback.txt", func(*testing.T) *fakeAPI { return strandedFake() }, nil},
-		{"doctor-stranded-rollback.json", func(*testing.T) *fakeAPI { return strandedFake() }, []string{"-o", "json"}},
+		{"doctor-stranded-changed.json", strandedFake, []string{"-o", "json"}},
 		{"doctor-stranded-custom.txt", func(t *testing.T) *fakeAPI {
 			ds := presetDS(api.PresetNone, "example.com/booting=true:NoSchedule", "example.com/older-boot")
 			f := newFake(tainted("ip-10-0-2-1", "example.com/old-boot"), tainted("ip-10-0-2-2", "example.com/old-boot", "example.com/old-sick"),
@@ -128,9 +122,8 @@ func TestGoldenDoctorStranded(t *testing.T) {
 }
 
 // TestDoctorStrandedOwnership: what each agent removes decides what is
-// stranded: an agent of this chart removes every preset's key, its own and
-// its previous keys; one before the presets only its own two; a node being
-// deleted and another's taint are never named.
+// stranded: an agent removes every preset's key, its own and its previous
+// keys; a node being deleted and another's taint are never named.
 func TestDoctorStrandedOwnership(t *testing.T) {
 	keysOf := func(f *fakeAPI) map[string][]string {
 		r := readForDoctor(t.Context(), &invocation{opts: &Options{}, api: f})
@@ -140,37 +133,38 @@ func TestDoctorStrandedOwnership(t *testing.T) {
 		}
 		return out
 	}
-	f := strandedFake()
+	f := strandedFake(t)
 	got := keysOf(f)
-	if len(got) != 2 || strings.Join(got[api.CAStatusTaintKey], ",") != "ip-10-0-1-1" || strings.Join(got[api.CAStartupTaintKey], ",") != "ip-10-0-1-2,ip-10-0-1-3" {
-		t.Errorf("after the rollback: stranded %v; want the status key on ip-10-0-1-1 and the startup key on ip-10-0-1-2 and -3", got)
+	if len(got) != 2 || strings.Join(got["example.com/old-sick"], ",") != "ip-10-0-1-1" || strings.Join(got["example.com/old-boot"], ",") != "ip-10-0-1-2,ip-10-0-1-3" {
+		t.Errorf("after the key change: stranded %v; want example.com/old-sick on ip-10-0-1-1 and example.com/old-boot on ip-10-0-1-2 and -3", got)
 	}
-	// Rolled forward: this chart's agent removes every preset's key.
-	f.daemonSets = []appsv1.DaemonSet{presetDS(api.PresetClusterAutoscaler, caStartup)}
+	// The old keys listed in --previous-taint-keys: the agent removes them.
+	ds := presetDS(api.PresetNone, "example.com/booting=true:NoSchedule", "example.com/old-boot", "example.com/old-sick")
+	f.daemonSets = []appsv1.DaemonSet{ds}
 	if got := keysOf(f); len(got) != 0 {
-		t.Errorf("rolled forward: stranded %v; want none", got)
+		t.Errorf("with --previous-taint-keys: stranded %v; want none", got)
 	}
-	// The same release given --previous-taint-keys only in the environment
-	// knows the presets too.
-	ds := previousReleaseDS()
-	ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KNR_AGENT_PREVIOUS_TAINT_KEYS", Value: "example.com/x"}}
+	// The same given only in the environment.
+	ds = presetDS(api.PresetNone, "example.com/booting=true:NoSchedule")
+	ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KNR_AGENT_PREVIOUS_TAINT_KEYS", Value: "example.com/old-boot,example.com/old-sick"}}
 	f.daemonSets = []appsv1.DaemonSet{ds}
 	if got := keysOf(f); len(got) != 0 {
 		t.Errorf("agent with KNR_AGENT_PREVIOUS_TAINT_KEYS: stranded %v; want none", got)
 	}
 	// Nodes not read: nothing said about taints, and the read is named.
-	f = strandedFake()
+	f = strandedFake(t)
 	f.forbid["list nodes"] = true
 	code, _, errOut, _ := run(f, "", "doctor")
 	if code != ExitIncomplete && code != ExitError || !strings.Contains(errOut, "not allowed to list nodes") {
 		t.Errorf("nodes forbidden: exit %d, stderr %s", code, errOut)
 	}
-	// Revisions not read: a warning, the presets' keys still recognized.
-	f = strandedFake()
+	// Revisions not read: a warning, and the keys only they name are not
+	// known to be ours.
+	f = strandedFake(t)
 	f.forbid["list controllerrevisions.apps "+knrNS] = true
 	code, out, errOut, _ := run(f, "", "doctor")
-	if code != ExitError || !strings.Contains(errOut, "warning: not allowed to list controllerrevisions.apps in namespace kube-node-ready") ||
-		!strings.Contains(out, "stranded") {
+	if !strings.Contains(errOut, "warning: not allowed to list controllerrevisions.apps in namespace kube-node-ready") ||
+		strings.Contains(out, "example.com/old-boot") {
 		t.Errorf("revisions forbidden: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
@@ -181,7 +175,7 @@ func TestDoctorStrandedOwnership(t *testing.T) {
 // Kubernetes domain) is handed to the agent's own taint instead.
 func TestStrandedFixesKeepOtherKeys(t *testing.T) {
 	in := doctor.Install{Namespace: "ops", Release: "knr", ChartVersion: "0.2.0", Agent: "DaemonSet ops/knr"}
-	o := agentOwner{in: in, presets: true, startup: "a.example/boot=true:NoSchedule", unhealthy: "a.example/sick=true:NoSchedule", previous: []string{"a.example/p"}}
+	o := agentOwner{in: in, startup: "a.example/boot=true:NoSchedule", unhealthy: "a.example/sick=true:NoSchedule", previous: []string{"a.example/p"}}
 	fixes := strandedFixes(StrandedTaint{Key: "a.example/old", Role: doctor.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o},
 		[]string{"a.example/old", "x.kubernetes.io/boot"})
 	want := "helm upgrade knr oci://ghcr.io/kube-node-ready/charts/kube-node-ready --version 0.2.0 --namespace ops --reset-then-reuse-values --set 'agent.previousTaintKeys={a.example/p,a.example/old}'"

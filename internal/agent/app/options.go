@@ -125,14 +125,10 @@ type Options struct {
 	renames *flagenv.Renames
 }
 
-// renamedFlags are the flags renamed to share one vocabulary with the
-// webhook's flags about the agent's objects; the old names keep working,
-// with a warning, until the next minor release.
-var renamedFlags = []flagenv.Renamed{
-	{Old: "retaint-taint", New: api.UnhealthyTaintFlag},
-	{Old: "max-retainted", New: "fleet-budget"},
-	{Old: "skip-annotation", New: api.SkipVerificationAnnotationFlag},
-}
+// renamedFlags are the flags renamed since the last release: a released
+// name keeps working, with a warning, until the next minor release. None
+// since 0.1.0.
+var renamedFlags []flagenv.Renamed
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -30,7 +32,6 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{name: "unknown autoscaler", args: []string{"--node-name=n", "--autoscaler=gke"}, want: `--autoscaler: unknown preset "gke" (known: cluster-autoscaler, karpenter, none)`},
 		{name: "bad previous taint key", args: []string{"--node-name=n", "--previous-taint-keys=a b"}, want: "--previous-taint-keys"},
 		{name: "bad unhealthy taint", args: []string{"--node-name=n", "--unhealthy-taint=x:Never"}, want: "--unhealthy-taint"},
-		{name: "bad unhealthy taint by its old name", args: []string{"--node-name=n", "--retaint-taint=x:Never"}, want: "--unhealthy-taint"},
 		{name: "bad bypass annotation", args: []string{"--node-name=n", "--skip-verification-annotation=a b"}, want: "--skip-verification-annotation"},
 		{name: "zero recover threshold", args: []string{"--node-name=n", "--recover-threshold=0"}, want: "--recover-threshold: must be at least 1"},
 		{name: "unknown condition syntax", args: []string{"--node-name=n", "--require-conditions=Ready"}, want: `--require-conditions: condition "Ready": want Type=Status`},
@@ -112,10 +113,13 @@ func TestContinuousChecks(t *testing.T) {
 	})
 }
 
-// TestRenamedFlagsStillWork: each old flag name, on the command line or as
-// its environment twin, still sets the renamed flag for one release, and the
-// agent is told to warn about it once.
+// TestRenamedFlagsStillWork: a renamed flag's old name, on the command line
+// or as its environment twin, still sets the flag, and the agent is told to
+// warn about it once. No flag is renamed since 0.1.0: the test renames
+// --fleet-budget to a test-local old name.
 func TestRenamedFlagsStillWork(t *testing.T) {
+	defer func(saved []flagenv.Renamed) { renamedFlags = saved }(renamedFlags)
+	renamedFlags = []flagenv.Renamed{{Old: "test-old-budget", New: "fleet-budget"}}
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -124,17 +128,13 @@ func TestRenamedFlagsStillWork(t *testing.T) {
 		want string
 		warn string
 	}{
-		{name: "--retaint-taint", args: []string{"--retaint-taint=example.com/broken=yes:NoExecute"},
-			got: func(o *Options) string { return o.UnhealthyTaint }, want: "example.com/broken=yes:NoExecute", warn: "--unhealthy-taint"},
-		{name: "--max-retainted", args: []string{"--max-retainted=3"},
+		{name: "--test-old-budget", args: []string{"--test-old-budget=3"},
 			got: func(o *Options) string { return o.FleetBudget }, want: "3", warn: "--fleet-budget"},
-		{name: "--skip-annotation", args: []string{"--skip-annotation=example.com/skip"},
-			got: func(o *Options) string { return o.SkipVerificationAnnotation }, want: "example.com/skip", warn: "--skip-verification-annotation"},
-		{name: "KNR_AGENT_MAX_RETAINTED", env: map[string]string{"KNR_AGENT_MAX_RETAINTED": "25%"},
+		{name: "KNR_AGENT_TEST_OLD_BUDGET", env: map[string]string{"KNR_AGENT_TEST_OLD_BUDGET": "25%"},
 			got: func(o *Options) string { return o.FleetBudget }, want: "25%", warn: "--fleet-budget"},
-		{name: "KNR_AGENT_SKIP_ANNOTATION given twice, warned once", env: map[string]string{"KNR_AGENT_SKIP_ANNOTATION": "example.com/a"},
-			args: []string{"--skip-annotation=example.com/b"},
-			got:  func(o *Options) string { return o.SkipVerificationAnnotation }, want: "example.com/b", warn: "--skip-verification-annotation"},
+		{name: "KNR_AGENT_TEST_OLD_BUDGET given twice, warned once", env: map[string]string{"KNR_AGENT_TEST_OLD_BUDGET": "2"},
+			args: []string{"--test-old-budget=5"},
+			got:  func(o *Options) string { return o.FleetBudget }, want: "5", warn: "--fleet-budget"},
 		{name: "new names: no warning", env: map[string]string{"KNR_AGENT_FLEET_BUDGET": "4"},
 			got: func(o *Options) string { return o.FleetBudget }, want: "4"},
 	}

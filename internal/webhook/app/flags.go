@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
@@ -93,48 +92,17 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 // then parses args, so the command line wins.
 func (o *Options) Parse(fs *flag.FlagSet, args []string) error {
 	o.AddFlags(fs)
-	o.renames = flagenv.AddRenamed(fs, o.renamed())
+	o.renames = flagenv.AddRenamed(fs, renamedFlags)
 	if err := flagenv.Apply(fs, EnvPrefix, map[string][]string{"namespace": {"POD_NAMESPACE"}, "pod-name": {"POD_NAME"}}); err != nil {
 		return err
 	}
 	return fs.Parse(args)
 }
 
-// renamed lists the flags renamed for one vocabulary with the agent; their
-// old names keep working for one release, with a warning (Deprecations).
-// The webhook's flags about the agent's objects say so in their names, and
-// take the agent's syntax: a whole taint where only a key was taken before.
-func (o *Options) renamed() []flagenv.Renamed {
-	return []flagenv.Renamed{
-		{Old: "metrics-address", New: "metrics-bind-address"},
-		{Old: "skip-annotation", New: api.SkipCleanupAnnotationFlag},
-		{Old: "startup-taint", New: api.AgentStartupTaintFlag, Convert: taintOfKey(o.StartupTaint)},
-		{Old: "unhealthy-taint", New: api.AgentUnhealthyTaintFlag, Convert: taintOfKey(o.UnhealthyTaint)},
-		{Old: "verified-label", New: "agent-verified-label"},
-		{Old: "agent-skip-annotation", New: "agent-skip-verification-annotation"},
-		{Old: "fleet-budget", New: "agent-fleet-budget"},
-	}
-}
-
-// taintOfKey converts the bare key an old taint flag took into a whole
-// taint with the value and effect of def (the flag's default): only the key
-// matters to the webhook.
-func taintOfKey(def string) func(string) (string, error) {
-	return func(key string) (string, error) {
-		if err := cli.QualifiedName(key); err != nil {
-			return "", err
-		}
-		if def == "" { // the preset decides: its value and effect
-			def = api.Default().StartupTaint()
-		}
-		t, err := cli.ParseTaint(def)
-		if err != nil {
-			return "", err
-		}
-		t.Key = key
-		return t.ToString(), nil
-	}
-}
+// renamedFlags are the flags renamed since the last release: a released
+// name keeps working, with a warning, until the next minor release. None
+// since 0.1.0.
+var renamedFlags []flagenv.Renamed
 
 // Deprecations says, once per old flag name the command line or the
 // environment used, which flag replaces it: logged at start-up.

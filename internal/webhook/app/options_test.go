@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/webhook/remediate"
 )
 
@@ -131,29 +132,23 @@ func TestValidateReportsEveryProblemInOneForm(t *testing.T) {
 	}
 }
 
-// The flags renamed for one vocabulary with the agent keep their old names
-// for one release: set on the command line or by their old environment
-// twin, they set the new flag (a bare taint key becomes the default's taint
-// with that key) and each is named once in Deprecations.
+// A renamed flag keeps its old name for one release: set on the command
+// line or by its old environment twin, it sets the new flag and is named
+// once in Deprecations. No flag is renamed since 0.1.0: the test renames two
+// to test-local old names.
 func TestRenamedFlagsStillWorkAndWarn(t *testing.T) {
-	o, err := parse(t, map[string]string{"KNR_WEBHOOK_FLEET_BUDGET": "3"},
-		"--remediation=replace",
-		"--startup-taint=example.com/new", "--unhealthy-taint=example.com/sick",
-		"--verified-label=example.com/ok", "--agent-skip-annotation=example.com/vouched",
-		"--skip-annotation=example.com/skip", "--metrics-address=:9090", "--metrics-address=:9091")
+	defer func(saved []flagenv.Renamed) { renamedFlags = saved }(renamedFlags)
+	renamedFlags = []flagenv.Renamed{{Old: "test-old-budget", New: "agent-fleet-budget"}, {Old: "test-old-metrics", New: "metrics-bind-address"}}
+	o, err := parse(t, map[string]string{"KNR_WEBHOOK_TEST_OLD_BUDGET": "3"},
+		"--remediation=replace", "--test-old-metrics=:9090", "--test-old-metrics=:9091")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []string{o.StartupTaint, o.UnhealthyTaint, o.VerifiedLabel, o.AgentSkipAnnotation, o.FleetBudget, o.SkipAnnotation, o.MetricsAddress}
-	want := []string{"example.com/new=true:NoSchedule", "example.com/sick=true:NoSchedule", "example.com/ok", "example.com/vouched", "3", "example.com/skip", ":9091"}
-	if !slices.Equal(got, want) {
+	if got, want := []string{o.FleetBudget, o.MetricsAddress}, []string{"3", ":9091"}; !slices.Equal(got, want) {
 		t.Errorf("options %q, want %q", got, want)
 	}
-	if taintKey(o.StartupTaint) != "example.com/new" {
-		t.Errorf("startup taint key %q", taintKey(o.StartupTaint))
-	}
 	warnings := o.Deprecations()
-	for _, old := range []string{"fleet-budget", "startup-taint", "unhealthy-taint", "verified-label", "agent-skip-annotation", "skip-annotation", "metrics-address"} {
+	for _, old := range []string{"test-old-budget", "test-old-metrics"} {
 		n := 0
 		for _, w := range warnings {
 			if strings.Contains(w, "--"+old+" is deprecated") {
@@ -164,8 +159,8 @@ func TestRenamedFlagsStillWorkAndWarn(t *testing.T) {
 			t.Errorf("%d warnings about --%s in %q, want 1", n, old, warnings)
 		}
 	}
-	if len(warnings) != 7 {
-		t.Errorf("%d warnings, want 7: %q", len(warnings), warnings)
+	if len(warnings) != 2 {
+		t.Errorf("%d warnings, want 2: %q", len(warnings), warnings)
 	}
 }
 

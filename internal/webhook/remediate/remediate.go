@@ -26,7 +26,7 @@
 //     of the pool never verify (see Breaker); a new leader rebuilds it from
 //     the nodes it finds;
 //   - it does nothing while the agents' fleet budget is used up (as many
-//     nodes re-tainted as --max-retainted allows, the candidate's own
+//     nodes re-tainted as --fleet-budget allows, the candidate's own
 //     re-taint included): then the fault is most likely the cluster's, not
 //     the nodes';
 //   - a NodeClaim is a node's only when the NodeClaim's status names it;
@@ -87,7 +87,7 @@ type Config struct {
 	// MaxReplacing bounds the unverified nodes still present that are marked
 	// as replacing or being deleted.
 	MaxReplacing budget.Budget
-	// FleetBudget is the agents' --max-retainted: while as many nodes carry
+	// FleetBudget is the agents' --fleet-budget: while as many nodes carry
 	// VerifiedLabel=false as it allows, nothing is replaced.
 	FleetBudget budget.Budget
 	// DryRun reports what would be deleted and deletes nothing.

@@ -4,7 +4,6 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -332,37 +330,4 @@ func TestFailedUntaintIsRetriedWithinSeconds(t *testing.T) {
 	bindingGone = true
 	// Well inside the 1 minute period: the retry backoff, not the next round, untaints.
 	cp.WaitNode(t, n.Name, 20*time.Second, "verified after writes are allowed again", verified)
-}
-
-// TestRenamedFlagsStillWork: the flags renamed to share the webhook's
-// vocabulary keep their old names for one release: an old name still sets
-// the flag (here a bypass annotation of the user's own, which then
-// untaints the node), and the agent warns about each old name once at
-// start-up.
-func TestRenamedFlagsStillWork(t *testing.T) {
-	n := cp.NewNode(t, "renamed", harness.NodeOptions{})
-	// A name that never resolves keeps the dns check failing.
-	a := startAgent(t, n, "--check.dns.names=does-not-exist.default.svc.cluster.local",
-		"--skip-annotation=example.com/skip", "--max-retainted=100%")
-	cp.WaitNode(t, n.Name, 10*time.Second, "a failed round on the node", func(n *corev1.Node) bool {
-		return agentCondition(n).Reason == api.ReasonChecksFailing
-	})
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"example.com/skip": "true"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.Client.CoreV1().Nodes().Patch(t.Context(), n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cp.WaitNode(t, n.Name, 10*time.Second, "untainted by the annotation --skip-annotation named", func(n *corev1.Node) bool { return !tainted(n) })
-	text, err := a.Log()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for old, now := range map[string]string{"skip-annotation": "skip-verification-annotation", "max-retainted": "fleet-budget"} {
-		warning := "flag --" + old + " is deprecated and will be removed in the next minor release: use --" + now
-		if c := strings.Count(text, warning); c != 1 {
-			t.Errorf("log holds %q %d times, want once", warning, c)
-		}
-	}
 }

@@ -222,11 +222,10 @@ func TestWebhookWritesOnlyItsCABundleAndItsSecret(t *testing.T) {
 }
 
 // TestSelfManagedSecretFromUpgradeToUninstall: the Secret the chart creates
-// for the webhook's certificates does not clash with the one earlier versions
-// of the webhook created themselves: helm installs next to it, the webhook
-// (as the Deployment runs it, with the release's RBAC and policy) takes its
-// CA over, so the caBundle the API server trusts stays valid, and deletes it;
-// helm upgrade keeps what the webhook wrote; helm uninstall leaves no Secret.
+// for the webhook's certificates is filled by the webhook (as the Deployment
+// runs it, with the release's RBAC and policy), whose caBundle the API
+// server then trusts; helm upgrade keeps what the webhook wrote; helm
+// uninstall leaves no Secret.
 func TestSelfManagedSecretFromUpgradeToUninstall(t *testing.T) {
 	ctx := t.Context()
 	const rel, ns, ip = "up", "privilege-upgrade", "10.213.0.62"
@@ -235,27 +234,8 @@ func TestSelfManagedSecretFromUpgradeToUninstall(t *testing.T) {
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// As the previous chart's webhook left it.
-	now := time.Now()
-	ca, err := certs.NewCA("kube-node-ready-webhook-ca", now, 1000*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := certs.NewServing(ca, []string{name + "." + ns + ".svc", name + "." + ns + ".svc.cluster.local"}, []net.IP{net.ParseIP(ip)}, now, 100*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-tls", Labels: map[string]string{"app.kubernetes.io/managed-by": "kube-node-ready-webhook"}},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{certs.SecretCACert: ca.CertPEM, certs.SecretCAKey: ca.KeyPEM, certs.SecretBundle: ca.CertPEM,
-			certs.SecretCert: serving.CertPEM, certs.SecretKey: serving.KeyPEM},
-	}
-	if _, err := secrets.Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if out, err := helm(t, "install", rel, chart, "-n", ns); err != nil {
-		t.Fatalf("helm install next to the Secret an earlier webhook created: %v\n%s", err, out)
+		t.Fatalf("helm install: %v\n%s", err, out)
 	}
 
 	// The webhook with the Deployment's certificate arguments, under the release's identity.
@@ -265,7 +245,7 @@ func TestSelfManagedSecretFromUpgradeToUninstall(t *testing.T) {
 	}
 	var args []string
 	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
-		for _, p := range []string{"--cert-", "--legacy-cert-secret=", "--ca-validity=", "--webhook-config-name=", "--service-name="} {
+		for _, p := range []string{"--cert-", "--ca-validity=", "--webhook-config-name=", "--service-name="} {
 			if strings.HasPrefix(a, p) {
 				args = append(args, a)
 			}
@@ -280,17 +260,11 @@ func TestSelfManagedSecretFromUpgradeToUninstall(t *testing.T) {
 	w.WaitReady(t, 30*time.Second)
 	var filled *corev1.Secret
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := secrets.Get(ctx, legacy.Name, metav1.GetOptions{})
-		if !apierrors.IsNotFound(err) {
-			return false, nil
-		}
+		var err error
 		filled, err = secrets.Get(ctx, name+"-certs", metav1.GetOptions{})
 		return err == nil && len(filled.Data[certs.SecretCACert]) > 0, nil
 	}); err != nil {
-		t.Fatalf("the webhook never moved the earlier Secret's CA into the chart's and deleted it: %v\n%s", err, w.Tail(20))
-	}
-	if !bytes.Equal(filled.Data[certs.SecretCACert], ca.CertPEM) {
-		t.Error("the chart's Secret holds a new CA: the caBundle the API server trusted before the upgrade is no longer valid")
+		t.Fatalf("the webhook never filled the chart's Secret: %v\n%s", err, w.Tail(20))
 	}
 	bundle := func() []byte {
 		cfg, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
