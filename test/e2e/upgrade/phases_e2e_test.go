@@ -62,55 +62,52 @@ func (e *env) upgrade(t *testing.T) {
 		return v == 1, fmt.Sprintf("node_remediation_replacing_nodes %v, want 1", v)
 	})
 	e.finishHeld(t, held, e.newTag)
-	e.joinsWithPreviousKey(t)
+	e.joinsAfterUpgrade(t)
 	e.afterRoll(t, "after the upgrade")
 }
 
-// joinsWithPreviousKey: a real node that joins after the upgrade, its node
-// group still registering the previous release's startup taint (the seed
-// key, no longer the default), is verified by the new agent, which removes
-// that key: changing the default keys strands no node.
-func (e *env) joinsWithPreviousKey(t *testing.T) {
+// joinsAfterUpgrade: a real node that joins after the upgrade, its node
+// group registering the startup taint as it did under the previous
+// release, is verified by the new agent, which removes that key.
+func (e *env) joinsAfterUpgrade(t *testing.T) {
 	t.Helper()
 	start := time.Now()
-	rn, err := e.c.AddNode(t.Context(), harness.RealNodeOptions{Name: "joins-with-previous-key", Taints: []corev1.Taint{harness.SeedStartupTaint}})
+	rn, err := e.c.AddNode(t.Context(), harness.RealNodeOptions{Name: "joins-after-upgrade", Taints: []corev1.Taint{harness.StartupTaint}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.c.WaitNode(t, rn.Name, 2*time.Minute, "verified by the new agent, the previous release's startup taint removed", func(n *corev1.Node) bool {
 		return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return harness.OurTaint(t.Key) }) && n.Labels[verifiedLabel] == "true"
 	})
-	e.c.WaitEvent(t, 30*time.Second, "Node", rn.Name, api.EventNodeVerified, api.StartupTaintKey+" removed")
+	e.c.WaitEvent(t, 30*time.Second, "Node", rn.Name, api.EventNodeVerified, "startup taint "+harness.StartupTaint.ToString()+" removed")
 	onNode := func(p corev1.Pod) bool {
 		return p.Spec.NodeName == rn.Name && strings.HasSuffix(p.Spec.Containers[0].Image, ":"+e.newTag)
 	}
 	if pods, _, err := podsOf(t.Context(), e.c, agentApp, e.newTag); err != nil || !slices.ContainsFunc(pods, onNode) {
 		t.Errorf("no agent pod on %s runs %s (err %v)", rn.Name, e.newTag, err)
 	}
-	t.Logf("a node joining with the previous release's taint %s verified by the new agent in %s", api.StartupTaintKey, time.Since(start).Round(time.Millisecond))
+	t.Logf("a node joining with the startup taint %s after the upgrade verified by the new agent in %s", harness.StartupTaint.Key, time.Since(start).Round(time.Millisecond))
 }
 
 // rollback: helm rollback to the previous release, as safe: the cleanup the
-// new release started is carried on by the previous one. The node the new
-// release re-tainted keeps its status taint, and a node that joins with the
-// new release's startup key is never verified: the previous release knows
-// neither key. Doctor names both, with the fix.
+// new release started is carried on by the previous one, and the node the
+// new release re-tainted is recovered by the previous release's agent,
+// which knows the key and does not check the fault (the roll waits until
+// every real node is verified); doctor names no taint left behind.
 func (e *env) rollback(t *testing.T) {
 	held := "held-at-rollback"
 	e.startHeld(t, held, e.newTag)
-	e.holdOut = []string{e.victim}
 	e.roll(t, "rollback", e.prevTag, "rollback", release, "1", "--namespace", namespace, "--wait", "--timeout", "3m")
 	e.leaseHeldBy(t, e.prevTag)
 	e.finishHeld(t, held, e.prevTag)
 	e.afterRoll(t, "after the rollback")
-	e.joinsWithNewerKey(t)
-	e.strandedAfterRollback(t)
+	e.nothingStranded(t, "after the rollback")
 }
 
 // imageOnlyUpgrade: the previous release's chart with the working tree's
 // images, as a user who only bumps the image tags (or applies older plain
-// manifests) runs them: the new binaries take the previous chart's flag
-// names (deprecated aliases) and work as before.
+// manifests) runs them: the new binaries take the previous chart's flags
+// and work as before.
 func (e *env) imageOnlyUpgrade(t *testing.T) {
 	e.roll(t, "image-only-upgrade", e.newTag, "upgrade", release, e.prev.Chart, "--namespace", namespace, "--values", e.prevVals,
 		"--set", "agent.image.tag="+e.newTag, "--set", "webhook.image.tag="+e.newTag, "--wait", "--timeout", "3m")

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,27 +54,6 @@ func (e *env) retaint(t *testing.T) {
 	t.Logf("node %s re-tainted with %s by the new agent %s after its fault", e.victim, api.CAStatusTaintKey, time.Since(start).Round(time.Millisecond))
 }
 
-// joinsWithNewerKey: after the rollback a real node joins with the working
-// tree's startup key (its node group already switched to it): the previous
-// release's agent runs its rounds there (it labels the node verified) and
-// never removes that key.
-func (e *env) joinsWithNewerKey(t *testing.T) {
-	t.Helper()
-	start := time.Now()
-	rn, err := e.c.AddNode(t.Context(), harness.RealNodeOptions{Name: "joins-with-newer-key", Taints: []corev1.Taint{
-		{Key: api.CAStartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.joined = rn.Name
-	e.holdOut = append(e.holdOut, rn.Name)
-	e.c.WaitNode(t, rn.Name, 2*time.Minute, "passed by the previous release's agent (label "+verifiedLabel+"=true), "+api.CAStartupTaintKey+" kept", func(n *corev1.Node) bool {
-		return n.Labels[verifiedLabel] == "true" && hasTaint(n, api.CAStartupTaintKey)
-	})
-	t.Logf("node %s joined with %s after the rollback: the previous release's agent passed it in %s and left the key", rn.Name, api.CAStartupTaintKey,
-		time.Since(start).Round(time.Millisecond))
-}
-
 // doctor runs this tree's kubectl node-ready doctor -o json against the
 // cluster and returns its report and exit status.
 func (e *env) doctor(t *testing.T) (kubectlplugin.DoctorReport, int) {
@@ -94,49 +72,21 @@ func (e *env) doctor(t *testing.T) (kubectlplugin.DoctorReport, int) {
 	return rep, code
 }
 
-// strandedAfterRollback: the previous release's agents ran their rounds
-// and left the newer keys (they remove only their own): the status key on
-// the re-tainted node and the startup key on the node that joined. Doctor
-// names each key on that node alone, says why, and prints the swap to the
-// previous release's own taint of the same role.
-func (e *env) strandedAfterRollback(t *testing.T) {
+// nothingStranded: the previous release's agent and the working tree's
+// know the same keys, so no taint of ours is left that no running agent
+// removes; doctor names none.
+func (e *env) nothingStranded(t *testing.T, when string) {
 	t.Helper()
-	n := e.c.WaitNode(t, e.victim, time.Second, "still carrying "+api.CAStatusTaintKey, func(n *corev1.Node) bool { return hasTaint(n, api.CAStatusTaintKey) })
-	t.Logf("after the rollback node %s carries %v, label %s=%q", e.victim, n.Spec.Taints, verifiedLabel, n.Labels[verifiedLabel])
-	rep, code := e.doctor(t)
-	if code != kubectlplugin.ExitError {
-		t.Errorf("doctor after the rollback: exit %d, want %d", code, kubectlplugin.ExitError)
-	}
-	want := map[string]struct{ node, own string }{
-		api.CAStatusTaintKey:  {e.victim, api.UnhealthyTaint},
-		api.CAStartupTaintKey: {e.joined, api.StartupTaint},
-	}
-	for _, s := range rep.StrandedTaints {
-		w, ok := want[s.Key]
-		if !ok {
-			t.Errorf("doctor after the rollback names %s on %v as stranded; only %v are", s.Key, s.Nodes, want)
-			continue
-		}
-		delete(want, s.Key)
-		t.Logf("doctor after the rollback: %s taint %s on %v: stranded; fix: %s", s.Role, s.Key, s.Nodes, strings.Join(s.Fixes, "; or: "))
-		swap := fmt.Sprintf("kubectl taint node %s --overwrite %s %s-", w.node, w.own, s.Key)
-		if !slices.Equal(s.Nodes, []string{w.node}) || len(s.Fixes) == 0 || !strings.HasSuffix(s.Fixes[0], swap) ||
-			!strings.Contains(s.Detail, "runs a release before the taint-key presets") {
-			t.Errorf("doctor after the rollback: %+v; want node %s, the fix %q and why", s, w.node, swap)
-		}
-	}
-	for key, w := range want {
-		t.Errorf("doctor after the rollback does not name %s on %s: %+v", key, w.node, rep.StrandedTaints)
+	if rep, _ := e.doctor(t); len(rep.StrandedTaints) > 0 {
+		t.Errorf("doctor %s names stranded taints: %+v", when, rep.StrandedTaints)
 	}
 }
 
-// rollForward: the fault gone, helm upgrade to the working tree again: its
-// agents remove the keys the rollback stranded (every real node verified,
-// the one that joined with the new startup key among them), and doctor
-// names no taint that no agent removes.
+// rollForward: the fault gone, helm upgrade to the working tree again:
+// every real node stays verified with no taint of ours, and doctor names no
+// taint that no agent removes.
 func (e *env) rollForward(t *testing.T) {
 	e.setFault(t, e.victim, corev1.ConditionFalse)
-	e.holdOut = nil
 	e.roll(t, "roll-forward", e.newTag, "upgrade", release, e.newChart, "--namespace", namespace, "--values", e.newVals, "--wait", "--timeout", "3m")
 	e.leaseHeldBy(t, e.newTag)
 	for _, rn := range e.c.Nodes {
@@ -144,8 +94,6 @@ func (e *env) rollForward(t *testing.T) {
 			return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return harness.OurTaint(t.Key) })
 		})
 	}
-	if rep, _ := e.doctor(t); len(rep.StrandedTaints) > 0 {
-		t.Errorf("doctor after the roll forward names stranded taints: %+v", rep.StrandedTaints)
-	}
+	e.nothingStranded(t, "after the roll forward")
 	e.afterRoll(t, "after the roll forward")
 }

@@ -8,10 +8,10 @@
 // one node the working tree's agent re-taints on purpose), that every node
 // created during a roll gets the finalizer, that a cleanup the roll
 // interrupts completes only once its critical plugin was reached, and that
-// each release understands what the other wrote. The re-taint the rollback
-// strands (the previous release does not know the newer keys) is named by
-// kubectl node-ready doctor, and rolling forward removes it. Last, the
-// previous chart runs the working tree's images (the deprecated flag names).
+// each release understands what the other wrote: the previous release
+// recovers the node the working tree's agent re-taints, and no taint is left
+// that kubectl node-ready doctor would name. Last, the previous chart runs
+// the working tree's images (the previous chart's flags).
 package upgrade
 
 import (
@@ -39,8 +39,7 @@ const (
 	namespace = "kube-node-ready"
 
 	// The names both releases write: the vocabulary of internal/api, which
-	// the previous release must share. Its taints were the seed keys, which
-	// the working tree still recognizes as previous keys.
+	// the previous release must share; both run the default preset's taints.
 	finalizer           = api.Finalizer
 	verifiedLabel       = api.VerifiedLabel
 	statusAnnotation    = api.CleanupStatusAnnotation
@@ -101,7 +100,7 @@ func TestMain(m *testing.M) {
 		// says it is going fails a round and sets its condition False.
 		Nodes: 3,
 		// The node groups as the previous release had them set up.
-		NodeTaints: []corev1.Taint{harness.SeedStartupTaint},
+		NodeTaints: []corev1.Taint{harness.StartupTaint},
 	}, func(_ context.Context, c *harness.Cluster) error {
 		cluster = c
 		return nil
@@ -141,11 +140,8 @@ type env struct {
 	caCert     []byte
 	conditions map[string]metav1.Time
 
-	// victim is the real node the working tree's agent re-taints; joined
-	// the one that joins after the rollback with the working tree's startup
-	// key. The rolls do not wait for the nodes in holdOut to be verified.
-	victim, joined string
-	holdOut        []string
+	// victim is the real node the working tree's agent re-taints.
+	victim string
 }
 
 // values writes the chart values both releases install with: the images
@@ -181,7 +177,7 @@ remediation: {policy: replace, unverifiedDeadline: %s, interval: 2s}`, hookAddr,
 // and they start with the previous release's startup taint, as its node
 // groups would have them.
 func simulated() harness.NodeOptions {
-	return harness.NodeOptions{NoStartupTaint: true, ExtraTaints: []corev1.Taint{harness.SeedStartupTaint},
+	return harness.NodeOptions{NoStartupTaint: true, ExtraTaints: []corev1.Taint{harness.StartupTaint},
 		Labels: map[string]string{simulatedLabel: "true"}}
 }
 
@@ -259,14 +255,11 @@ func (e *env) installPrevious(t *testing.T) {
 	e.mon.check(t, "under the previous release")
 }
 
-// verified reports whether every real node (but those in e.holdOut) is untainted
+// verified reports whether every real node is untainted
 // and labelled verified.
 func (e *env) verified(ctx context.Context) (bool, string) {
 	var notYet []string
 	for _, rn := range e.c.Nodes {
-		if slices.Contains(e.holdOut, rn.Name) {
-			continue
-		}
 		n, err := e.c.Client.CoreV1().Nodes().Get(ctx, rn.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -322,7 +315,7 @@ func (e *env) gone(t *testing.T, node, tag string) {
 // condition.
 func (e *env) recordBeforeUpgrade(t *testing.T) {
 	t.Helper()
-	sec, err := e.c.Client.CoreV1().Secrets(namespace).Get(t.Context(), webhookName+"-tls", metav1.GetOptions{})
+	sec, err := e.c.Client.CoreV1().Secrets(namespace).Get(t.Context(), webhookName+"-certs", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the previous release's CA Secret: %v", err)
 	}
