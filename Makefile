@@ -23,20 +23,23 @@ LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/i
 BIN     := $(CURDIR)/bin
 GO      ?= go
 # Packages whose tests need the real control plane carry the e2e build tag.
-# `make e2e` runs them in five streams side by side, each package in a
+# `make e2e` runs them in six streams side by side, each package in a
 # stream after the other; the streams' output is printed as they end. Their
-# tests mostly wait (on agents' rounds, timers, garbage collection): five
+# tests mostly wait (on agents' rounds, timers, garbage collection): six
 # streams leave the two cores idle about half the time. The first two
 # streams hold the packages that start real nodes (kubelet, containerd,
 # kube-proxy), at most two clusters of them at once (the harness's host-wide
 # slots); each test binary's control plane lives in a network namespace of
 # its own. The streams are balanced by the times per package in
-# docs/benchmarks-history-2026.md; E2E_STREAM5 takes every package the others do not name.
+# docs/benchmarks-history-2026.md and the last fresh-clone run (stream 6:
+# outofservice waits out Kubernetes' 6-minute force detach on purpose);
+# E2E_STREAM5 takes every package the others do not name.
 E2E_STREAM1 ?= ./test/e2e/install/... ./test/e2e/installipv6/... ./test/e2e/monitoring/... ./test/e2e/certmanager/...
 E2E_STREAM2 ?= ./test/e2e/faults/... ./test/e2e/upgrade/... ./test/harness/... ./test/e2e/release/... ./test/e2e/netpol/...
 E2E_STREAM3 ?= ./test/e2e/karpenter/... ./test/e2e/chart/... ./test/e2e/kustomize/...
 E2E_STREAM4 ?= ./test/e2e/agent/... ./test/e2e/agentipv6/... ./test/e2e/agentdualstack/... ./test/e2e/webhook/... ./test/e2e/clientca/...
-E2E_STREAM5 ?= $(filter-out $(E2E_STREAM1) $(E2E_STREAM2) $(E2E_STREAM3) $(E2E_STREAM4),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
+E2E_STREAM6 ?= ./test/e2e/outofservice/... ./test/e2e/remediation/...
+E2E_STREAM5 ?= $(filter-out $(E2E_STREAM1) $(E2E_STREAM2) $(E2E_STREAM3) $(E2E_STREAM4) $(E2E_STREAM6),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
 E2E_TIMEOUT ?= 20m
 
 export KNR_BIN_DIR := $(BIN)
@@ -109,14 +112,14 @@ unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 ./...
 
 .PHONY: e2e
-e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy), in five streams side by side
+e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy), in six streams side by side
 	@$(MAKE) --no-print-directory e2e-streams
 
 # e2e without its prerequisites, for make test, which has built them.
 .PHONY: e2e-streams
 e2e-streams:
 	@mkdir -p $(BIN)/logs
-	@streams=("$(E2E_STREAM1)" "$(E2E_STREAM2)" "$(E2E_STREAM3)" "$(E2E_STREAM4)" "$(E2E_STREAM5)"); pids=(); \
+	@streams=("$(E2E_STREAM1)" "$(E2E_STREAM2)" "$(E2E_STREAM3)" "$(E2E_STREAM4)" "$(E2E_STREAM5)" "$(E2E_STREAM6)"); pids=(); \
 	for i in "$${!streams[@]}"; do \
 		if [[ -z "$${streams[$$i]// }" ]]; then pids+=(""); continue; fi; \
 		echo "e2e stream $$((i+1)): $${streams[$$i]}"; \
