@@ -34,6 +34,21 @@ type Round struct {
 	Message api.ConditionMessage
 }
 
+// outcomes words the agent's condition reasons; a reason not here is
+// shown as it is.
+var outcomes = map[string]string{
+	api.ReasonChecksPassed:         "passed",
+	api.ReasonChecksFailing:        "failed",
+	api.ReasonRecovering:           "recovering",
+	api.ReasonBootstrapped:         "bootstrapped",
+	api.ReasonBypassed:             "bypassed",
+	api.ReasonWouldHold:            "would hold",
+	api.ReasonWouldRetaint:         "would re-taint",
+	api.ReasonRebooted:             "rebooted",
+	api.ReasonWouldHoldAfterReboot: "would hold after reboot",
+	api.ReasonVerifying:            "verifying",
+}
+
 // RoundOf reads the agent's condition reason and message. It never fails:
 // a message in a shape it does not know is kept whole in Detail.
 func RoundOf(reason, message string) Round {
@@ -41,29 +56,9 @@ func RoundOf(reason, message string) Round {
 	if m, err := api.ParseConditionMessage(message); err == nil {
 		r.Message, r.Detail = m, m.Summary
 	}
-	switch reason {
-	case api.ReasonChecksPassed:
-		r.Outcome = "passed"
-	case api.ReasonChecksFailing:
-		r.Outcome = "failed"
-	case api.ReasonRecovering:
-		r.Outcome = "recovering"
-	case api.ReasonBootstrapped:
-		r.Outcome = "bootstrapped"
-	case api.ReasonBypassed:
-		r.Outcome = "bypassed"
-	case api.ReasonWouldHold:
-		r.Outcome = "would hold"
-	case api.ReasonWouldRetaint:
-		r.Outcome = "would re-taint"
-	case api.ReasonRebooted:
-		r.Outcome = "rebooted"
-	case api.ReasonWouldHoldAfterReboot:
-		r.Outcome = "would hold after reboot"
-	case api.ReasonVerifying:
-		r.Outcome = "verifying"
-	default:
-		r.Outcome = reason
+	r.Outcome = reason
+	if o, ok := outcomes[reason]; ok {
+		r.Outcome = o
 	}
 	return r
 }
