@@ -2,16 +2,22 @@
 // as a new contributor or CI meets it, and writes the result into the table
 // "How long make test takes" of docs/benchmarks.md.
 //
-//	go run ./hack/maketesttime -mode=warm    # the Go caches kept, no bin/
-//	go run ./hack/maketesttime -mode=cold    # empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME, no bin/
+//	go run ./hack/maketesttime -mode=cold       # empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME, no bin/
+//	go run ./hack/maketesttime -mode=warm       # the Go caches kept, the tools already in bin/
+//	go run ./hack/maketesttime -mode=cold,warm  # both, one after the other in one clone
 //
 // It clones the repository (the commit given, else HEAD) into a new
-// directory, runs `make <target>` there with GOTOOLCHAIN set as the Makefile
-// sets it, samples the load average every 10 s, and replaces the table's row
-// of that mode with what it measured: the commit, the date, the machine (CPU
-// model, cores, memory, OS, virtualization), the load at the start, its
-// highest and at the end, the result and the time. The clone and, in a cold
-// run, its caches are removed afterwards unless -keep.
+// directory and runs `make <target>` there with GOTOOLCHAIN set as the
+// Makefile sets it. A cold run starts from empty Go caches and no bin/, as CI
+// and a new contributor do. A warm run is the run that follows: the Go caches
+// and the tools in bin/ are there (make reuses them), so it times the build,
+// lint and the tests themselves; alone, it first builds the tools with
+// `make tools` from the machine's Go caches, untimed. It samples the load
+// average every 10 s and replaces the table's row of each mode with what it
+// measured: the commit, the date, the machine (CPU model, cores, memory, OS,
+// virtualization), the load at the start, its highest and at the end, the
+// result and the time. The clone and its caches are removed afterwards
+// unless -keep.
 package main
 
 import (
@@ -31,15 +37,20 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "", "warm (the Go caches kept) or cold (empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME)")
+	modes := flag.String("mode", "", "cold (empty GOCACHE, GOMODCACHE and XDG_CACHE_HOME, no bin/), warm (the Go caches and the tools in bin/ there), or cold,warm (both in one clone)")
 	target := flag.String("target", "test", "the make target to time")
 	repo := flag.String("repo", "", "the repository to clone (default: the one this runs in)")
 	commit := flag.String("commit", "HEAD", "the commit to check out in the clone")
-	doc := flag.String("doc", "", "the document whose table to rewrite (default: docs/benchmarks.md of -repo); \"-\" prints the row only")
-	keep := flag.Bool("keep", false, "keep the clone, its caches and the log")
+	doc := flag.String("doc", "", "the document whose table to rewrite (default: docs/benchmarks.md of -repo); \"-\" prints the rows only")
+	keep := flag.Bool("keep", false, "keep the clone, its caches and the logs")
 	flag.Parse()
-	if *mode != "warm" && *mode != "cold" {
-		log.Fatalf("maketesttime: -mode must be warm or cold, not %q", *mode)
+	var cold bool
+	switch *modes {
+	case "cold", "cold,warm":
+		cold = true
+	case "warm":
+	default:
+		log.Fatalf("maketesttime: -mode must be cold, warm or cold,warm, not %q", *modes)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -53,27 +64,43 @@ func main() {
 	if *doc == "" {
 		*doc = filepath.Join(*repo, "docs", "benchmarks.md")
 	}
-	m, err := measure(ctx, *repo, *commit, *mode, *target, *keep)
+	c, err := newClone(ctx, *repo, *commit, cold, *keep)
 	if err != nil {
 		log.Fatalf("maketesttime: %v", err)
 	}
-	row := m.row()
-	fmt.Println(row)
-	if *doc == "-" {
-		return
+	defer c.remove()
+	if !cold {
+		if err := c.make(ctx, "tools", "tools.log"); err != nil {
+			log.Fatalf("maketesttime: building the tools before a warm run: %v; the log's end:\n%s", err, tail(filepath.Join(c.dir, "tools.log"), 40))
+		}
 	}
-	b, err := os.ReadFile(*doc)
+	for _, mode := range strings.Split(*modes, ",") {
+		m := c.measure(ctx, mode, *target)
+		if ctx.Err() != nil {
+			log.Fatalf("maketesttime: %v", ctx.Err())
+		}
+		row := m.row()
+		fmt.Println(row)
+		if *doc == "-" {
+			continue
+		}
+		if err := writeRow(*doc, mode, row); err != nil {
+			log.Fatalf("maketesttime: %s: %v", *doc, err)
+		}
+		log.Printf("wrote the %s row of %s", mode, *doc)
+	}
+}
+
+func writeRow(doc, mode, row string) error {
+	b, err := os.ReadFile(doc)
 	if err != nil {
-		log.Fatalf("maketesttime: %v", err)
+		return err
 	}
-	out, err := replaceRow(string(b), *mode, row)
+	out, err := replaceRow(string(b), mode, row)
 	if err != nil {
-		log.Fatalf("maketesttime: %s: %v", *doc, err)
+		return err
 	}
-	if err := os.WriteFile(*doc, []byte(out), 0o644); err != nil {
-		log.Fatalf("maketesttime: %v", err)
-	}
-	log.Printf("wrote the %s row of %s", *mode, *doc)
+	return os.WriteFile(doc, []byte(out), 0o644)
 }
 
 // measurement is one timed run.
@@ -86,66 +113,93 @@ type measurement struct {
 	err                  error
 }
 
-func measure(ctx context.Context, repo, commit, mode, target string, keep bool) (measurement, error) {
-	m := measurement{mode: mode, target: target, machine: machine()}
+// clone is the fresh clone the runs happen in, with the environment they
+// run with.
+type clone struct {
+	dir, src, commit string
+	env              []string
+	keep             bool
+}
+
+// newClone clones repo at commit into a new directory; with emptyCaches the
+// Go caches are new empty directories beside it.
+func newClone(ctx context.Context, repo, commit string, emptyCaches, keep bool) (*clone, error) {
 	dir, err := os.MkdirTemp("", "knr-maketesttime-")
 	if err != nil {
-		return m, err
+		return nil, err
 	}
+	c := &clone{dir: dir, src: filepath.Join(dir, "kube-node-ready"), keep: keep}
 	if keep {
 		log.Printf("keeping %s", dir)
-	} else {
-		defer removeAll(dir)
 	}
-	src := filepath.Join(dir, "kube-node-ready")
-	if err := run(ctx, "", os.Stderr, nil, "git", "clone", "--quiet", repo, src); err != nil {
-		return m, err
+	if err := c.init(ctx, repo, commit, emptyCaches); err != nil {
+		c.remove()
+		return nil, err
 	}
-	if err := run(ctx, src, os.Stderr, nil, "git", "checkout", "--quiet", commit); err != nil {
-		return m, err
-	}
-	out, err := exec.Command("git", "-C", src, "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return m, fmt.Errorf("git rev-parse: %w", err)
-	}
-	m.commit = strings.TrimSpace(string(out))
+	return c, nil
+}
 
-	env := append(os.Environ(), "GOTOOLCHAIN="+toolchain(src), "CI=true")
-	if mode == "cold" {
+func (c *clone) init(ctx context.Context, repo, commit string, emptyCaches bool) error {
+	if err := run(ctx, "", os.Stderr, nil, "git", "clone", "--quiet", repo, c.src); err != nil {
+		return err
+	}
+	if err := run(ctx, c.src, os.Stderr, nil, "git", "checkout", "--quiet", commit); err != nil {
+		return err
+	}
+	out, err := exec.Command("git", "-C", c.src, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return fmt.Errorf("git rev-parse: %w", err)
+	}
+	c.commit = strings.TrimSpace(string(out))
+	c.env = append(os.Environ(), "GOTOOLCHAIN="+toolchain(c.src), "CI=true")
+	if emptyCaches {
 		for _, v := range []string{"GOCACHE", "GOMODCACHE", "XDG_CACHE_HOME"} {
-			d := filepath.Join(dir, strings.ToLower(v))
+			d := filepath.Join(c.dir, strings.ToLower(v))
 			if err := os.Mkdir(d, 0o755); err != nil {
-				return m, err
+				return err
 			}
-			env = append(env, v+"="+d)
+			c.env = append(c.env, v+"="+d)
 		}
 	}
-	logPath := filepath.Join(dir, "make.log")
-	logFile, err := os.Create(logPath)
+	return nil
+}
+
+func (c *clone) remove() {
+	if !c.keep {
+		removeAll(c.dir)
+	}
+}
+
+// make runs make target in the clone, its output into logName beside it.
+func (c *clone) make(ctx context.Context, target, logName string) error {
+	logFile, err := os.Create(filepath.Join(c.dir, logName))
 	if err != nil {
-		return m, err
+		return err
 	}
 	defer logFile.Close()
-	log.Printf("make %s in %s (%s, %s), log %s", target, src, m.commit, mode, logPath)
+	return run(ctx, c.src, logFile, c.env, "make", "--no-print-directory", target)
+}
 
+// measure times make target in the clone as a run of the mode given.
+func (c *clone) measure(ctx context.Context, mode, target string) measurement {
+	m := measurement{mode: mode, target: target, commit: c.commit, machine: machine()}
+	logName := "make-" + mode + ".log"
+	log.Printf("make %s in %s (%s, %s), log %s", target, c.src, m.commit, mode, filepath.Join(c.dir, logName))
 	m.date = time.Now().UTC()
 	done := make(chan struct{})
 	samples := make(chan loadSamples, 1)
 	go func() { samples <- sampleLoad(done, 10*time.Second) }()
-	m.err = run(ctx, src, logFile, env, "make", "--no-print-directory", target)
+	m.err = c.make(ctx, target, logName)
 	m.took = time.Since(m.date)
 	close(done)
 	m.load = <-samples
 	if m.err != nil {
-		log.Printf("make %s failed after %s: %v; the log's end:\n%s", target, m.took.Round(time.Second), m.err, tail(logPath, 40))
-		if !keep {
+		log.Printf("make %s failed after %s: %v; the log's end:\n%s", target, m.took.Round(time.Second), m.err, tail(filepath.Join(c.dir, logName), 40))
+		if !c.keep {
 			log.Printf("(run with -keep to keep the whole log)")
 		}
 	}
-	if ctx.Err() != nil {
-		return m, ctx.Err()
-	}
-	return m, nil
+	return m
 }
 
 // toolchain is the GOTOOLCHAIN the clone's Makefile exports, so the clone is
