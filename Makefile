@@ -81,21 +81,38 @@ dist: ## kubectl plugin release: dist/kubectl-node_ready_<os>_<arch>.tar.gz and 
 tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreDNS, Prometheus and promtool, cert-manager (controller, CA injector), KWOK, Karpenter (KWOK provider), kube-network-policies, helm, staticcheck, the CRDs and test images into bin/; apt-get runc, CNI plugins, iptables, conntrack, hey
 	./test/tools/build.sh
 
-# make test runs lint and compiles the unit and fuzz tests (CPU only, mostly
-# compiling) beside the e2e streams (mostly waiting on the clusters they
-# start), at the idle scheduling priority (SCHED_IDLE): they take the cores
-# only when the e2e tests leave them idle, so the tests' timing is what it
-# is without them. The unit tests and fuzzing then run from the compiled
-# cache on quiet cores. Every part runs to its end and any failure fails
-# the target.
+# tools-first builds what every e2e package needs (test/tools/build.sh first);
+# make test builds the rest while the e2e tests run.
+.PHONY: tools-first
+tools-first:
+	./test/tools/build.sh first
+
+# make test builds the tools every e2e package needs, then starts the e2e
+# streams (mostly waiting on the clusters they start) at once. Beside them,
+# at the idle scheduling priority (SCHED_IDLE), it builds the later tools
+# (Prometheus, KWOK, Karpenter, kube-network-policies, cert-manager,
+# staticcheck: test/tools/build.sh later), then runs lint and compiles the
+# unit and fuzz tests: they take the cores only when the e2e tests leave them
+# idle, so the tests' timing is what it is without them. bin/.tools-later
+# holds this recipe's process ID while the later tools build, and a test that
+# needs one waits for it (harness.LaterTool); a failed build is written there
+# and fails those tests with its log. The unit tests and fuzzing then run from
+# the compiled cache on quiet cores. Every part runs to its end and any
+# failure fails the target.
 .PHONY: test
-test: tools build images ## everything CI runs: lint, govulncheck, unit tests (-race), bounded fuzzing, e2e against the real control plane and real nodes
+test: tools-first build images ## everything CI runs: lint, govulncheck, unit tests (-race), bounded fuzzing, e2e against the real control plane and real nodes
 	@mkdir -p $(BIN)/logs
-	chrt --idle 0 $(MAKE) --no-print-directory lint vuln test-compile >$(BIN)/logs/go-checks.log 2>&1 & checks=$$!; \
+	echo $$$$ >$(BIN)/.tools-later; \
+	( laterrc=0; \
+	  if chrt --idle 0 ./test/tools/build.sh later >$(BIN)/logs/tools-later.log 2>&1; then rm -f $(BIN)/.tools-later; \
+	  else laterrc=1; echo "failed: see $(BIN)/logs/tools-later.log" >$(BIN)/.tools-later; fi; \
+	  chrt --idle 0 $(MAKE) --no-print-directory lint vuln test-compile >$(BIN)/logs/go-checks.log 2>&1 || laterrc=1; \
+	  exit $$laterrc ) & checks=$$!; \
 	e2erc=0; $(MAKE) --no-print-directory e2e-streams || e2erc=$$?; \
 	checksrc=0; wait $$checks || checksrc=$$?; \
+	echo "== the later tools, built beside the e2e tests:"; cat $(BIN)/logs/tools-later.log; \
 	echo "== lint, and the unit and fuzz tests compiled, beside the e2e tests:"; cat $(BIN)/logs/go-checks.log; \
-	if ((checksrc)); then echo "== lint or compiling the unit or fuzz tests FAILED (above)"; fi; \
+	if ((checksrc)); then echo "== building the later tools, lint or compiling the unit or fuzz tests FAILED (above)"; fi; \
 	unitrc=0; $(MAKE) --no-print-directory unit fuzz || unitrc=$$?; \
 	exit $$(( e2erc || checksrc || unitrc ))
 

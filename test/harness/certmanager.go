@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -41,9 +40,9 @@ func CertManagerImages() ([]string, error) {
 	}
 	var out []string
 	for _, c := range []string{"controller", "cainjector"} {
-		p := filepath.Join(bin, "images", "cert-manager-"+c+".tar")
-		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("cert-manager image %s missing: run `make tools`: %w", p, err)
+		p, err := LaterTool(context.Background(), bin, filepath.Join("images", "cert-manager-"+c+".tar"))
+		if err != nil {
+			return nil, fmt.Errorf("cert-manager image: %w", err)
 		}
 		out = append(out, p)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -116,7 +115,11 @@ func (cp *ControlPlane) StartKarpenter(ctx context.Context, opts KarpenterOption
 	if opts.FeatureGates != "" {
 		args = append(args, "--feature-gates="+opts.FeatureGates)
 	}
-	p, err := StartProcess(cp.Dir, opts.Name, filepath.Join(cp.BinDir, "karpenter"), append(args, opts.Args...),
+	bin, err := LaterTool(ctx, cp.BinDir, "karpenter")
+	if err != nil {
+		return nil, fmt.Errorf("karpenter: %w", err)
+	}
+	p, err := StartProcess(cp.Dir, opts.Name, bin, append(args, opts.Args...),
 		[]string{"KUBECONFIG=" + cp.Kubeconfig})
 	if err != nil {
 		return nil, err

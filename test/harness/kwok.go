@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -98,7 +99,11 @@ func (cp *ControlPlane) StartKWOK(opts KWOKOptions) (*Process, error) {
 		selector,
 		"--cidr=" + opts.CIDR,
 	}, opts.Args...)
-	p, err := StartProcess(cp.Dir, opts.Name, filepath.Join(cp.BinDir, "kwok"), args, nil)
+	bin, err := LaterTool(context.Background(), cp.BinDir, "kwok")
+	if err != nil {
+		return nil, fmt.Errorf("kwok: %w", err)
+	}
+	p, err := StartProcess(cp.Dir, opts.Name, bin, args, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -70,9 +70,9 @@ func (n *RealNode) NetpolMetricsURL() string {
 // queue, then sends the pods' packets to it.
 func (n *RealNode) startNetworkPolicies(ctx context.Context) error {
 	cp := n.cluster.ControlPlane
-	bin := filepath.Join(cp.BinDir, "kube-network-policies")
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("kube-network-policies: %w (run `make tools`)", err)
+	bin, err := LaterTool(ctx, cp.BinDir, "kube-network-policies")
+	if err != nil {
+		return fmt.Errorf("kube-network-policies: %w", err)
 	}
 	token, err := n.cluster.netpolToken(ctx)
 	if err != nil {

@@ -46,9 +46,9 @@ type Prometheus struct {
 // it, checks the configuration with promtool, starts bin/prometheus on a
 // free loopback port and waits until it is ready.
 func (cp *ControlPlane) StartPrometheus(ctx context.Context, dir, config string, files map[string]string) (*Prometheus, error) {
-	bin := filepath.Join(cp.BinDir, "prometheus")
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("prometheus with Kubernetes service discovery: %w (run `make tools`; Debian's prometheus has no Kubernetes service discovery)", err)
+	bin, err := LaterTool(ctx, cp.BinDir, "prometheus")
+	if err != nil {
+		return nil, fmt.Errorf("prometheus with Kubernetes service discovery (Debian's has none): %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -122,9 +122,9 @@ func (cp *ControlPlane) StartPrometheusT(t testing.TB, dir, config string, files
 // Promtool runs bin/promtool in dir and returns its standard output; a
 // failure is an error with its whole output.
 func (cp *ControlPlane) Promtool(ctx context.Context, dir string, args ...string) (string, error) {
-	bin := filepath.Join(cp.BinDir, "promtool")
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("promtool with Kubernetes service discovery: %w (run `make tools`)", err)
+	bin, err := LaterTool(ctx, cp.BinDir, "promtool")
+	if err != nil {
+		return "", fmt.Errorf("promtool with Kubernetes service discovery: %w", err)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +35,11 @@ func (k Kit) ThreeNodesVerifiedWithEventsAndMetrics(t *testing.T, prefix string)
 		t.Errorf("/readyz = %d %s", code, body)
 	}
 	_, metrics := HTTPGet(t, a.URL("/metrics"))
-	promtool := exec.Command(filepath.Join(k.CP.BinDir, "promtool"), "check", "metrics")
+	bin, err := harness.LaterTool(t.Context(), k.CP.BinDir, "promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	promtool := exec.Command(bin, "check", "metrics")
 	promtool.Stdin = strings.NewReader(metrics)
 	if out, err := promtool.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)

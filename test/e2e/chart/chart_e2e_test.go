@@ -124,8 +124,12 @@ func TestAlertRules(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), tests, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	promtool, err := harness.LaterTool(t.Context(), cp.BinDir, "promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "alerts_test.yaml"}} {
-		cmd := exec.CommandContext(t.Context(), filepath.Join(cp.BinDir, "promtool"), args...)
+		cmd := exec.CommandContext(t.Context(), promtool, args...)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %v: %v\n%s", args, err, out)
