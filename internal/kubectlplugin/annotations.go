@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // bypassAnnotation is one of the two bypass annotations as the deployed
@@ -44,8 +46,8 @@ var skipVerification = bypassAnnotation{
 		dss, err := a.ListDaemonSets(ctx, ns)
 		var out []namedContainer
 		for _, ds := range dss {
-			if isOurs(ds.Spec.Template, agentApp) && len(ds.Spec.Template.Spec.Containers) > 0 {
-				out = append(out, namedContainer{"DaemonSet " + ds.Namespace + "/" + ds.Name, agentContainer(ds.Spec.Template)})
+			if doctor.IsOurs(ds.Spec.Template, doctor.AgentApp) && len(ds.Spec.Template.Spec.Containers) > 0 {
+				out = append(out, namedContainer{"DaemonSet " + ds.Namespace + "/" + ds.Name, doctor.AgentContainer(ds.Spec.Template)})
 			}
 		}
 		return out, err
@@ -61,7 +63,7 @@ var skipCleanup = bypassAnnotation{
 		deps, err := a.ListDeployments(ctx, ns)
 		var out []namedContainer
 		for _, d := range deps {
-			if isOurs(d.Spec.Template, webhookApp) && len(d.Spec.Template.Spec.Containers) > 0 {
+			if doctor.IsOurs(d.Spec.Template, doctor.WebhookApp) && len(d.Spec.Template.Spec.Containers) > 0 {
 				out = append(out, namedContainer{"Deployment " + d.Namespace + "/" + d.Name, d.Spec.Template.Spec.Containers[0]})
 			}
 		}
@@ -78,14 +80,14 @@ func readAnnotationNames(ctx context.Context, inv *invocation, b bypassAnnotatio
 	if inv.explicit {
 		ns, fallback = inv.namespace, ""
 	}
-	cs, in, err := listFallback(ctx, &doctorRead{}, ns, fallback, "kube-node-ready", func(ctx context.Context, ns string) ([]namedContainer, error) {
+	cs, in, _, err := doctor.ListFallback(ctx, ns, fallback, "kube-node-ready", func(ctx context.Context, ns string) ([]namedContainer, error) {
 		return b.list(ctx, inv.api, ns)
 	})
 	if err != nil {
 		return []string{b.def}, []string{fmt.Sprintf("warning: %v: using the default %s %s", err, b.what, b.def)}
 	}
 	for _, c := range cs {
-		name, _, w := setting(c.c, b.prefix, b.def, b.flags...)
+		name, _, w := doctor.Setting(c.c, b.prefix, b.def, b.flags...)
 		if w != "" {
 			notes = append(notes, "warning: "+w)
 		}
@@ -95,7 +97,7 @@ func readAnnotationNames(ctx context.Context, inv *invocation, b bypassAnnotatio
 	}
 	if len(names) == 0 {
 		return []string{b.def}, append(notes, fmt.Sprintf("note: no kube-node-ready %s found in %s: using the default %s %s (pass --namespace to read your release's)",
-			b.workload, scopeName(in), b.what, b.def))
+			b.workload, doctor.ScopeName(in), b.what, b.def))
 	}
 	if len(names) > 1 {
 		notes = append(notes, fmt.Sprintf("note: the %ss found name different %ss: %s; all of them are used", b.workload, b.what, strings.Join(names, ", ")))
@@ -106,7 +108,7 @@ func readAnnotationNames(ctx context.Context, inv *invocation, b bypassAnnotatio
 // printNotes writes notes, each on a line, to w.
 func printNotes(inv *invocation, notes []string) {
 	for _, n := range notes {
-		printf(inv.err, "%s\n", n)
+		text.Printf(inv.err, "%s\n", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 )
 
 // TestBypassReadsTheDeployedName: bypass and unbypass use the
@@ -16,11 +17,11 @@ import (
 // agent DaemonSet is found, and with a warning when none can be listed.
 func TestBypassReadsTheDeployedName(t *testing.T) {
 	withArgs := func(args ...string) appsv1.DaemonSet {
-		ds := agentDS(caStartup, caStatus)
+		ds := workloadtest.AgentDaemonSet(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint)
 		ds.Spec.Template.Spec.Containers[0].Args = append(ds.Spec.Template.Spec.Containers[0].Args, args...)
 		return ds
 	}
-	withEnv := agentDS(caStartup, caStatus)
+	withEnv := workloadtest.AgentDaemonSet(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint)
 	withEnv.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KNR_AGENT_SKIP_VERIFICATION_ANNOTATION", Value: "example.com/env"}}
 	for _, tt := range []struct {
 		name      string
@@ -67,7 +68,7 @@ func TestCleanupSkipReadsTheDeployedName(t *testing.T) {
 		want      string
 		wantNotes string
 	}{
-		{[]appsv1.Deployment{webhookDep("--skip-cleanup-annotation=example.com/no-cleanup")}, "example.com/no-cleanup", ""},
+		{[]appsv1.Deployment{workloadtest.WebhookDeployment("--skip-cleanup-annotation=example.com/no-cleanup")}, "example.com/no-cleanup", ""},
 		{nil, api.SkipCleanupAnnotation, "note: no kube-node-ready webhook Deployment found in all namespaces: using the default skip-cleanup annotation infra.894.io/skip-cleanup"},
 	} {
 		f := newFake(testNode("a", "true", nil, nil, deleting))

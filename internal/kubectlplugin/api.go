@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,21 +30,9 @@ type API interface {
 	// ListNodeEvents reads the events.k8s.io/v1 Events about the Node name
 	// in namespace ("" for all namespaces).
 	ListNodeEvents(ctx context.Context, namespace, name string) ([]eventsv1.Event, error)
-	// ListPodEvents reads the events.k8s.io/v1 Events about Pods in namespace.
-	ListPodEvents(ctx context.Context, namespace string) ([]eventsv1.Event, error)
-	// ListDaemonSets reads the DaemonSets in namespace ("" for all).
-	ListDaemonSets(ctx context.Context, namespace string) ([]appsv1.DaemonSet, error)
-	// ListDeployments reads the Deployments in namespace ("" for all).
-	ListDeployments(ctx context.Context, namespace string) ([]appsv1.Deployment, error)
-	// ListControllerRevisions reads the ControllerRevisions in namespace:
-	// the earlier pod templates of its DaemonSets.
-	ListControllerRevisions(ctx context.Context, namespace string) ([]appsv1.ControllerRevision, error)
-	// ListNodePools reads Karpenter's NodePools; served is false when the
-	// API server does not serve karpenter.sh/v1 NodePools.
-	ListNodePools(ctx context.Context) (pools []doctor.NodePool, served bool, err error)
-	// ListNodeReadinessRules reads the node readiness controller's rules;
-	// served is false when the API server does not serve them.
-	ListNodeReadinessRules(ctx context.Context) (rules []ReadinessRule, served bool, err error)
+	// Cluster is what doctor reads: DaemonSets, Deployments and their
+	// revisions, NodePools, NodeReadinessRules, Pod Events.
+	doctor.Cluster
 }
 
 // listChunk is the page size of lists, as kubectl's.

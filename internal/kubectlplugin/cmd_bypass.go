@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // bypassCommand is `kubectl node-ready bypass`.
@@ -29,7 +30,7 @@ func runBypass(ctx context.Context, inv *invocation) error {
 	names, notes := readAnnotationNames(ctx, inv, skipVerification)
 	printNotes(inv, notes)
 	if allSet(node, names, "true") {
-		printf(inv.out, "node/%s already bypassed (%s): nothing changed\n", name, setTo(names, "true"))
+		text.Printf(inv.out, "node/%s already bypassed (%s): nothing changed\n", name, setTo(names, "true"))
 		return nil
 	}
 	value := "true"
@@ -40,7 +41,7 @@ func runBypass(ctx context.Context, inv *invocation) error {
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	printf(inv.out, "node/%s bypassed: %s; the agent removes its taints now and does not re-taint the node until `%s unbypass %s`\n",
+	text.Printf(inv.out, "node/%s bypassed: %s; the agent removes its taints now and does not re-taint the node until `%s unbypass %s`\n",
 		name, setTo(names, "true"), Name, name)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // cleanupSkipCommand is `kubectl node-ready cleanup skip`.
@@ -41,16 +42,16 @@ func runCleanupSkip(ctx context.Context, inv *invocation) error {
 	names, notes := readAnnotationNames(ctx, inv, skipCleanup)
 	printNotes(inv, notes)
 	if allSet(node, names, "true") {
-		printf(inv.out, "node/%s already has %s: nothing changed\n", name, setTo(names, "true"))
+		text.Printf(inv.out, "node/%s already has %s: nothing changed\n", name, setTo(names, "true"))
 		return nil
 	}
 	c := CleanupOf(node)
 	if !inv.opts.Yes {
-		printf(inv.err, "Node %s: cleanup %s.\n", name, c.Summary)
+		text.Printf(inv.err, "Node %s: cleanup %s.\n", name, c.Summary)
 		if c.State != CleanupDeleting {
-			printf(inv.err, "The node is not being deleted: the annotation waits for its deletion.\n")
+			text.Printf(inv.err, "The node is not being deleted: the annotation waits for its deletion.\n")
 		}
-		printf(inv.err, "The webhook will remove the finalizer %s without running the cleanup plugins;\n"+
+		text.Printf(inv.err, "The webhook will remove the finalizer %s without running the cleanup plugins;\n"+
 			"what they would clean up (volume attachments, storage, inventories, notifications) stays as it is.\n"+
 			"Skip cleanup of node %s? [y/N] ", api.Finalizer, name)
 		yes, err := readYes(inv.stdin)
@@ -69,7 +70,7 @@ func runCleanupSkip(ctx context.Context, inv *invocation) error {
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	printf(inv.out, "node/%s annotated %s: the webhook removes the finalizer %s without cleanup\n", name, setTo(names, "true"), api.Finalizer)
+	text.Printf(inv.out, "node/%s annotated %s: the webhook removes the finalizer %s without cleanup\n", name, setTo(names, "true"), api.Finalizer)
 	return nil
 }
 

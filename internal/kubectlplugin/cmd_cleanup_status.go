@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // cleanupStatusCommand is `kubectl node-ready cleanup status`.
@@ -33,7 +34,7 @@ func runCleanupStatus(ctx context.Context, inv *invocation) error {
 	}
 	reports := InCleanup(Reports(nodes, PresetTaintKeys()))
 	if len(reports) == 0 {
-		printf(inv.err, "%s\n", noneFound("No node is being deleted with the finalizer "+api.Finalizer, inv.opts.Selector))
+		text.Printf(inv.err, "%s\n", noneFound("No node is being deleted with the finalizer "+api.Finalizer, inv.opts.Selector))
 		return nil
 	}
 	return PrintCleanup(inv.out, reports, inv.now)

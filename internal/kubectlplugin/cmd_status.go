@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // statusCommand is `kubectl node-ready status`.
@@ -23,7 +25,7 @@ var statusCommand = &command{
             preset's, startup: ` + strings.Join(api.PreviousStartupTaintKeys(), ", ") + `;
             unhealthy: ` + strings.Join(api.PreviousUnhealthyTaintKeys(), ", ") + `;
             and the --startup-taint, --unhealthy-taint and --previous-taint-keys of each agent
-            DaemonSet (pod label app=` + agentApp + `, looked for as doctor does)
+            DaemonSet (pod label app=` + doctor.AgentApp + `, looked for as doctor does)
   FAILING   the failing checks the agent's ` + api.ConditionType + ` condition names, "-" when none
   AGE       since the node was created
   CLEANUP   none; skip (` + api.SkipCleanupAnnotation + `=true set in advance); or, for a node
@@ -44,7 +46,7 @@ func runStatus(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	keys, warnings := readTaintKeys(ctx, inv)
-	printWarnings(inv.err, append(warnings, missedWarnings(nodes)...))
+	printWarnings(inv.err, append(warnings, doctor.MissedAdmission(nodes)...))
 	reports := Reports(nodes, keys)
 	if inv.opts.Output == OutputJSON || inv.opts.Output == OutputYAML {
 		return PrintList(inv.out, reports, inv.opts.Output)
@@ -54,10 +56,10 @@ func runStatus(ctx context.Context, inv *invocation) error {
 	on, unreadable := switchLines(ctx, inv)
 	printWarnings(inv.err, unreadable)
 	for _, l := range on {
-		printf(inv.out, "%s\n", l)
+		text.Printf(inv.out, "%s\n", l)
 	}
 	if len(reports) == 0 {
-		printf(inv.err, "%s\n", noneFound("No nodes found", inv.opts.Selector))
+		text.Printf(inv.err, "%s\n", noneFound("No nodes found", inv.opts.Selector))
 		return nil
 	}
 	return PrintStatus(inv.out, reports, inv.opts.Output == OutputWide, inv.now)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 	"github.com/kube-node-ready/kube-node-ready/internal/suspend"
 )
 
@@ -57,15 +59,15 @@ func switchRefs(ctx context.Context, inv *invocation) (refs []switchRef, notes [
 	}
 	dss, err1 := inv.api.ListDaemonSets(ctx, ns)
 	for _, ds := range dss {
-		if isOurs(ds.Spec.Template, agentApp) && len(ds.Spec.Template.Spec.Containers) > 0 {
-			name, _, _ := setting(agentContainer(ds.Spec.Template), api.AgentEnvPrefix, api.SuspendConfigMap, api.SuspendConfigMapFlag)
+		if doctor.IsOurs(ds.Spec.Template, doctor.AgentApp) && len(ds.Spec.Template.Spec.Containers) > 0 {
+			name, _, _ := doctor.Setting(doctor.AgentContainer(ds.Spec.Template), api.AgentEnvPrefix, api.SuspendConfigMap, api.SuspendConfigMapFlag)
 			add(ds.Namespace, name)
 		}
 	}
 	deps, err2 := inv.api.ListDeployments(ctx, ns)
 	for _, d := range deps {
-		if isOurs(d.Spec.Template, webhookApp) && len(d.Spec.Template.Spec.Containers) > 0 {
-			name, _, _ := setting(d.Spec.Template.Spec.Containers[0], api.WebhookEnvPrefix, api.SuspendConfigMap, api.SuspendConfigMapFlag)
+		if doctor.IsOurs(d.Spec.Template, doctor.WebhookApp) && len(d.Spec.Template.Spec.Containers) > 0 {
+			name, _, _ := doctor.Setting(d.Spec.Template.Spec.Containers[0], api.WebhookEnvPrefix, api.SuspendConfigMap, api.SuspendConfigMapFlag)
 			add(d.Namespace, name)
 		}
 	}
@@ -109,7 +111,7 @@ func runSuspend(ctx context.Context, inv *invocation) error {
 		if !created {
 			verb = "still suspended, reason updated"
 		}
-		printf(inv.out, "%s: %s (%s): no re-taint, no replacement, no startup taint added until `kubectl node-ready resume`; untaints and cleanup go on\n", r, verb, inv.opts.Reason)
+		text.Printf(inv.out, "%s: %s (%s): no re-taint, no replacement, no startup taint added until `kubectl node-ready resume`; untaints and cleanup go on\n", r, verb, inv.opts.Reason)
 	}
 	return errors.Join(errs...)
 }
@@ -128,9 +130,9 @@ func runResume(ctx context.Context, inv *invocation) error {
 		case err != nil:
 			errs = append(errs, err)
 		case gone:
-			printf(inv.out, "%s: resumed: re-taints, replacements and startup taints go on\n", r)
+			text.Printf(inv.out, "%s: resumed: re-taints, replacements and startup taints go on\n", r)
 		default:
-			printf(inv.out, "%s: was not suspended: nothing changed\n", r)
+			text.Printf(inv.out, "%s: was not suspended: nothing changed\n", r)
 		}
 	}
 	return errors.Join(errs...)

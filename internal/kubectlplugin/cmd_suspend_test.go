@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // switchFake is fakeAPI with ConfigMaps, for the suspend switch.
@@ -55,7 +56,7 @@ func runSwitch(f *switchFake, args ...string) (code int, stdout, stderr string) 
 func TestSuspendAndResume(t *testing.T) {
 	f := &switchFake{fakeAPI: newFake(), cms: map[string]*corev1.ConfigMap{}}
 	ds := appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "knr", Name: "kube-node-ready"}}
-	ds.Spec.Template.Labels = map[string]string{"app": agentApp}
+	ds.Spec.Template.Labels = map[string]string{"app": doctor.AgentApp}
 	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "agent", Args: []string{"--suspend-configmap=my-switch"}}}
 	f.daemonSets = []appsv1.DaemonSet{ds}
 

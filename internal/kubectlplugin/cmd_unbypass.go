@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // unbypassCommand is `kubectl node-ready unbypass`.
@@ -26,13 +27,13 @@ func runUnbypass(ctx context.Context, inv *invocation) error {
 	deployed, notes := readAnnotationNames(ctx, inv, skipVerification)
 	printNotes(inv, notes)
 	var present []string
-	for _, n := range appendNew(deployed, api.SkipVerificationAnnotation) {
+	for _, n := range text.AppendNew(deployed, api.SkipVerificationAnnotation) {
 		if _, ok := node.Annotations[n]; ok {
 			present = append(present, n)
 		}
 	}
 	if len(present) == 0 {
-		printf(inv.out, "node/%s is not bypassed (no %s): nothing changed\n", name, strings.Join(deployed, ", "))
+		text.Printf(inv.out, "node/%s is not bypassed (no %s): nothing changed\n", name, strings.Join(deployed, ", "))
 		return nil
 	}
 	patch, err := annotationPatch(string(node.UID), present, nil)
@@ -42,6 +43,6 @@ func runUnbypass(ctx context.Context, inv *invocation) error {
 	if err := inv.api.PatchNode(ctx, name, patch); err != nil {
 		return err
 	}
-	printf(inv.out, "node/%s unbypassed: %s removed; the agent checks the node again and re-taints it if its checks keep failing\n", name, strings.Join(present, ", "))
+	text.Printf(inv.out, "node/%s unbypassed: %s removed; the agent checks the node again and re-taints it if its checks keep failing\n", name, strings.Join(present, ", "))
 	return nil
 }

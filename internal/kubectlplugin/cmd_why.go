@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // whyCommand is `kubectl node-ready why`.
@@ -50,13 +51,13 @@ func runWhy(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		why.EventsErr = err.Error()
 	} else {
-		why.Events, why.EventsTotal = EventLines(events, inv.opts.Events)
+		why.Events, why.EventsTotal = text.EventLines(events, inv.opts.Events)
 	}
 	if err := PrintWhy(inv.out, why, inv.now); err != nil {
 		return err
 	}
 	if why.EventsErr != "" {
-		printf(inv.err, "warning: Events not shown: %s\n", why.EventsErr)
+		text.Printf(inv.err, "warning: Events not shown: %s\n", why.EventsErr)
 	}
 	printWarnings(inv.err, warnings)
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 	"github.com/kube-node-ready/kube-node-ready/internal/version"
 )
 
@@ -124,14 +125,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 	opts.commandFlags(fs)
 	helpHint := Name + " --help"
 	usageErr := func(format string, a ...any) int {
-		printf(env.Stderr, "error: "+format+"\nSee '%s'.\n", append(a, helpHint)...)
+		text.Printf(env.Stderr, "error: "+format+"\nSee '%s'.\n", append(a, helpHint)...)
 		return ExitUsage
 	}
 	if err := fs.Parse(args); err != nil {
 		return usageErr("%v", err)
 	}
 	if opts.Version {
-		printf(env.Stdout, "%s\n", version.String("kubectl-node_ready"))
+		text.Printf(env.Stdout, "%s\n", version.String("kubectl-node_ready"))
 		return ExitOK
 	}
 	pos := fs.Args()
@@ -168,7 +169,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		}
 	})
 	if len(bad) > 0 {
-		return usageErr("%s: %s does not apply to %s", strings.Join(bad, ", "), plural(len(bad), "flag", "flags"), cmd.path)
+		return usageErr("%s: %s does not apply to %s", strings.Join(bad, ", "), text.Plural(len(bad), "flag", "flags"), cmd.path)
 	}
 	if len(rest) != cmd.nargs {
 		if cmd.nargs == 0 {
@@ -184,7 +185,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	api, namespace, explicit, err := env.Connect(&opts.Connection)
 	if err != nil {
-		printf(env.Stderr, "error: %v\n", err)
+		text.Printf(env.Stderr, "error: %v\n", err)
 		return ExitError
 	}
 	inv := &invocation{opts: opts, args: rest, api: api, namespace: namespace, explicit: explicit,
@@ -193,13 +194,13 @@ func Run(ctx context.Context, args []string, env Env) int {
 		var d declined
 		var st exitStatus
 		if errors.As(err, &st) {
-			printf(env.Stderr, "%s\n", st.msg)
+			text.Printf(env.Stderr, "%s\n", st.msg)
 			return st.code
 		}
 		if errors.As(err, &d) {
-			printf(env.Stderr, "%s\n", d.Error())
+			text.Printf(env.Stderr, "%s\n", d.Error())
 		} else {
-			printf(env.Stderr, "error: %v\n", err)
+			text.Printf(env.Stderr, "error: %v\n", err)
 		}
 		return ExitError
 	}
@@ -216,13 +217,6 @@ func findCommand(pos []string) (*command, []string) {
 		}
 	}
 	return nil, nil
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // declined is a cleanup skip the person said no to: not an error, but

@@ -33,16 +33,13 @@ type fakeAPI struct {
 	forbid map[string]bool
 	// listed records the namespaces Events were listed in.
 	listed []string
-	// daemonSets, deployments and nodePools are what doctor reads;
-	// karpenter says whether NodePools are served.
+	// daemonSets and deployments are the workloads the commands look for
+	// ours among; "list daemonsets.apps *" in forbid refuses listing them
+	// in all namespaces. doctor's own reads (its tests have a fuller
+	// fake) find nothing here: no revisions, no NodePools or
+	// NodeReadinessRules served.
 	daemonSets  []appsv1.DaemonSet
 	deployments []appsv1.Deployment
-	nodePools   []doctor.NodePool
-	karpenter   bool
-	revisions   []appsv1.ControllerRevision
-	// rules are the NodeReadinessRules, served when nrc is set.
-	rules []ReadinessRule
-	nrc   bool
 }
 
 func newFake(nodes ...corev1.Node) *fakeAPI {
@@ -149,6 +146,46 @@ func (f *fakeAPI) ListNodeEvents(_ context.Context, namespace, name string) ([]e
 		}
 	}
 	return out, nil
+}
+
+// listIn lists items in namespace ("" for all) unless forbid refuses
+// listing resource there.
+func listIn[T any](f *fakeAPI, resource, namespace string, items []T, ns func(*T) string) ([]T, error) {
+	key := namespace
+	if key == "" {
+		key = "*"
+	}
+	if f.forbid["list "+resource+" "+key] {
+		group, res, _ := strings.Cut(resource, ".")
+		return nil, explain(apierrors.NewForbidden(schema.GroupResource{Group: res, Resource: group}, "", errors.New("RBAC says no")), "list", resource+scope(namespace), "")
+	}
+	var out []T
+	for i := range items {
+		if namespace == "" || ns(&items[i]) == namespace {
+			out = append(out, items[i])
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeAPI) ListDaemonSets(_ context.Context, namespace string) ([]appsv1.DaemonSet, error) {
+	return listIn(f, "daemonsets.apps", namespace, f.daemonSets, func(d *appsv1.DaemonSet) string { return d.Namespace })
+}
+
+func (f *fakeAPI) ListDeployments(_ context.Context, namespace string) ([]appsv1.Deployment, error) {
+	return listIn(f, "deployments.apps", namespace, f.deployments, func(d *appsv1.Deployment) string { return d.Namespace })
+}
+
+func (f *fakeAPI) ListControllerRevisions(context.Context, string) ([]appsv1.ControllerRevision, error) {
+	return nil, nil
+}
+
+func (f *fakeAPI) ListNodePools(context.Context) ([]doctor.NodePool, bool, error) {
+	return nil, false, nil
+}
+
+func (f *fakeAPI) ListNodeReadinessRules(context.Context) ([]doctor.ReadinessRule, bool, error) {
+	return nil, false, nil
 }
 
 // run runs the plugin on fapi with args and stdin.

@@ -133,3 +133,58 @@ func scope(namespace string) string {
 	}
 	return " in namespace " + namespace
 }
+
+// nodeReadinessRulesPath is the controller's API
+// (readiness.node.x-k8s.io/v1alpha1), read without a typed client.
+const (
+	nodeReadinessGroupVersion = "readiness.node.x-k8s.io/v1alpha1"
+	nodeReadinessRulesPath    = "/apis/" + nodeReadinessGroupVersion + "/nodereadinessrules"
+)
+
+// ruleList is the part of a NodeReadinessRuleList doctor reads.
+type ruleList struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Conditions []struct {
+				Type string `json:"type"`
+			} `json:"conditions"`
+			Taint           doctor.Taint `json:"taint"`
+			EnforcementMode string       `json:"enforcementMode"`
+		} `json:"spec"`
+	} `json:"items"`
+}
+
+func (a *kubeAPI) ListNodeReadinessRules(ctx context.Context) ([]doctor.ReadinessRule, bool, error) {
+	// Discovery first, which every user may read: a user without list on
+	// an API the cluster does not serve is refused (403) before the API
+	// server says it is not there (404), and most clusters run no
+	// controller.
+	if _, err := a.client.Discovery().ServerResourcesForGroupVersion(nodeReadinessGroupVersion); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, explain(err, "discover", nodeReadinessGroupVersion, "")
+	}
+	var out []doctor.ReadinessRule
+	served, err := a.listRaw(ctx, nodeReadinessRulesPath, "nodereadinessrules.readiness.node.x-k8s.io", func(body []byte) (string, error) {
+		var l ruleList
+		if err := json.Unmarshal(body, &l); err != nil {
+			return "", err
+		}
+		for _, it := range l.Items {
+			r := doctor.ReadinessRule{Name: it.Metadata.Name, Taint: it.Spec.Taint, EnforcementMode: it.Spec.EnforcementMode}
+			for _, c := range it.Spec.Conditions {
+				r.Conditions = append(r.Conditions, c.Type)
+			}
+			out = append(out, r)
+		}
+		return l.Metadata.Continue, nil
+	})
+	return out, served, err
+}

@@ -11,25 +11,8 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
-
-func TestEsc(t *testing.T) {
-	for in, want := range map[string]string{
-		"ip-10-0-1-7":                "ip-10-0-1-7",
-		"dns: no A record, 3 tries":  "dns: no A record, 3 tries",
-		"naïve ünïcode ✓":            "naïve ünïcode ✓",
-		"\x1b[31mred\x1b[0m":         `\x1b[31mred\x1b[0m`,
-		"line\nfix: rm -rf /\r":      `line\nfix: rm -rf /\r`,
-		"tab\there\a":                `tab\there\a`,
-		"right\u202eto left":         `right\u202eto left`,
-		"bad \xff byte":              `bad \xff byte`,
-		"\x1b]0;title\x07 osc title": `\x1b]0;title\a osc title`,
-	} {
-		if got := esc(in); got != want {
-			t.Errorf("esc(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
 
 // hostile is text a cluster can hold that would drive a terminal: colours,
 // a cleared screen, a window title, a forged line, right-to-left override.
@@ -42,7 +25,7 @@ func rawControl(out string) bool {
 }
 
 // TestPrintEscapesClusterText: whatever the cluster holds, what status,
-// why, cleanup status, doctor, bypass and cleanup skip print holds no raw
+// why, cleanup status, bypass and cleanup skip print (doctor: its own test) holds no raw
 // control character: the condition's message, Event notes and reasons,
 // the cleanup status document's plugin names and states, a Cluster
 // Autoscaler's flags and the node's name are escaped.
@@ -73,7 +56,7 @@ func TestPrintEscapesClusterText(t *testing.T) {
 	events := []eventsv1.Event{{Reason: api.EventNodeRetainted + hostile, Type: "Warning", Note: "note" + hostile,
 		ReportingController: "ctl" + hostile, EventTime: metav1.NewMicroTime(now)}}
 	why := Why{Report: reports[0], Keys: PresetTaintKeys(), EventsScope: "all namespaces"}
-	why.Events, why.EventsTotal = EventLines(events, 0)
+	why.Events, why.EventsTotal = text.EventLines(events, 0)
 	if err := PrintWhy(&buf, why, now); err != nil {
 		t.Fatal(err)
 	}
@@ -84,15 +67,8 @@ func TestPrintEscapesClusterText(t *testing.T) {
 		t.Errorf("the hostile text is not shown escaped:\n%s", buf.String())
 	}
 
-	f := doctorFake(caStartup, caStatus, nil, caDep("--startup-taint=node-ready/x"+hostile, "--max-node-provision-time=1m"+hostile))
-	f.nodes = map[string]*corev1.Node{"n": new(tainted("n"+hostile, api.StartupTaintKey+"x"))}
-	_, out, errOut, _ := run(f, "", "doctor")
-	if rawControl(out + errOut) {
-		t.Errorf("doctor prints raw control characters:\n%q\n%q", out, errOut)
-	}
-
-	f = newFake(testNode("n", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `{"attempt":1,"plugins":{"hook":"failed: \u001b[2J"}}`)))
-	_, out, errOut, _ = run(f, "", "cleanup", "skip", "n")
+	f := newFake(testNode("n", "true", nil, nil, deleting, annotate(api.CleanupStatusAnnotation, `{"attempt":1,"plugins":{"hook":"failed: \u001b[2J"}}`)))
+	_, out, errOut, _ := run(f, "", "cleanup", "skip", "n")
 	if rawControl(out + errOut) {
 		t.Errorf("cleanup skip prints raw control characters:\n%q\n%q", out, errOut)
 	}

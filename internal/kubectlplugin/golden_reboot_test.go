@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/golden"
 )
 
 // rebootNodes are a node the agent holds after a reboot
@@ -37,7 +38,7 @@ func TestGoldenReboot(t *testing.T) {
 	if err := PrintStatus(&buf, Reports(nodes, PresetTaintKeys()), true, now); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "status-reboot.txt", buf.Bytes())
+	golden.Compare(t, "status-reboot.txt", buf.Bytes())
 	for _, tt := range []struct {
 		file string
 		node corev1.Node
@@ -47,7 +48,7 @@ func TestGoldenReboot(t *testing.T) {
 		if err := PrintWhy(&buf, why, now); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, tt.file, buf.Bytes())
+		golden.Compare(t, tt.file, buf.Bytes())
 	}
 }
 
@@ -60,5 +61,5 @@ func TestGoldenWhyVerifying(t *testing.T) {
 	if err := PrintWhy(&buf, why, now); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "why-verifying.txt", buf.Bytes())
+	golden.Compare(t, "why-verifying.txt", buf.Bytes())
 }

@@ -2,9 +2,6 @@ package kubectlplugin
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,28 +12,9 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
+	"github.com/kube-node-ready/kube-node-ready/internal/golden"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // fleet is one node in each state the commands tell apart.
 func fleet() []corev1.Node {
@@ -66,7 +44,7 @@ func TestGoldenStatus(t *testing.T) {
 		if err := PrintStatus(&buf, Reports(fleet(), PresetTaintKeys()), tt.wide, now); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, tt.name, buf.Bytes())
+		golden.Compare(t, tt.name, buf.Bytes())
 	}
 }
 
@@ -75,7 +53,7 @@ func TestGoldenCleanupStatus(t *testing.T) {
 	if err := PrintCleanup(&buf, InCleanup(Reports(fleet(), PresetTaintKeys())), now); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "cleanup-status.txt", buf.Bytes())
+	golden.Compare(t, "cleanup-status.txt", buf.Bytes())
 }
 
 func TestGoldenStatusJSON(t *testing.T) {
@@ -84,7 +62,7 @@ func TestGoldenStatusJSON(t *testing.T) {
 	if err := PrintList(&buf, Reports([]corev1.Node{nodes[2], nodes[5]}, PresetTaintKeys()), OutputJSON); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "status.json", buf.Bytes())
+	golden.Compare(t, "status.json", buf.Bytes())
 }
 
 func TestGoldenWhy(t *testing.T) {
@@ -109,7 +87,7 @@ func TestGoldenWhy(t *testing.T) {
 		node corev1.Node
 		why  func(*Why)
 	}{
-		{"why-retainted.txt", nodes[2], func(w *Why) { w.Events, w.EventsTotal = EventLines(events, 3) }},
+		{"why-retainted.txt", nodes[2], func(w *Why) { w.Events, w.EventsTotal = text.EventLines(events, 3) }},
 		{"why-no-agent.txt", testNode("ip-10-0-3-1", "", []corev1.Taint{startupTaint}, nil), func(w *Why) {}},
 		{"why-deleting-events-forbidden.txt", nodes[5], func(w *Why) {
 			w.EventsErr = `not allowed to list events.events.k8s.io: events.events.k8s.io is forbidden: User "jane" cannot list resource "events" in API group "events.k8s.io" in the namespace "default"`
@@ -121,7 +99,7 @@ func TestGoldenWhy(t *testing.T) {
 		if err := PrintWhy(&buf, why, now); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, tt.file, buf.Bytes())
+		golden.Compare(t, tt.file, buf.Bytes())
 	}
 }
 
@@ -170,7 +148,7 @@ func TestGoldenStatusKeys(t *testing.T) {
 		if err := PrintStatus(&buf, Reports(keyedFleet(), tt.keys), false, now); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, tt.file, buf.Bytes())
+		golden.Compare(t, tt.file, buf.Bytes())
 	}
 }
 
@@ -192,7 +170,7 @@ func TestGoldenWhyKeys(t *testing.T) {
 		if err := PrintWhy(&buf, why, now); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, tt.file, buf.Bytes())
+		golden.Compare(t, tt.file, buf.Bytes())
 	}
 }
 
@@ -212,5 +190,5 @@ func TestGoldenStatusObserve(t *testing.T) {
 	if err := PrintStatus(&buf, Reports(nodes, PresetTaintKeys()), true, now); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "status-observe.txt", buf.Bytes())
+	golden.Compare(t, "status-observe.txt", buf.Bytes())
 }

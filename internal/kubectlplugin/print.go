@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // Output formats of -o.
@@ -21,8 +21,6 @@ const (
 	OutputJSON  = "json"
 	OutputYAML  = "yaml"
 )
-
-func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
 
 // age is how long ago t was, as kubectl prints ages ("5m", "3d4h").
 func age(t, now time.Time) string {
@@ -52,7 +50,7 @@ func orNone(names []string) string {
 // PrintStatus writes one line per node: NAME VERIFIED TAINT FAILING AGE
 // CLEANUP, and with wide also the condition's REASON, BYPASS and FINALIZER.
 func PrintStatus(w io.Writer, reports []NodeReport, wide bool, now time.Time) error {
-	tw := newTable(w)
+	tw := text.NewTable(w)
 	header := "NAME\tVERIFIED\tTAINT\tFAILING\tAGE\tCLEANUP"
 	if wide {
 		header += "\tREASON\tBYPASS\tFINALIZER"
@@ -68,15 +66,15 @@ func PrintStatus(w io.Writer, reports []NodeReport, wide bool, now time.Time) er
 		}
 		if w := r.Would; w != nil {
 			// Observe mode: what enforce would have on the node.
-			taint += sprintf(" (would: %s, %s)", w.Taint, age(w.Since.Time, now))
+			taint += text.Sprintf(" (would: %s, %s)", w.Taint, age(w.Since.Time, now))
 		}
-		line := sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Verified, taint, list(r.Failing), age(r.CreationTimestamp.Time, now), r.Cleanup.Summary)
+		line := text.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Verified, taint, list(r.Failing), age(r.CreationTimestamp.Time, now), r.Cleanup.Summary)
 		if wide {
 			reason := "-"
 			if r.Condition != nil {
 				reason = r.Condition.Reason
 			}
-			line += sprintf("\t%s\t%t\t%t", reason, r.Bypass, r.Finalizer)
+			line += text.Sprintf("\t%s\t%t\t%t", reason, r.Bypass, r.Finalizer)
 		}
 		fmt.Fprintln(tw, line) // its values escaped by sprintf
 	}
@@ -86,7 +84,7 @@ func PrintStatus(w io.Writer, reports []NodeReport, wide bool, now time.Time) er
 // PrintCleanup writes the nodes whose cleanup is pending, one line per
 // plugin: NAME DELETING ATTEMPT RETRY-IN PLUGIN STATE.
 func PrintCleanup(w io.Writer, reports []NodeReport, now time.Time) error {
-	tw := newTable(w)
+	tw := text.NewTable(w)
 	fmt.Fprintln(tw, "NAME\tDELETING\tATTEMPT\tRETRY-IN\tPLUGIN\tSTATE")
 	for _, r := range reports {
 		c := r.Cleanup
@@ -95,7 +93,7 @@ func PrintCleanup(w io.Writer, reports []NodeReport, now time.Time) error {
 			deleting = age(c.DeletionTimestamp.Time, now)
 		}
 		row := func(attempt, retry, plugin, state string) {
-			printf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, deleting, attempt, retry, plugin, state)
+			text.Printf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, deleting, attempt, retry, plugin, state)
 		}
 		switch {
 		case c.StatusError != "":
@@ -153,7 +151,7 @@ type Why struct {
 	// Keys are the agent's taint keys Report was read with.
 	Keys TaintKeys
 	// Events are the newest Events about the node, oldest first.
-	Events []EventLine
+	Events []text.EventLine
 	// EventsTotal is how many Events there were before the limit.
 	EventsTotal int
 	// EventsScope says where the Events were looked for.
@@ -174,53 +172,53 @@ func stamp(t, now time.Time) string {
 // what it says about the agent's last reported round, and recent Events.
 func PrintWhy(w io.Writer, why Why, now time.Time) error {
 	r := why.Report
-	tw := newTable(w)
+	tw := text.NewTable(w)
 	taint, keys := "none", why.Keys.none()
 	if len(r.Taints) > 0 {
 		taint, keys = strings.Join(r.Taints, ","), strings.Join(r.TaintKeys, ", ")
 	}
-	printf(tw, "Node:\t%s\n", r.Name)
-	printf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, api.VerifiedLabel)
-	printf(tw, "Taint:\t%s\t(%s)\n", taint, keys)
-	printf(tw, "Bypass:\t%t\t(annotation %s)\n", r.Bypass, api.SkipVerificationAnnotation)
-	printf(tw, "Cleanup:\t%s\n", r.Cleanup.Summary)
+	text.Printf(tw, "Node:\t%s\n", r.Name)
+	text.Printf(tw, "Verified:\t%s\t(label %s)\n", r.Verified, api.VerifiedLabel)
+	text.Printf(tw, "Taint:\t%s\t(%s)\n", taint, keys)
+	text.Printf(tw, "Bypass:\t%t\t(annotation %s)\n", r.Bypass, api.SkipVerificationAnnotation)
+	text.Printf(tw, "Cleanup:\t%s\n", r.Cleanup.Summary)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	printf(w, "\nCondition %s:\n", api.ConditionType)
+	text.Printf(w, "\nCondition %s:\n", api.ConditionType)
 	if c := r.Condition; c == nil {
-		printf(w, "  not set: no kube-node-ready agent has reported on this node\n")
+		text.Printf(w, "  not set: no kube-node-ready agent has reported on this node\n")
 	} else {
-		tw = newTable(w)
-		printf(tw, "  Status:\t%s\n", c.Status)
-		printf(tw, "  Reason:\t%s\n", c.Reason)
-		printf(tw, "  Message:\t%s\n", c.Message)
-		printf(tw, "  Last transition:\t%s\n", stamp(c.LastTransitionTime.Time, now))
-		printf(tw, "  Last written:\t%s\n", stamp(c.LastHeartbeatTime.Time, now))
+		tw = text.NewTable(w)
+		text.Printf(tw, "  Status:\t%s\n", c.Status)
+		text.Printf(tw, "  Reason:\t%s\n", c.Reason)
+		text.Printf(tw, "  Message:\t%s\n", c.Message)
+		text.Printf(tw, "  Last transition:\t%s\n", stamp(c.LastTransitionTime.Time, now))
+		text.Printf(tw, "  Last written:\t%s\n", stamp(c.LastHeartbeatTime.Time, now))
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		printRound(w, c, now)
 	}
 
-	printf(w, "\nEvents (events.k8s.io/v1 about Node %s, %s, newest last", r.Name, why.EventsScope)
+	text.Printf(w, "\nEvents (events.k8s.io/v1 about Node %s, %s, newest last", r.Name, why.EventsScope)
 	switch {
 	case why.EventsErr != "":
-		printf(w, "):\n  cannot list them: %s\n", why.EventsErr)
+		text.Printf(w, "):\n  cannot list them: %s\n", why.EventsErr)
 		return nil
 	case why.EventsTotal == 0:
-		printf(w, "):\n  none\n")
+		text.Printf(w, "):\n  none\n")
 		return nil
 	case len(why.Events) < why.EventsTotal:
-		printf(w, "; the last %d of %d):\n", len(why.Events), why.EventsTotal)
+		text.Printf(w, "; the last %d of %d):\n", len(why.Events), why.EventsTotal)
 	default:
-		printf(w, "):\n")
+		text.Printf(w, "):\n")
 	}
-	tw = newTable(w)
+	tw = text.NewTable(w)
 	fmt.Fprintln(tw, "  LAST SEEN\tTYPE\tREASON\tFROM\tCOUNT\tNOTE")
 	for _, e := range why.Events {
-		printf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", age(e.LastSeen, now), e.Type, e.Reason, e.From, e.Count, e.Note)
+		text.Printf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", age(e.LastSeen, now), e.Type, e.Reason, e.From, e.Count, e.Note)
 	}
 	return tw.Flush()
 }
@@ -229,9 +227,9 @@ func PrintWhy(w io.Writer, why Why, now time.Time) error {
 // and what it cannot tell.
 func printRound(w io.Writer, c *Condition, now time.Time) {
 	round := RoundOf(c.Reason, c.Message)
-	printf(w, "\nAgent's last reported round (read from the condition above: the agent rewrites it only when\n"+
+	text.Printf(w, "\nAgent's last reported round (read from the condition above: the agent rewrites it only when\n"+
 		"the outcome changes, so this is the latest change, not necessarily the latest round):\n")
-	tw := newTable(w)
+	tw := text.NewTable(w)
 	outcome := round.Outcome
 	switch round.Outcome {
 	case "passed":
@@ -294,10 +292,10 @@ func printRound(w io.Writer, c *Condition, now time.Time) {
 	default:
 		outcome += ": " + round.Detail
 	}
-	printf(tw, "  Outcome:\t%s\n", outcome)
+	text.Printf(tw, "  Outcome:\t%s\n", outcome)
 	if round.Message.HasModes {
-		printf(tw, "  Continuous checks:\t%s\n", orNone(round.Message.Continuous))
-		printf(tw, "  Bootstrap checks:\t%s\n", orNone(round.Message.Bootstrap))
+		text.Printf(tw, "  Continuous checks:\t%s\n", orNone(round.Message.Continuous))
+		text.Printf(tw, "  Bootstrap checks:\t%s\n", orNone(round.Message.Bootstrap))
 	}
 	_ = tw.Flush()
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // The names status gives the agent's taints.
@@ -46,20 +48,10 @@ func (k *TaintKeys) Add(c cli.TaintKeys) {
 		previous []string
 	}{{&k.Startup, c.Startup, c.PreviousStartup}, {&k.Unhealthy, c.Unhealthy, c.PreviousUnhealthy}} {
 		if parsed, err := cli.ParseTaint(t.taint); err == nil {
-			*t.keys = appendNew(*t.keys, parsed.Key)
+			*t.keys = text.AppendNew(*t.keys, parsed.Key)
 		}
-		*t.keys = appendNew(*t.keys, t.previous...)
+		*t.keys = text.AppendNew(*t.keys, t.previous...)
 	}
-}
-
-// appendNew appends the keys not in keys yet.
-func appendNew(keys []string, more ...string) []string {
-	for _, key := range more {
-		if !slices.Contains(keys, key) {
-			keys = append(keys, key)
-		}
-	}
-	return keys
 }
 
 // on are the agent's taints on node, by name, with their keys: unverified
@@ -106,18 +98,18 @@ func readTaintKeys(ctx context.Context, inv *invocation) (TaintKeys, []string) {
 	}
 	// Where all namespaces may not be listed, the context's namespace is
 	// looked in without a word: only a read that fails in the end is.
-	dss, _, err := listFallback(ctx, &doctorRead{}, ns, fallback, "kube-node-ready", inv.api.ListDaemonSets)
+	dss, _, _, err := doctor.ListFallback(ctx, ns, fallback, "kube-node-ready", inv.api.ListDaemonSets)
 	if err != nil {
 		return keys, []string{fmt.Sprintf("%v: only the presets' taint keys are recognized", err)}
 	}
 	var warnings []string
 	for i := range dss {
 		ds := &dss[i]
-		if !isOurs(ds.Spec.Template, agentApp) || len(ds.Spec.Template.Spec.Containers) == 0 {
+		if !doctor.IsOurs(ds.Spec.Template, doctor.AgentApp) || len(ds.Spec.Template.Spec.Containers) == 0 {
 			continue
 		}
 		who := "DaemonSet " + ds.Namespace + "/" + ds.Name
-		c, w := readAgentTaintKeys(agentContainer(ds.Spec.Template), who)
+		c, w := doctor.AgentTaintKeys(doctor.AgentContainer(ds.Spec.Template), who)
 		warnings = append(warnings, w...)
 		keys.Add(c)
 	}
@@ -127,6 +119,6 @@ func readTaintKeys(ctx context.Context, inv *invocation) (TaintKeys, []string) {
 // printWarnings writes each warning to w, prefixed as kubectl does.
 func printWarnings(w io.Writer, warnings []string) {
 	for _, msg := range warnings {
-		printf(w, "warning: %s\n", msg)
+		text.Printf(w, "warning: %s\n", msg)
 	}
 }

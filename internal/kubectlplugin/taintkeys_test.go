@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 )
 
 // TestStatusReadsTheDeployedKeys: status names a node carrying the
@@ -17,7 +18,7 @@ import (
 func TestStatusReadsTheDeployedKeys(t *testing.T) {
 	setup := func() *fakeAPI {
 		f := newFake(keyedFleet()...)
-		ds := agentDS("example.com/booting=true:NoSchedule", api.UnhealthyTaint)
+		ds := workloadtest.AgentDaemonSet("example.com/booting=true:NoSchedule", api.UnhealthyTaint)
 		c := &ds.Spec.Template.Spec.Containers[0]
 		c.Args = append(c.Args, "--autoscaler=none", "--previous-taint-keys=example.com/old-boot")
 		f.daemonSets = append(f.daemonSets, ds)

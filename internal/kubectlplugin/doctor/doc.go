@@ -18,7 +18,12 @@
 //     makes it launch more. Which release runs is read from its Deployment;
 //     when none shows it, the older rule is taken.
 //
-// Everything here is pure: the kubectl plugin reads Deployments, DaemonSets
-// and NodePools (internal/kubectlplugin's doctor_*.go) and hands their flags
-// and fields to Diagnose.
+// The rules are pure (classes.go, diagnose.go, fixes.go). Around them is
+// the command's reading and printing: Examine reads, through Cluster, our
+// DaemonSets and Deployments (read.go), the autoscalers' Deployments and
+// Karpenter's NodePools, the nodes (stranded taints, held finalizers),
+// NodeReadinessRules and the webhook's Events about external names, and
+// hands their flags and fields to Diagnose; Print writes the Report. The
+// plugin (internal/kubectlplugin) wires the command and finds our
+// workloads for its other commands with this package's IsOurs and Setting.
 package doctor

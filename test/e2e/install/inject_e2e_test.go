@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // doctorFindsNothing: with the chart's defaults (the cluster-autoscaler
@@ -24,7 +25,7 @@ func doctorFindsNothing(t *testing.T) {
 			return kubectlplugin.NewAPI(c.Client), namespace, true, nil
 		},
 	})
-	var rep kubectlplugin.DoctorReport
+	var rep doctor.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("doctor -o json (exit %d): %v\n%s\nstderr:\n%s", code, err, out.String(), errOut.String())
 	}

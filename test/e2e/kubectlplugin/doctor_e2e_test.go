@@ -116,7 +116,7 @@ func TestDoctor(t *testing.T) {
 
 	// The same as JSON; its fixes are applied as printed, with the real kubectl.
 	r := kubectl(t, "", nil, "node-ready", "doctor", "-n", doctorNamespace, "-o", "json")
-	var report kubectlplugin.DoctorReport
+	var report doctor.Report
 	if err := json.Unmarshal([]byte(r.stdout), &report); err != nil || r.code != kubectlplugin.ExitError {
 		t.Fatalf("doctor -o json: %v\n%s", err, r)
 	}

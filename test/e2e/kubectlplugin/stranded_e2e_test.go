@@ -15,6 +15,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -90,11 +91,11 @@ func TestDoctorNamesStrandedTaints(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	doctor := func(t *testing.T) (result, kubectlplugin.DoctorReport) {
+	runDoctor := func(t *testing.T) (result, doctor.Report) {
 		t.Helper()
 		r := kubectl(t, "", nil, "node-ready", "doctor", "-n", strandedNamespace)
 		j := kubectl(t, "", nil, "node-ready", "doctor", "-n", strandedNamespace, "-o", "json")
-		var rep kubectlplugin.DoctorReport
+		var rep doctor.Report
 		if err := json.Unmarshal([]byte(j.stdout), &rep); err != nil {
 			t.Fatalf("doctor -o json: %v\n%s", err, j)
 		}
@@ -102,7 +103,7 @@ func TestDoctorNamesStrandedTaints(t *testing.T) {
 	}
 	// nodesOf are the nodes of this test doctor names for key (other tests'
 	// nodes may carry our keys too).
-	nodesOf := func(rep kubectlplugin.DoctorReport, key string) []string {
+	nodesOf := func(rep doctor.Report, key string) []string {
 		var out []string
 		for _, s := range rep.StrandedTaints {
 			if s.Key != key {
@@ -117,16 +118,16 @@ func TestDoctorNamesStrandedTaints(t *testing.T) {
 		return out
 	}
 
-	strandedOf := func(rep kubectlplugin.DoctorReport, key string) kubectlplugin.StrandedTaint {
+	strandedOf := func(rep doctor.Report, key string) doctor.StrandedTaint {
 		for _, s := range rep.StrandedTaints {
 			if s.Key == key {
 				return s
 			}
 		}
-		return kubectlplugin.StrandedTaint{}
+		return doctor.StrandedTaint{}
 	}
 
-	r, rep := doctor(t)
+	r, rep := runDoctor(t)
 	if r.code != kubectlplugin.ExitError {
 		t.Fatalf("doctor after the key change: %s; want exit 1", r)
 	}
@@ -144,7 +145,7 @@ func TestDoctorNamesStrandedTaints(t *testing.T) {
 	if _, err := cp.Client.AppsV1().DaemonSets(strandedNamespace).Update(t.Context(), ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, rep = doctor(t)
+	_, rep = runDoctor(t)
 	for _, key := range []string{"example.com/old-boot", "example.com/old-sick"} {
 		if got := nodesOf(rep, key); len(got) != 0 {
 			t.Errorf("with --previous-taint-keys doctor still names %v for %s", got, key)

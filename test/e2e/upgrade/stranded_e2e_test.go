@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -56,7 +57,7 @@ func (e *env) retaint(t *testing.T) {
 
 // doctor runs this tree's kubectl node-ready doctor -o json against the
 // cluster and returns its report and exit status.
-func (e *env) doctor(t *testing.T) (kubectlplugin.DoctorReport, int) {
+func (e *env) doctor(t *testing.T) (doctor.Report, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := kubectlplugin.Run(t.Context(), []string{"doctor", "-n", namespace, "-o", "json"}, kubectlplugin.Env{
@@ -65,7 +66,7 @@ func (e *env) doctor(t *testing.T) (kubectlplugin.DoctorReport, int) {
 			return kubectlplugin.NewAPI(e.c.Client), namespace, true, nil
 		},
 	})
-	var rep kubectlplugin.DoctorReport
+	var rep doctor.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("doctor -o json (exit %d): %v\n%s\nstderr:\n%s", code, err, out.String(), errOut.String())
 	}

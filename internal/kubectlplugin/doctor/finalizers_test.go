@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"slices"
@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 )
 
 // heldFinalizers names a finalizer of ours on nodes only when no ready,
@@ -19,11 +20,11 @@ func TestHeldFinalizers(t *testing.T) {
 		return func(n *corev1.Node) { n.Finalizers = fs }
 	}
 	nodes := []corev1.Node{
-		testNode("a", "true", nil, nil),
-		testNode("b", "true", nil, nil, deleting),
-		testNode("c", "true", nil, nil, withFinalizers("karpenter.sh/termination")),
+		node("a", nil),
+		node("b", nil, deleting),
+		node("c", nil, withFinalizers("karpenter.sh/termination")),
 	}
-	notReady := webhookDep()
+	notReady := workloadtest.WebhookDeployment()
 	notReady.Status.ReadyReplicas = 0
 	cases := []struct {
 		name       string
@@ -32,11 +33,11 @@ func TestHeldFinalizers(t *testing.T) {
 		wantDetail string
 		wantFix    string
 	}{
-		{"a ready webhook removes it", []appsv1.Deployment{webhookDep()}, false, "", ""},
-		{"renamed to a custom name: the shipped name is still honoured", []appsv1.Deployment{webhookDep("--finalizer=example.com/cleanup")}, false, "", ""},
+		{"a ready webhook removes it", []appsv1.Deployment{workloadtest.WebhookDeployment()}, false, "", ""},
+		{"renamed to a custom name: the shipped name is still honoured", []appsv1.Deployment{workloadtest.WebhookDeployment("--finalizer=example.com/cleanup")}, false, "", ""},
 		{"no webhook", nil, true, "no webhook of kube-node-ready runs", "kubectl patch node a --type=json"},
 		{"the webhook has no ready replica", []appsv1.Deployment{notReady}, true, "has no ready replica", "kubectl rollout status deployment/kube-node-ready-webhook"},
-		{"the webhook runs no cleanup", []appsv1.Deployment{webhookDep("--cleanup=false")}, true, "--cleanup=false", "kubectl patch node b"},
+		{"the webhook runs no cleanup", []appsv1.Deployment{workloadtest.WebhookDeployment("--cleanup=false")}, true, "--cleanup=false", "kubectl patch node b"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

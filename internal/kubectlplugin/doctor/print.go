@@ -1,16 +1,16 @@
-package kubectlplugin
+package doctor
 
 import (
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
-// DoctorReport is what doctor found; -o json|yaml print it. Fields are
+// Report is what doctor found; -o json|yaml print it. Fields are
 // only ever added.
-type DoctorReport struct {
+type Report struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Installs are the kube-node-ready installations found, each with how
@@ -30,7 +30,7 @@ type DoctorReport struct {
 	// resolve from the webhook's pod (each a problem).
 	UnresolvedExternalNames []UnresolvedName `json:"unresolvedExternalNames,omitempty"`
 	// ReadinessRules are the node readiness controller's rules that adopt a
-	// taint of ours (doctor_nrc.go).
+	// taint of ours (readinessrules.go).
 	ReadinessRules []RuleFinding `json:"readinessRules,omitempty"`
 	// Problems counts the findings of severity problem.
 	Problems int `json:"problems"`
@@ -42,14 +42,14 @@ type DoctorReport struct {
 
 // InstallReport is one installation and its diagnosis.
 type InstallReport struct {
-	doctor.Install
+	Install
 	// UnverifiedDeadline is the webhook's --unverified-deadline ("" when
 	// remediation is off).
 	UnverifiedDeadline string `json:"unverifiedDeadline,omitempty"`
 	// HeldAfterReboot are the nodes its agents hold after a reboot, with
 	// --reverify-after-reboot.
 	HeldAfterReboot []string `json:"heldAfterReboot,omitempty"`
-	doctor.Diagnosis
+	Diagnosis
 }
 
 // ClusterAutoscalerView is a Cluster Autoscaler's flags that matter here.
@@ -68,50 +68,50 @@ type KarpenterView struct {
 	Installed bool `json:"installed"`
 	// Controllers are the Deployments running Karpenter, with the release
 	// each runs; none when no Deployment shows one (a managed Karpenter).
-	Controllers []doctor.Karpenter `json:"controllers,omitempty"`
-	NodePools   []string           `json:"nodePools,omitempty"`
+	Controllers []Karpenter `json:"controllers,omitempty"`
+	NodePools   []string    `json:"nodePools,omitempty"`
 	// ReadError says why the NodePools could not be read.
 	ReadError string `json:"readError,omitempty"`
 }
 
-func caView(c doctor.ClusterAutoscaler) ClusterAutoscalerView {
+func caView(c ClusterAutoscaler) ClusterAutoscalerView {
 	return ClusterAutoscalerView{Deployment: c.Namespace + "/" + c.Name, StartupTaints: c.StartupTaints, StatusTaints: c.StatusTaints,
-		StartupTaintPrefixes: c.StartupTaintPrefixes, MaxNodeProvisionTime: doctor.ShortDuration(c.MaxNodeProvisionTime), MaxNodeStartupTime: doctor.ShortDuration(c.MaxNodeStartupTime)}
+		StartupTaintPrefixes: c.StartupTaintPrefixes, MaxNodeProvisionTime: ShortDuration(c.MaxNodeProvisionTime), MaxNodeStartupTime: ShortDuration(c.MaxNodeStartupTime)}
 }
 
-func installView(in doctor.Install, d doctor.Diagnosis) InstallReport {
+func installView(in Install, d Diagnosis) InstallReport {
 	r := InstallReport{Install: in, Diagnosis: d}
 	if in.Remediation != "" && in.Remediation != "off" {
-		r.UnverifiedDeadline = doctor.ShortDuration(in.UnverifiedDeadline)
+		r.UnverifiedDeadline = ShortDuration(in.UnverifiedDeadline)
 	}
 	if r.Treatments == nil {
-		r.Treatments = []doctor.Treatment{}
+		r.Treatments = []Treatment{}
 	}
 	if r.Findings == nil {
-		r.Findings = []doctor.Finding{}
+		r.Findings = []Finding{}
 	}
 	return r
 }
 
-// PrintDoctor writes the report for a person: what was read, one line per
+// Print writes the report for a person: what was read, one line per
 // taint and autoscaler, then the findings with their fixes.
-func PrintDoctor(w io.Writer, rep DoctorReport) error {
-	tw := newTable(w)
+func Print(w io.Writer, rep Report) error {
+	tw := text.NewTable(w)
 	for _, c := range rep.ClusterAutoscalers {
-		printf(tw, "Cluster Autoscaler:\tDeployment %s (--max-node-provision-time=%s, --max-node-startup-time=%s)\n", c.Deployment, c.MaxNodeProvisionTime, c.MaxNodeStartupTime)
+		text.Printf(tw, "Cluster Autoscaler:\tDeployment %s (--max-node-provision-time=%s, --max-node-startup-time=%s)\n", c.Deployment, c.MaxNodeProvisionTime, c.MaxNodeStartupTime)
 	}
 	if len(rep.ClusterAutoscalers) == 0 {
-		printf(tw, "Cluster Autoscaler:\tno Deployment visible (a managed one, as on GKE or AKS, runs outside the cluster)\n")
+		text.Printf(tw, "Cluster Autoscaler:\tno Deployment visible (a managed one, as on GKE or AKS, runs outside the cluster)\n")
 	}
 	switch {
 	case rep.Karpenter.ReadError != "":
-		printf(tw, "Karpenter:\tinstalled; NodePools not read (see below)\n")
+		text.Printf(tw, "Karpenter:\tinstalled; NodePools not read (see below)\n")
 	case !rep.Karpenter.Installed:
-		printf(tw, "Karpenter:\tnot installed (no karpenter.sh/v1 NodePools)\n")
+		text.Printf(tw, "Karpenter:\tnot installed (no karpenter.sh/v1 NodePools)\n")
 	case len(rep.Karpenter.NodePools) == 0:
-		printf(tw, "Karpenter:\tinstalled, no NodePools\n")
+		text.Printf(tw, "Karpenter:\tinstalled, no NodePools\n")
 	default:
-		printf(tw, "Karpenter:\tNodePools %s\n", strings.Join(rep.Karpenter.NodePools, ", "))
+		text.Printf(tw, "Karpenter:\tNodePools %s\n", strings.Join(rep.Karpenter.NodePools, ", "))
 	}
 	if rep.Karpenter.Installed {
 		for _, k := range rep.Karpenter.Controllers {
@@ -119,10 +119,10 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 			if k.Version == "" {
 				from = "no image tag or label names its release"
 			}
-			printf(tw, "\t%s: %s (%s)\n", k.Deployment, k.Named(), from)
+			text.Printf(tw, "\t%s: %s (%s)\n", k.Deployment, k.Named(), from)
 		}
 		if len(rep.Karpenter.Controllers) == 0 {
-			printf(tw, "\tno Deployment visible: its version is unknown (a managed one, as EKS Auto Mode's, runs outside the cluster)\n")
+			text.Printf(tw, "\tno Deployment visible: its version is unknown (a managed one, as EKS Auto Mode's, runs outside the cluster)\n")
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -139,19 +139,19 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 	printHeld(w, rep.HeldFinalizers, &n)
 	printUnresolved(w, rep.UnresolvedExternalNames, &n)
 	if len(rep.ReadErrors) > 0 {
-		printf(w, "\nNot read (the verdict is incomplete):\n")
+		text.Printf(w, "\nNot read (the verdict is incomplete):\n")
 		for _, e := range rep.ReadErrors {
-			printf(w, "  - %s\n", e)
+			text.Printf(w, "  - %s\n", e)
 		}
 	}
 	advice := n - rep.Problems
 	switch {
 	case rep.Problems > 0:
-		printf(w, "\n%d %s, %d advice.\n", rep.Problems, plural(rep.Problems, "problem", "problems"), advice)
+		text.Printf(w, "\n%d %s, %d advice.\n", rep.Problems, text.Plural(rep.Problems, "problem", "problems"), advice)
 	case advice > 0:
-		printf(w, "\nNo problems; %d advice.\n", advice)
+		text.Printf(w, "\nNo problems; %d advice.\n", advice)
 	default:
-		printf(w, "\nNo problems: every autoscaler present treats our taints as it should.\n")
+		text.Printf(w, "\nNo problems: every autoscaler present treats our taints as it should.\n")
 	}
 	return nil
 }
@@ -159,33 +159,33 @@ func PrintDoctor(w io.Writer, rep DoctorReport) error {
 // printInstall writes one installation: its keys, how each autoscaler
 // treats them, and its findings numbered on from *n.
 func printInstall(w io.Writer, in InstallReport, n *int) error {
-	printf(w, "\n")
-	tw := newTable(w)
+	text.Printf(w, "\n")
+	tw := text.NewTable(w)
 	agent := in.Agent
 	if in.Release != "" {
 		agent += " (Helm release " + in.Release + ")"
 	}
-	printf(tw, "kube-node-ready:\t%s\n", agent)
-	printf(tw, "  startup taint:\t%s\n", in.Startup)
-	printf(tw, "  unhealthy taint:\t%s\n", in.Unhealthy)
+	text.Printf(tw, "kube-node-ready:\t%s\n", agent)
+	text.Printf(tw, "  startup taint:\t%s\n", in.Startup)
+	text.Printf(tw, "  unhealthy taint:\t%s\n", in.Unhealthy)
 	switch {
 	case in.Webhook == "":
-		printf(tw, "  webhook:\tnot found\n")
+		text.Printf(tw, "  webhook:\tnot found\n")
 	case in.UnverifiedDeadline == "":
-		printf(tw, "  webhook:\t%s, remediation off\n", in.Webhook)
+		text.Printf(tw, "  webhook:\t%s, remediation off\n", in.Webhook)
 	default:
-		printf(tw, "  webhook:\t%s, remediation %s after --unverified-deadline=%s\n", in.Webhook, in.Remediation, in.UnverifiedDeadline)
+		text.Printf(tw, "  webhook:\t%s, remediation %s after --unverified-deadline=%s\n", in.Webhook, in.Remediation, in.UnverifiedDeadline)
 	}
 	printInstallModes(tw, in)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(in.Treatments) > 0 {
-		printf(w, "\n")
-		tw = newTable(w)
+		text.Printf(w, "\n")
+		tw = text.NewTable(w)
 		fmt.Fprintln(tw, "TAINT\tROLE\tAUTOSCALER\tTREATS IT AS\tBECAUSE")
 		for _, t := range in.Treatments {
-			printf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Key, t.Role, t.Autoscaler, t.Class, t.Rule)
+			text.Printf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Key, t.Role, t.Autoscaler, t.Class, t.Rule)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -194,19 +194,19 @@ func printInstall(w io.Writer, in InstallReport, n *int) error {
 	if len(in.Findings) == 0 {
 		return nil
 	}
-	printf(w, "\nFindings:\n")
+	text.Printf(w, "\nFindings:\n")
 	for _, f := range in.Findings {
 		*n++
-		printf(w, "%d. %s: %s, %s taint %s: %s\n", *n, f.Severity, f.Autoscaler, f.Role, f.Key, f.Summary)
+		text.Printf(w, "%d. %s: %s, %s taint %s: %s\n", *n, f.Severity, f.Autoscaler, f.Role, f.Key, f.Summary)
 		for _, line := range wrap(f.Detail, 96) {
-			printf(w, "   %s\n", line)
+			text.Printf(w, "   %s\n", line)
 		}
 		for i, fix := range f.Fixes {
 			label := "fix:"
 			if i > 0 {
 				label = "or: "
 			}
-			printf(w, "   %s %s\n", label, fix)
+			text.Printf(w, "   %s %s\n", label, fix)
 		}
 	}
 	return nil
@@ -218,10 +218,10 @@ func printStranded(w io.Writer, stranded []StrandedTaint, n *int) {
 	if len(stranded) == 0 {
 		return
 	}
-	printf(w, "\nTaints no running agent removes:\n")
+	text.Printf(w, "\nTaints no running agent removes:\n")
 	for _, s := range stranded {
 		*n++
-		printf(w, "%d. problem: %s taint %s on %d %s (%s): stranded\n", *n, s.Role, s.Key, len(s.Nodes), plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", "))
+		text.Printf(w, "%d. problem: %s taint %s on %d %s (%s): stranded\n", *n, s.Role, s.Key, len(s.Nodes), text.Plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", "))
 		printDetailAndFixes(w, s.Detail, s.Fixes, "or: ")
 	}
 }
@@ -231,14 +231,14 @@ func printStranded(w io.Writer, stranded []StrandedTaint, n *int) {
 // "and:").
 func printDetailAndFixes(w io.Writer, detail string, fixes []string, next string) {
 	for _, line := range wrap(detail, 96) {
-		printf(w, "   %s\n", line)
+		text.Printf(w, "   %s\n", line)
 	}
 	for i, fix := range fixes {
 		label := "fix:"
 		if i > 0 {
 			label = next
 		}
-		printf(w, "   %s %s\n", label, fix)
+		text.Printf(w, "   %s %s\n", label, fix)
 	}
 }
 
@@ -248,14 +248,14 @@ func printHeld(w io.Writer, held []HeldFinalizer, n *int) {
 	if len(held) == 0 {
 		return
 	}
-	printf(w, "\nFinalizers no running webhook removes:\n")
+	text.Printf(w, "\nFinalizers no running webhook removes:\n")
 	for _, h := range held {
 		*n++
 		stuck := ""
 		if len(h.Deleting) > 0 {
 			stuck = fmt.Sprintf("; %d being deleted, stuck: %s", len(h.Deleting), strings.Join(h.Deleting, ", "))
 		}
-		printf(w, "%d. problem: finalizer %s on %d %s (%s)%s\n", *n, h.Finalizer, len(h.Nodes), plural(len(h.Nodes), "node", "nodes"), strings.Join(h.Nodes, ", "), stuck)
+		text.Printf(w, "%d. problem: finalizer %s on %d %s (%s)%s\n", *n, h.Finalizer, len(h.Nodes), text.Plural(len(h.Nodes), "node", "nodes"), strings.Join(h.Nodes, ", "), stuck)
 		printDetailAndFixes(w, h.Detail, h.Fixes, "and:")
 	}
 }

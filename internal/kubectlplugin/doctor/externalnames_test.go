@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"strings"
@@ -10,14 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 )
 
 // nameEvent is an Event the webhook's pod records about an external name.
 func nameEvent(pod, reason, name string, at time.Time, count int32) eventsv1.Event {
 	e := eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: knrNS, Name: pod + "." + name + "." + reason},
-		Regarding:  corev1.ObjectReference{Kind: "Pod", Namespace: knrNS, Name: pod},
+		ObjectMeta: metav1.ObjectMeta{Namespace: workloadtest.Namespace, Name: pod + "." + name + "." + reason},
+		Regarding:  corev1.ObjectReference{Kind: "Pod", Namespace: workloadtest.Namespace, Name: pod},
 		Reason:     reason, Action: name, Type: corev1.EventTypeWarning,
 		ReportingController: "kube-node-ready-webhook",
 		EventTime:           metav1.NewMicroTime(at),
@@ -42,7 +42,7 @@ func TestDoctorSaysWhichExternalNameDoesNotResolve(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
 	old, cur := "kube-node-ready-webhook-5d9f-aaaaa", "kube-node-ready-webhook-7c4b-bbbbb"
 	f := doctorFake(api.StartupTaint, api.UnhealthyTaint, []string{"--" + api.ExternalNamesFlag + "=down.example,back.example,quiet.example"})
-	f.events = map[string][]eventsv1.Event{knrNS: {
+	f.events = map[string][]eventsv1.Event{workloadtest.Namespace: {
 		nameEvent(cur, api.EventExternalNameUnresolved, "down.example", t0.Add(2*time.Minute), 5),
 		// Listed newest first: the order of a list says nothing.
 		nameEvent(cur, api.EventExternalNameResolved, "back.example", t0.Add(time.Minute), 1),
@@ -58,7 +58,7 @@ func TestDoctorSaysWhichExternalNameDoesNotResolve(t *testing.T) {
 		"problem: down.example does not resolve from webhook pod " + cur + " (kube-node-ready/kube-node-ready-webhook)",
 		"5 times, last at 2026-11-28T08:02:00Z: external name down.example does not resolve from this pod: server answered NXDOMAIN",
 		"make the cluster resolve it",
-		"helm upgrade kube-node-ready " + doctor.PublishedChart + " --version 0.1.0 --namespace kube-node-ready --reset-then-reuse-values --set 'agent.dns.externalNames={back.example,quiet.example}'",
+		"helm upgrade kube-node-ready " + PublishedChart + " --version 0.1.0 --namespace kube-node-ready --reset-then-reuse-values --set 'agent.dns.externalNames={back.example,quiet.example}'",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
@@ -71,13 +71,13 @@ func TestDoctorSaysWhichExternalNameDoesNotResolve(t *testing.T) {
 	}
 
 	// The newer success of down.example, from another replica: no problem left.
-	f.events[knrNS] = append(f.events[knrNS], nameEvent(old, api.EventExternalNameResolved, "down.example", t0.Add(3*time.Minute), 1))
+	f.events[workloadtest.Namespace] = append(f.events[workloadtest.Namespace], nameEvent(old, api.EventExternalNameResolved, "down.example", t0.Add(3*time.Minute), 1))
 	if code, out, errOut, _ := run(f, "", "doctor"); code != ExitOK || strings.Contains(out, "does not resolve") {
 		t.Errorf("every name's newest outcome resolved: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 
 	// Events not readable: the verdict is incomplete, and says on what.
-	f.forbid = map[string]bool{"list events " + knrNS: true}
+	f.forbid = map[string]bool{"list events " + workloadtest.Namespace: true}
 	code, out, errOut, _ = run(f, "", "doctor")
 	if code != ExitIncomplete || !strings.Contains(out+errOut, "external names is not known") {
 		t.Errorf("events forbidden: exit %d, want %d naming the external names\nstdout:\n%s\nstderr:\n%s", code, ExitIncomplete, out, errOut)
@@ -85,7 +85,7 @@ func TestDoctorSaysWhichExternalNameDoesNotResolve(t *testing.T) {
 
 	// No external names configured: no Events read at all.
 	f = doctorFake(api.StartupTaint, api.UnhealthyTaint, nil)
-	f.forbid = map[string]bool{"list events " + knrNS: true}
+	f.forbid = map[string]bool{"list events " + workloadtest.Namespace: true}
 	if code, out, errOut, _ := run(f, "", "doctor"); code != ExitOK {
 		t.Errorf("no external names, events forbidden: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

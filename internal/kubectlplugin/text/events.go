@@ -1,4 +1,4 @@
-package kubectlplugin
+package text
 
 import (
 	"slices"
@@ -30,7 +30,7 @@ type EventLine struct {
 func EventLines(events []eventsv1.Event, limit int) ([]EventLine, int) {
 	lines := make([]EventLine, 0, len(events))
 	for i := range events {
-		lines = append(lines, eventLine(&events[i]))
+		lines = append(lines, Line(&events[i]))
 	}
 	slices.SortStableFunc(lines, func(a, b EventLine) int { return a.LastSeen.Compare(b.LastSeen) })
 	total := len(lines)
@@ -40,7 +40,8 @@ func EventLines(events []eventsv1.Event, limit int) ([]EventLine, int) {
 	return lines, total
 }
 
-func eventLine(e *eventsv1.Event) EventLine {
+// Line is e as a line.
+func Line(e *eventsv1.Event) EventLine {
 	l := EventLine{Type: e.Type, Reason: e.Reason, From: e.ReportingController, Count: 1,
 		Note: strings.Join(strings.Fields(e.Note), " ")}
 	if l.From == "" {

@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/startuptaint"
 )
 
-// missedWarnings say, for status and doctor, which nodes joined without the
+// MissedAdmission says, for status and doctor, which nodes joined without the
 // webhook's admission while it added the startup taint (startuptaint.Missed,
 // the webhook leader's own rule): no taint was decided for them, so they
 // were not held for verification unless their creator tainted them. Said,
 // not counted as a problem: nothing on the node is left to fix; the cause
 // (the webhook down, its caBundle blank) is.
-func missedWarnings(nodes []corev1.Node) []string {
+func MissedAdmission(nodes []corev1.Node) []string {
 	ptrs := make([]*corev1.Node, len(nodes))
 	for i := range nodes {
 		ptrs[i] = &nodes[i]

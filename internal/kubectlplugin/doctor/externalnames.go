@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // A kubectl plugin cannot resolve a name from inside the cluster without
@@ -45,7 +45,7 @@ func externalNamesOf(d *appsv1.Deployment) []string {
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		return nil
 	}
-	v, _, _ := setting(d.Spec.Template.Spec.Containers[0], api.WebhookEnvPrefix, "", api.ExternalNamesFlag)
+	v, _, _ := Setting(d.Spec.Template.Spec.Containers[0], api.WebhookEnvPrefix, "", api.ExternalNamesFlag)
 	var names []string
 	for n := range strings.SplitSeq(v, ",") {
 		if n = strings.TrimSpace(n); n != "" {
@@ -57,7 +57,7 @@ func externalNamesOf(d *appsv1.Deployment) []string {
 
 // readExternalNames reads the Events on the Pods of each namespace that
 // holds a webhook resolving external names. A failed read is recorded.
-func (r *doctorRead) readExternalNames(ctx context.Context, a API) {
+func (r *snapshot) readExternalNames(ctx context.Context, a Cluster) {
 	for i := range r.deployments {
 		d := &r.deployments[i]
 		if len(externalNamesOf(d)) == 0 {
@@ -99,7 +99,7 @@ func unresolvedNames(deps []appsv1.Deployment, podEvents map[string][]eventsv1.E
 				e.Regarding.Kind != "Pod" || !strings.HasPrefix(e.Regarding.Name, d.Name+"-") || !slices.Contains(names, e.Action) {
 				continue
 			}
-			if cur := newest[e.Action]; cur == nil || eventLine(e).LastSeen.After(eventLine(cur).LastSeen) {
+			if cur := newest[e.Action]; cur == nil || text.Line(e).LastSeen.After(text.Line(cur).LastSeen) {
 				newest[e.Action] = e
 			}
 		}
@@ -108,18 +108,18 @@ func unresolvedNames(deps []appsv1.Deployment, podEvents map[string][]eventsv1.E
 			if e == nil || e.Reason != api.EventExternalNameUnresolved {
 				continue
 			}
-			l := eventLine(e)
+			l := text.Line(e)
 			rest := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == name })
 			drop := "stop checking it: remove it from agent.dns.externalNames (the agents' and the webhook's --" + api.ExternalNamesFlag + ")"
 			if release := d.Labels[instanceLabel]; release != "" {
-				in := doctor.Install{Namespace: d.Namespace, Release: release, ChartVersion: chartVersion(d.Labels)}
-				drop = "stop checking it: " + doctor.HelmUpgrade(in, "agent.dns.externalNames={"+strings.Join(rest, ",")+"}")
+				in := Install{Namespace: d.Namespace, Release: release, ChartVersion: chartVersion(d.Labels)}
+				drop = "stop checking it: " + HelmUpgrade(in, "agent.dns.externalNames={"+strings.Join(rest, ",")+"}")
 			}
 			out = append(out, UnresolvedName{
 				Name: name, Webhook: d.Namespace + "/" + d.Name, Pod: e.Regarding.Name, LastSeen: l.LastSeen,
 				Detail: fmt.Sprintf("%d %s, last at %s: %s. Every agent given it in agent.dns.externalNames "+
 					"(--%s) fails its dns check wherever the cluster answers as it does for that pod, and is re-tainted within the fleet budget.",
-					l.Count, plural(int(l.Count), "time", "times"), l.LastSeen.UTC().Format(time.RFC3339), l.Note, api.ExternalNamesFlag),
+					l.Count, text.Plural(int(l.Count), "time", "times"), l.LastSeen.UTC().Format(time.RFC3339), l.Note, api.ExternalNamesFlag),
 				Fixes: []string{
 					"make the cluster resolve it: the cluster DNS (CoreDNS) forwards it to a resolver that knows it, and the pods may reach that resolver",
 					drop,
@@ -136,10 +136,10 @@ func printUnresolved(w io.Writer, names []UnresolvedName, n *int) {
 	if len(names) == 0 {
 		return
 	}
-	printf(w, "\nExternal names the webhook's pods do not resolve:\n")
+	text.Printf(w, "\nExternal names the webhook's pods do not resolve:\n")
 	for _, u := range names {
 		*n++
-		printf(w, "%d. problem: %s does not resolve from webhook pod %s (%s)\n", *n, u.Name, u.Pod, u.Webhook)
+		text.Printf(w, "%d. problem: %s does not resolve from webhook pod %s (%s)\n", *n, u.Name, u.Pod, u.Webhook)
 		printDetailAndFixes(w, u.Detail, u.Fixes, "or:")
 	}
 }

@@ -1,14 +1,13 @@
-package kubectlplugin
+package doctor
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // karpenterDep is a Karpenter Deployment as the AWS provider's chart
@@ -53,7 +52,7 @@ func TestReadKarpenter(t *testing.T) {
 		{"an image renamed, by its chart label", karpenterDep("mirror.example/ops/kc:1.2.3", map[string]string{"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/version": "1.14.0"}),
 			"1.14.0", "its label app.kubernetes.io/version=1.14.0", true},
 		{"another controller", karpenterDep("registry.k8s.io/ingress-nginx/controller:v1.13.0", nil), "-", "", false},
-		{"Cluster Autoscaler", caDep(), "-", "", false},
+		{"Cluster Autoscaler", workloadtest.ClusterAutoscalerDeployment(), "-", "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			k, ok := readKarpenter(&tt.dep)
@@ -113,12 +112,12 @@ func TestDoctorReadsKarpenterVersion(t *testing.T) {
 			[]string{"advice: " + finding, "No Karpenter Deployment is visible", declare, "no Deployment visible: its version is unknown"}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := doctorFake(readiness, caStatus, nil, tt.deps...)
+			f := doctorFake(readiness, workloadtest.CAStatusTaint, nil, tt.deps...)
 			f.karpenter = true
-			f.nodePools = []doctor.NodePool{{Name: "default"}}
+			f.nodePools = []NodePool{{Name: "default"}}
 			if tt.declared {
-				r, _ := doctor.ParseTaint(readiness)
-				f.nodePools[0].StartupTaints = []doctor.Taint{r}
+				r, _ := ParseTaint(readiness)
+				f.nodePools[0].StartupTaints = []Taint{r}
 			}
 			code, out, errOut, _ := run(f, "", "doctor")
 			if code != tt.wantCode {

@@ -1,142 +1,219 @@
-package kubectlplugin
+package doctor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/app"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/golden"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 	webhookapp "github.com/kube-node-ready/kube-node-ready/internal/webhook/app"
 )
 
-func (f *fakeAPI) forbidden(resource, namespace string) error {
-	key := namespace
-	if key == "" {
-		key = "*"
+// fakeAPI is a Cluster in memory; forbid names the reads RBAC refuses:
+// "list <resource> <namespace, * for all>", "list nodes",
+// "list nodepools.karpenter.sh", "list events <namespace>".
+type fakeAPI struct {
+	nodes       map[string]*corev1.Node
+	events      map[string][]eventsv1.Event // by namespace
+	forbid      map[string]bool
+	daemonSets  []appsv1.DaemonSet
+	deployments []appsv1.Deployment
+	revisions   []appsv1.ControllerRevision
+	// nodePools are served when karpenter is set, rules when nrc is.
+	nodePools []NodePool
+	karpenter bool
+	rules     []ReadinessRule
+	nrc       bool
+}
+
+func newFake(nodes ...corev1.Node) *fakeAPI {
+	f := &fakeAPI{nodes: map[string]*corev1.Node{}, events: map[string][]eventsv1.Event{}, forbid: map[string]bool{}}
+	for i := range nodes {
+		f.nodes[nodes[i].Name] = &nodes[i]
 	}
-	if !f.forbid["list "+resource+" "+key] {
+	return f
+}
+
+// refused is RBAC's answer to a read, in the words the plugin's API puts
+// it in ("not allowed to list ...").
+type refused struct{ err error }
+
+func (r refused) Error() string { return "not allowed to " + r.err.Error() }
+func (r refused) Unwrap() error { return r.err }
+
+// forbidden is refused when f forbids listing resource (known in forbid
+// as name) in namespace.
+func (f *fakeAPI) forbidden(name, resource, namespace string) error {
+	key, where := namespace, " in namespace "+namespace
+	if namespace == "" {
+		key, where = "*", " in all namespaces"
+	}
+	if !f.forbid["list "+name+" "+key] {
 		return nil
 	}
 	group, res, _ := strings.Cut(resource, ".")
-	return explain(apierrors.NewForbidden(schema.GroupResource{Group: res, Resource: group}, "", errors.New("RBAC says no")), "list", resource+scope(namespace), "")
+	return refused{fmt.Errorf("list %s%s: %w", resource, where,
+		apierrors.NewForbidden(schema.GroupResource{Group: res, Resource: group}, "", errors.New("RBAC says no")))}
+}
+
+// inNamespace are the items in namespace ("" for all).
+func inNamespace[T any, P interface {
+	*T
+	GetNamespace() string
+}](items []T, namespace string) []T {
+	var out []T
+	for i := range items {
+		if namespace == "" || P(&items[i]).GetNamespace() == namespace {
+			out = append(out, items[i])
+		}
+	}
+	return out
+}
+
+func (f *fakeAPI) ListNodes(_ context.Context, selector string) ([]corev1.Node, error) {
+	if f.forbid["list nodes"] {
+		return nil, refused{fmt.Errorf("list nodes: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("RBAC says no")))}
+	}
+	var out []corev1.Node
+	for _, n := range f.nodes {
+		out = append(out, *n.DeepCopy())
+	}
+	return out, nil
+}
+
+func (f *fakeAPI) ListPodEvents(_ context.Context, namespace string) ([]eventsv1.Event, error) {
+	if err := f.forbidden("events", "events.events.k8s.io", namespace); err != nil {
+		return nil, err
+	}
+	return f.events[namespace], nil
 }
 
 func (f *fakeAPI) ListDaemonSets(_ context.Context, namespace string) ([]appsv1.DaemonSet, error) {
-	if err := f.forbidden("daemonsets.apps", namespace); err != nil {
+	if err := f.forbidden("daemonsets.apps", "daemonsets.apps", namespace); err != nil {
 		return nil, err
 	}
-	var out []appsv1.DaemonSet
-	for _, d := range f.daemonSets {
-		if namespace == "" || d.Namespace == namespace {
-			out = append(out, d)
-		}
-	}
-	return out, nil
+	return inNamespace(f.daemonSets, namespace), nil
 }
 
 func (f *fakeAPI) ListDeployments(_ context.Context, namespace string) ([]appsv1.Deployment, error) {
-	if err := f.forbidden("deployments.apps", namespace); err != nil {
+	if err := f.forbidden("deployments.apps", "deployments.apps", namespace); err != nil {
 		return nil, err
 	}
-	var out []appsv1.Deployment
-	for _, d := range f.deployments {
-		if namespace == "" || d.Namespace == namespace {
-			out = append(out, d)
-		}
-	}
-	return out, nil
+	return inNamespace(f.deployments, namespace), nil
 }
 
 func (f *fakeAPI) ListControllerRevisions(_ context.Context, namespace string) ([]appsv1.ControllerRevision, error) {
-	if err := f.forbidden("controllerrevisions.apps", namespace); err != nil {
+	if err := f.forbidden("controllerrevisions.apps", "controllerrevisions.apps", namespace); err != nil {
 		return nil, err
 	}
-	var out []appsv1.ControllerRevision
-	for _, r := range f.revisions {
-		if r.Namespace == namespace {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+	return inNamespace(f.revisions, namespace), nil
 }
 
-func (f *fakeAPI) ListNodePools(context.Context) ([]doctor.NodePool, bool, error) {
+func (f *fakeAPI) ListNodePools(context.Context) ([]NodePool, bool, error) {
 	if !f.karpenter {
 		return nil, false, nil
 	}
 	if f.forbid["list nodepools.karpenter.sh"] {
-		return nil, true, explain(apierrors.NewForbidden(schema.GroupResource{Group: "karpenter.sh", Resource: "nodepools"}, "", errors.New("RBAC says no")), "list", "nodepools.karpenter.sh", "")
+		return nil, true, refused{fmt.Errorf("list nodepools.karpenter.sh: %w",
+			apierrors.NewForbidden(schema.GroupResource{Group: "karpenter.sh", Resource: "nodepools"}, "", errors.New("RBAC says no")))}
 	}
 	return f.nodePools, true, nil
 }
 
-const knrNS = "kube-node-ready"
-
-// chartLabels are the labels the chart puts on its workloads.
-var chartLabels = map[string]string{"app.kubernetes.io/name": "kube-node-ready", "app.kubernetes.io/instance": "kube-node-ready", "app.kubernetes.io/managed-by": "Helm",
-	"helm.sh/chart": "kube-node-ready-0.1.0", "app.kubernetes.io/version": "0.1.0"}
-
-// agentDS is the chart's agent DaemonSet with the taint flags given.
-func agentDS(startup, unhealthy string) appsv1.DaemonSet {
-	return appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: knrNS, Name: "kube-node-ready", Labels: chartLabels},
-		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": agentApp}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/kube-node-ready/kube-node-ready-agent:v1",
-				Args: []string{"--startup-taint=" + startup, "--unhealthy-taint=" + unhealthy, "--verified-label=node-ready/verified"}}}},
-		}},
-	}
+func (f *fakeAPI) ListNodeReadinessRules(context.Context) ([]ReadinessRule, bool, error) {
+	return f.rules, f.nrc, nil
 }
 
-// webhookDep is the chart's webhook Deployment with args.
-func webhookDep(args ...string) appsv1.Deployment {
-	return appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: knrNS, Name: "kube-node-ready-webhook", Labels: chartLabels},
-		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": webhookApp}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "webhook", Image: "ghcr.io/kube-node-ready/kube-node-ready-webhook:v1",
-				Args: append([]string{"--listen-address=:8443"}, args...)}}},
-		}},
-		// Running: it removes the finalizer (doctor's held finalizers).
-		Status: appsv1.DeploymentStatus{ReadyReplicas: 1},
+// Exit statuses of kubectl node-ready doctor for each Outcome.
+const (
+	ExitOK         = 0
+	ExitError      = 1
+	ExitIncomplete = 3
+)
+
+// run is `kubectl node-ready [-n NAMESPACE] doctor [-o json]` on f, as the
+// plugin runs it: the report on stdout, its warnings and verdict on
+// stderr, the exit status. Without -n the kubeconfig's namespace is
+// "default".
+func run(f *fakeAPI, _ string, args ...string) (code int, stdout, stderr string, _ any) {
+	ns, fallback, asJSON := "", "default", false
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "-n":
+			ns, fallback = args[i+1], ""
+			i++
+		case "-o":
+			asJSON = args[i+1] == "json"
+			i++
+		}
 	}
+	rep := Examine(context.Background(), f, ns, fallback)
+	var out, errOut bytes.Buffer
+	if asJSON {
+		rep.APIVersion, rep.Kind = "kubectl-node-ready/v1", "DoctorReport"
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			panic(err)
+		}
+		out.Write(append(data, '\n'))
+	} else if err := Print(&out, rep); err != nil {
+		panic(err)
+	}
+	for _, w := range rep.Warnings {
+		text.Printf(&errOut, "warning: %s\n", w)
+	}
+	outcome, msg := rep.Outcome()
+	if msg != "" {
+		errOut.WriteString(msg + "\n")
+	}
+	return map[Outcome]int{OutcomeOK: ExitOK, OutcomeProblems: ExitError, OutcomeIncomplete: ExitIncomplete}[outcome], out.String(), errOut.String(), nil
 }
 
-// caDep is a Cluster Autoscaler Deployment as its chart writes it: the
-// program and its flags in command.
-func caDep(flags ...string) appsv1.Deployment {
-	return appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cluster-autoscaler"},
-		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "aws-cluster-autoscaler", Image: "registry.k8s.io/autoscaling/cluster-autoscaler:v1.36.0",
-				Command: append([]string{"./cluster-autoscaler", "--cloud-provider=aws", "--v=4"}, flags...)}}},
-		}},
+// node is a node with taints, changed by mutate.
+func node(name string, taints []corev1.Taint, mutate ...func(*corev1.Node)) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Finalizers: []string{api.Finalizer}},
+		Spec: corev1.NodeSpec{Taints: taints}}
+	for _, m := range mutate {
+		m(&n)
 	}
+	return n
+}
+
+// deleting marks a node as being deleted.
+func deleting(n *corev1.Node) {
+	t := metav1.NewTime(time.Date(2026, 11, 21, 14, 56, 0, 0, time.UTC))
+	n.DeletionTimestamp = &t
 }
 
 var (
-	caStartup   = "startup-taint.cluster-autoscaler.kubernetes.io/node-ready=true:NoSchedule"
-	caStatus    = "status-taint.cluster-autoscaler.kubernetes.io/node-ready=true:NoSchedule"
 	readiness   = "readiness.k8s.io/node-ready=true:NoSchedule"
-	seedStartup = doctor.Taint{Key: api.StartupTaintKey, Value: "true", Effect: "NoSchedule"}
+	seedStartup = Taint{Key: api.StartupTaintKey, Value: "true", Effect: "NoSchedule"}
 )
 
 // doctorFake is a cluster for doctor: our agent and webhook, then what
 // the case adds.
 func doctorFake(startup, unhealthy string, webhookArgs []string, deps ...appsv1.Deployment) *fakeAPI {
 	f := newFake()
-	f.daemonSets = []appsv1.DaemonSet{agentDS(startup, unhealthy)}
-	f.deployments = append([]appsv1.Deployment{webhookDep(webhookArgs...)}, deps...)
+	f.daemonSets = []appsv1.DaemonSet{workloadtest.AgentDaemonSet(startup, unhealthy)}
+	f.deployments = append([]appsv1.Deployment{workloadtest.WebhookDeployment(webhookArgs...)}, deps...)
 	return f
 }
 
@@ -147,46 +224,46 @@ func TestGoldenDoctor(t *testing.T) {
 		args     []string
 		wantCode int
 	}{
-		{"doctor-ca-no-flags.txt", doctorFake(api.StartupTaint, api.UnhealthyTaint, nil, caDep()), nil, ExitError},
+		{"doctor-ca-no-flags.txt", doctorFake(api.StartupTaint, api.UnhealthyTaint, nil, workloadtest.ClusterAutoscalerDeployment()), nil, ExitError},
 		{"doctor-ca-managed.txt", doctorFake(api.StartupTaint, api.UnhealthyTaint, nil), nil, ExitOK},
 		{"doctor-ca-startup-taint.txt", doctorFake(api.StartupTaint, api.UnhealthyTaint, []string{"--remediation=replace", "--unverified-deadline=30m"},
-			caDep("--startup-taint=node-ready/unverified")), nil, ExitError},
+			workloadtest.ClusterAutoscalerDeployment("--startup-taint=node-ready/unverified")), nil, ExitError},
 		{"doctor-karpenter-missing.txt", func() *fakeAPI {
 			f := doctorFake(api.StartupTaint, api.UnhealthyTaint, nil)
 			f.karpenter = true
-			f.nodePools = []doctor.NodePool{{Name: "default"}, {Name: "gpu", Taints: []doctor.Taint{{Key: "nvidia.com/gpu", Effect: "NoSchedule"}}}}
+			f.nodePools = []NodePool{{Name: "default"}, {Name: "gpu", Taints: []Taint{{Key: "nvidia.com/gpu", Effect: "NoSchedule"}}}}
 			return f
 		}(), nil, ExitError},
 		{"doctor-karpenter-readiness.txt", func() *fakeAPI {
-			f := doctorFake(readiness, caStatus, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.14.1"+ecrDigest, karpenterLabels("1.14.1")))
+			f := doctorFake(readiness, workloadtest.CAStatusTaint, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.14.1"+ecrDigest, karpenterLabels("1.14.1")))
 			f.karpenter = true
-			r, _ := doctor.ParseTaint(readiness)
-			f.nodePools = []doctor.NodePool{{Name: "default", StartupTaints: []doctor.Taint{r}}, {Name: "legacy", StartupTaints: []doctor.Taint{seedStartup}}}
+			r, _ := ParseTaint(readiness)
+			f.nodePools = []NodePool{{Name: "default", StartupTaints: []Taint{r}}, {Name: "legacy", StartupTaints: []Taint{seedStartup}}}
 			return f
 		}(), nil, ExitOK},
 		{"doctor-karpenter-v1.12.txt", func() *fakeAPI {
-			f := doctorFake(readiness, caStatus, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.12.1"+ecrDigest, karpenterLabels("1.12.1")))
+			f := doctorFake(readiness, workloadtest.CAStatusTaint, nil, karpenterDep("public.ecr.aws/karpenter/controller:1.12.1"+ecrDigest, karpenterLabels("1.12.1")))
 			f.karpenter = true
-			f.nodePools = []doctor.NodePool{{Name: "default"}}
+			f.nodePools = []NodePool{{Name: "default"}}
 			return f
 		}(), nil, ExitError},
 		{"doctor-both.txt", func() *fakeAPI {
-			f := doctorFake(caStartup, caStatus, nil, caDep("--max-node-provision-time=10m"))
+			f := doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, nil, workloadtest.ClusterAutoscalerDeployment("--max-node-provision-time=10m"))
 			f.karpenter = true
-			f.nodePools = []doctor.NodePool{{Name: "default"}}
+			f.nodePools = []NodePool{{Name: "default"}}
 			return f
 		}(), nil, ExitError},
 		{"doctor-clean.txt", func() *fakeAPI {
-			f := doctorFake(caStartup, caStatus, []string{"--remediation=replace", "--unverified-deadline=14m"}, caDep())
+			f := doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, []string{"--remediation=replace", "--unverified-deadline=14m"}, workloadtest.ClusterAutoscalerDeployment())
 			f.karpenter = true
-			s, _ := doctor.ParseTaint(caStartup)
-			f.nodePools = []doctor.NodePool{{Name: "default", StartupTaints: []doctor.Taint{s}}}
+			s, _ := ParseTaint(workloadtest.CAStartupTaint)
+			f.nodePools = []NodePool{{Name: "default", StartupTaints: []Taint{s}}}
 			return f
 		}(), nil, ExitOK},
 		{"doctor-both.json", func() *fakeAPI {
-			f := doctorFake(caStartup, caStatus, nil, caDep("--max-node-provision-time=10m"))
+			f := doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, nil, workloadtest.ClusterAutoscalerDeployment("--max-node-provision-time=10m"))
 			f.karpenter = true
-			f.nodePools = []doctor.NodePool{{Name: "default"}}
+			f.nodePools = []NodePool{{Name: "default"}}
 			return f
 		}(), []string{"-o", "json"}, ExitError},
 	} {
@@ -198,7 +275,7 @@ func TestGoldenDoctor(t *testing.T) {
 			if code == ExitError && !strings.Contains(errOut, "found: see the fixes above") {
 				t.Errorf("stderr %q does not say problems were found", errOut)
 			}
-			golden(t, tt.file, []byte(out))
+			golden.Compare(t, tt.file, []byte(out))
 		})
 	}
 }
@@ -209,7 +286,7 @@ func TestGoldenDoctor(t *testing.T) {
 // for Cluster Autoscaler, with a warning.
 func TestDoctorReadFailures(t *testing.T) {
 	clean := func() *fakeAPI {
-		return doctorFake(caStartup, caStatus, nil, caDep())
+		return doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, nil, workloadtest.ClusterAutoscalerDeployment())
 	}
 	f := clean()
 	f.karpenter = true
@@ -223,7 +300,7 @@ func TestDoctorReadFailures(t *testing.T) {
 	f = clean()
 	f.forbid["list deployments.apps *"] = true
 	f.forbid["list daemonsets.apps *"] = true
-	code, out, errOut, _ = run(f, "", "-n", knrNS, "doctor")
+	code, out, errOut, _ = run(f, "", "-n", workloadtest.Namespace, "doctor")
 	if code != ExitOK || !strings.Contains(errOut, "warning: not allowed to list deployments.apps in all namespaces") ||
 		strings.Contains(errOut, "daemonsets") || !strings.Contains(out, "Deployment kube-system/cluster-autoscaler") {
 		t.Errorf("-n with deployments forbidden cluster-wide: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -242,7 +319,7 @@ func TestDoctorReadFailures(t *testing.T) {
 
 	f = clean()
 	f.daemonSets[0].Namespace = "elsewhere"
-	if code, _, errOut, _ = run(f, "", "-n", knrNS, "doctor"); code != ExitIncomplete || !strings.Contains(errOut, "in namespace kube-node-ready: pass --namespace") {
+	if code, _, errOut, _ = run(f, "", "-n", workloadtest.Namespace, "doctor"); code != ExitIncomplete || !strings.Contains(errOut, "in namespace kube-node-ready: pass --namespace") {
 		t.Errorf("-n of another namespace: exit %d, stderr %s", code, errOut)
 	}
 }
@@ -251,22 +328,22 @@ func TestDoctorReadFailures(t *testing.T) {
 // deadline set by KNR_* variables (the old --retaint-taint's among them)
 // are read like the flags, and a flag wins over its twin.
 func TestDoctorReadsEnvironmentTwins(t *testing.T) {
-	ds := agentDS(caStartup, caStatus)
+	ds := workloadtest.AgentDaemonSet(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint)
 	c := &ds.Spec.Template.Spec.Containers[0]
-	c.Args = []string{"--unhealthy-taint=" + caStatus}
-	c.Env = []corev1.EnvVar{{Name: "KNR_AGENT_STARTUP_TAINT", Value: caStartup}, {Name: "KNR_AGENT_UNHEALTHY_TAINT", Value: api.UnhealthyTaint}}
+	c.Args = []string{"--unhealthy-taint=" + workloadtest.CAStatusTaint}
+	c.Env = []corev1.EnvVar{{Name: "KNR_AGENT_STARTUP_TAINT", Value: workloadtest.CAStartupTaint}, {Name: "KNR_AGENT_UNHEALTHY_TAINT", Value: api.UnhealthyTaint}}
 	in, warnings := readAgent(&ds)
-	if in.Startup.String() != caStartup || in.Unhealthy.String() != caStatus || len(warnings) > 0 {
+	if in.Startup.String() != workloadtest.CAStartupTaint || in.Unhealthy.String() != workloadtest.CAStatusTaint || len(warnings) > 0 {
 		t.Errorf("agent: %+v %v; want the startup taint from the environment and the unhealthy one from the flag", in, warnings)
 	}
 	c.Args = nil
-	c.Env = []corev1.EnvVar{{Name: "KNR_AGENT_RETAINT_TAINT", Value: caStatus},
+	c.Env = []corev1.EnvVar{{Name: "KNR_AGENT_RETAINT_TAINT", Value: workloadtest.CAStatusTaint},
 		{Name: "KNR_AGENT_STARTUP_TAINT", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "k"}}}}
 	in, warnings = readAgent(&ds)
-	if in.Unhealthy.String() != caStatus || in.Startup.String() != api.Default().StartupTaint() || len(warnings) != 1 || !strings.Contains(warnings[0], "KNR_AGENT_STARTUP_TAINT") {
+	if in.Unhealthy.String() != workloadtest.CAStatusTaint || in.Startup.String() != api.Default().StartupTaint() || len(warnings) != 1 || !strings.Contains(warnings[0], "KNR_AGENT_STARTUP_TAINT") {
 		t.Errorf("agent: %+v %v; want the old twin read and the ConfigMap-set one warned about", in, warnings)
 	}
-	d := webhookDep()
+	d := workloadtest.WebhookDeployment()
 	d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KNR_WEBHOOK_REMEDIATION", Value: "report"}, {Name: "KNR_WEBHOOK_UNVERIFIED_DEADLINE", Value: "20m"}}
 	if keys, warnings := readWebhook(&in, &d); in.Remediation != "report" || in.UnverifiedDeadline.String() != "20m0s" || len(warnings) > 0 || keys.set {
 		t.Errorf("webhook: %+v %+v %v", in, keys, warnings)
@@ -277,7 +354,7 @@ func TestDoctorReadsEnvironmentTwins(t *testing.T) {
 // writes is warned about; a webhook without an agent gives the keys it
 // watches.
 func TestDoctorWebhookKeys(t *testing.T) {
-	f := doctorFake(caStartup, caStatus, []string{"--remediation=replace", "--unverified-deadline=10m", "--agent-startup-taint=" + api.StartupTaint, "--agent-unhealthy-taint=" + caStatus}, caDep())
+	f := doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, []string{"--remediation=replace", "--unverified-deadline=10m", "--agent-startup-taint=" + api.StartupTaint, "--agent-unhealthy-taint=" + workloadtest.CAStatusTaint}, workloadtest.ClusterAutoscalerDeployment())
 	code, _, errOut, _ := run(f, "", "doctor")
 	if code != ExitOK || !strings.Contains(errOut, "warning: Deployment kube-node-ready/kube-node-ready-webhook watches --agent-startup-taint=node-ready/unverified=true:NoSchedule") ||
 		!strings.Contains(errOut, "remediation does not see the nodes the agent holds") {
@@ -358,7 +435,7 @@ func TestIsClusterAutoscaler(t *testing.T) {
 // TestIsOurs: our workloads are found by the chart's pod label, or
 // by the image name when manifests renamed the label.
 func TestIsOurs(t *testing.T) {
-	ds := agentDS(api.StartupTaint, api.UnhealthyTaint)
+	ds := workloadtest.AgentDaemonSet(api.StartupTaint, api.UnhealthyTaint)
 	relabelled := ds.DeepCopy()
 	relabelled.Spec.Template.Labels = map[string]string{"app": "node-checker"}
 	other := relabelled.DeepCopy()
@@ -369,13 +446,13 @@ func TestIsOurs(t *testing.T) {
 		app  string
 		want bool
 	}{
-		{"agent by label", ds.Spec.Template, agentApp, true},
-		{"agent by image", relabelled.Spec.Template, agentApp, true},
-		{"another DaemonSet", other.Spec.Template, agentApp, false},
-		{"the agent is not the webhook", ds.Spec.Template, webhookApp, false},
-		{"webhook by label", webhookDep().Spec.Template, webhookApp, true},
+		{"agent by label", ds.Spec.Template, AgentApp, true},
+		{"agent by image", relabelled.Spec.Template, AgentApp, true},
+		{"another DaemonSet", other.Spec.Template, AgentApp, false},
+		{"the agent is not the webhook", ds.Spec.Template, WebhookApp, false},
+		{"webhook by label", workloadtest.WebhookDeployment().Spec.Template, WebhookApp, true},
 	} {
-		if got := isOurs(tt.t, tt.app); got != tt.want {
+		if got := IsOurs(tt.t, tt.app); got != tt.want {
 			t.Errorf("%s: isOurs = %t", tt.name, got)
 		}
 	}
@@ -385,24 +462,24 @@ func TestIsOurs(t *testing.T) {
 // preset's keys, and a webhook given none remediates after the default
 // preset's deadline: doctor reads them as the binaries resolve them.
 func TestDoctorReadsThePreset(t *testing.T) {
-	ds := agentDS(caStartup, caStatus)
+	ds := workloadtest.AgentDaemonSet(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint)
 	ds.Spec.Template.Spec.Containers[0].Args = []string{"--autoscaler=" + api.PresetKarpenter}
 	in, warnings := readAgent(&ds)
-	if in.Startup.String() != readiness || in.Unhealthy.String() != caStatus || len(warnings) > 0 {
+	if in.Startup.String() != readiness || in.Unhealthy.String() != workloadtest.CAStatusTaint || len(warnings) > 0 {
 		t.Errorf("agent with --autoscaler=karpenter: %+v %v; want the karpenter preset's keys", in, warnings)
 	}
 	ds.Spec.Template.Spec.Containers[0].Args = []string{"--autoscaler=cluster-autoscaler", "--startup-taint=" + api.StartupTaint}
-	if in, _ = readAgent(&ds); in.Startup.String() != api.StartupTaint || in.Unhealthy.String() != caStatus {
+	if in, _ = readAgent(&ds); in.Startup.String() != api.StartupTaint || in.Unhealthy.String() != workloadtest.CAStatusTaint {
 		t.Errorf("agent with the CA preset and a startup taint: %+v; want the flag's startup taint and the preset's unhealthy one", in)
 	}
 	ds.Spec.Template.Spec.Containers[0].Args = []string{"--autoscaler=fargate"}
-	if in, warnings = readAgent(&ds); in.Startup.String() != caStartup || len(warnings) != 1 || !strings.Contains(warnings[0], `unknown autoscaler "fargate"`) {
+	if in, warnings = readAgent(&ds); in.Startup.String() != workloadtest.CAStartupTaint || len(warnings) != 1 || !strings.Contains(warnings[0], `unknown autoscaler "fargate"`) {
 		t.Errorf("agent with an unknown preset: %+v %v; want the default preset's keys and a warning", in, warnings)
 	}
 	for preset, want := range map[string]string{"": "10m0s", api.PresetKarpenter: "30m0s"} {
-		d := webhookDep("--remediation=report")
+		d := workloadtest.WebhookDeployment("--remediation=report")
 		if preset != "" {
-			d = webhookDep("--remediation=report", "--autoscaler="+preset)
+			d = workloadtest.WebhookDeployment("--remediation=report", "--autoscaler="+preset)
 		}
 		readWebhook(&in, &d)
 		if in.UnverifiedDeadline.String() != want {

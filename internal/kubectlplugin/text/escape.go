@@ -1,4 +1,4 @@
-package kubectlplugin
+package text
 
 import (
 	"fmt"
@@ -11,17 +11,17 @@ import (
 )
 
 // Everything the plugin prints for a person passes its values through
-// printf: text read from the cluster (node names, taint keys, Event notes,
+// Printf: text read from the cluster (node names, taint keys, Event notes,
 // condition messages, the cleanup status document's plugin text, flags of
 // Deployments, API errors) may hold control characters or terminal escape
 // sequences, which would move the cursor, recolour or rewrite the screen,
 // or forge a line of the plugin's own. -o json and -o yaml escape them by
 // their own rules.
 
-// esc is s with every character that is not printable written as Go
+// Esc is s with every character that is not printable written as Go
 // escapes it in a quoted string (\x1b, \n, \u202e; \xff for a byte that
 // is not UTF-8); printable text, spaces among it, is unchanged.
-func esc(s string) string {
+func Esc(s string) string {
 	clean := true
 	for _, r := range s {
 		if r == utf8.RuneError || !unicode.IsPrint(r) {
@@ -49,10 +49,10 @@ func esc(s string) string {
 	return b.String()
 }
 
-// printf is fmt.Fprintf with each argument that is text (a string, a
-// string type, a Stringer, an error, a []string) escaped by esc; the
+// Printf is fmt.Fprintf with each argument that is text (a string, a
+// string type, a Stringer, an error, a []string) escaped by Esc; the
 // format, the plugin's own, is written as it is.
-func printf(w io.Writer, format string, args ...any) {
+func Printf(w io.Writer, format string, args ...any) {
 	for i, a := range args {
 		args[i] = escArg(a)
 	}
@@ -64,26 +64,26 @@ func escArg(a any) any {
 	case nil:
 		return nil
 	case string:
-		return esc(v)
+		return Esc(v)
 	case []string:
 		out := make([]string, len(v))
 		for i, s := range v {
-			out[i] = esc(s)
+			out[i] = Esc(s)
 		}
 		return out
 	case error:
-		return esc(v.Error())
+		return Esc(v.Error())
 	case fmt.Stringer:
-		return esc(v.String())
+		return Esc(v.String())
 	}
 	if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
-		return esc(rv.String())
+		return Esc(rv.String())
 	}
 	return a
 }
 
-// sprintf is fmt.Sprintf with the arguments escaped as printf escapes them.
-func sprintf(format string, args ...any) string {
+// Sprintf is fmt.Sprintf with the arguments escaped as Printf escapes them.
+func Sprintf(format string, args ...any) string {
 	for i, a := range args {
 		args[i] = escArg(a)
 	}

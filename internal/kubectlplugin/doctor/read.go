@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"fmt"
@@ -12,17 +12,19 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // What the doctor recognises our workloads by and reads their settings
 // from, as deployed: the chart's pod label (docs/install.md: app=kube-node-ready so
 // that kubectl logs -l app=kube-node-ready works), the images' names, and
 // the binaries' flags with their environment twins (internal/api's, which
-// the binaries register).
+// the binaries register). The plugin's other commands find our workloads
+// the same way.
 const (
-	agentApp   = "kube-node-ready"
-	webhookApp = "kube-node-ready-webhook"
+	// AgentApp is the pod label app of our agent DaemonSet.
+	AgentApp = "kube-node-ready"
+	// WebhookApp is the pod label app of our webhook Deployment.
+	WebhookApp = "kube-node-ready-webhook"
 
 	instanceLabel  = "app.kubernetes.io/instance"
 	managedByLabel = "app.kubernetes.io/managed-by"
@@ -33,7 +35,7 @@ const (
 
 // helmRelease sets in's Helm release and chart version from the labels
 // the chart puts on its workloads; nothing when Helm did not install it.
-func helmRelease(in *doctor.Install, labels map[string]string) {
+func helmRelease(in *Install, labels map[string]string) {
 	if labels[managedByLabel] != "Helm" {
 		return
 	}
@@ -59,14 +61,14 @@ func chartVersion(labels map[string]string) string {
 	return labels[versionLabel]
 }
 
-// isOurs says whether a pod template belongs to our agent (app ==
-// agentApp) or webhook (webhookApp), by its app label or, for manifests
+// IsOurs says whether a pod template belongs to our agent (app ==
+// AgentApp) or webhook (WebhookApp), by its app label or, for manifests
 // that renamed it, by its image.
-func isOurs(t corev1.PodTemplateSpec, app string) bool {
+func IsOurs(t corev1.PodTemplateSpec, app string) bool {
 	if t.Labels["app"] == app {
 		return true
 	}
-	image := map[string]string{agentApp: "kube-node-ready-agent", webhookApp: "kube-node-ready-webhook"}[app]
+	image := map[string]string{AgentApp: "kube-node-ready-agent", WebhookApp: "kube-node-ready-webhook"}[app]
 	for _, c := range t.Spec.Containers {
 		if imageName(c.Image) == image {
 			return true
@@ -90,14 +92,14 @@ func commandLine(c corev1.Container) []string {
 	return append(append([]string(nil), c.Command...), c.Args...)
 }
 
-// setting reads one option of our binaries from a container: the flag
+// Setting reads one option of our binaries from a container: the flag
 // (under its current name, then its old one) on the command line, else its
 // environment twin (current, then old), else def. from says where the
 // value came from; a twin set from a ConfigMap or Secret cannot be read
 // here and is reported in warning.
-func setting(c corev1.Container, prefix string, def string, names ...string) (value, from, warning string) {
+func Setting(c corev1.Container, prefix string, def string, names ...string) (value, from, warning string) {
 	for _, n := range names {
-		if v, ok := doctor.LastFlagValue(commandLine(c), n); ok {
+		if v, ok := LastFlagValue(commandLine(c), n); ok {
 			return v, "--" + n, ""
 		}
 	}
@@ -120,9 +122,9 @@ func setting(c corev1.Container, prefix string, def string, names ...string) (va
 	return def, "default", ""
 }
 
-// agentContainer is the container of our agent in a DaemonSet: the one
+// AgentContainer is the container of our agent in a DaemonSet: the one
 // named agent, else the first.
-func agentContainer(t corev1.PodTemplateSpec) corev1.Container {
+func AgentContainer(t corev1.PodTemplateSpec) corev1.Container {
 	for _, c := range t.Spec.Containers {
 		if c.Name == "agent" {
 			return c
@@ -133,22 +135,22 @@ func agentContainer(t corev1.PodTemplateSpec) corev1.Container {
 
 // readAgent is the installation an agent DaemonSet deploys: its taints,
 // and its Helm release for the fixes. Warnings say what could not be read.
-func readAgent(ds *appsv1.DaemonSet) (doctor.Install, []string) {
-	in := doctor.Install{Namespace: ds.Namespace, Agent: "DaemonSet " + ds.Namespace + "/" + ds.Name}
+func readAgent(ds *appsv1.DaemonSet) (Install, []string) {
+	in := Install{Namespace: ds.Namespace, Agent: "DaemonSet " + ds.Namespace + "/" + ds.Name}
 	helmRelease(&in, ds.Labels)
 	if len(ds.Spec.Template.Spec.Containers) == 0 {
 		return in, []string{in.Agent + " has no containers"}
 	}
-	c := agentContainer(ds.Spec.Template)
-	keys, warnings := readAgentTaintKeys(c, in.Agent)
+	c := AgentContainer(ds.Spec.Template)
+	keys, warnings := AgentTaintKeys(c, in.Agent)
 	in.Startup, in.Unhealthy = installTaints(keys)
 	warnings = append(warnings, readAgentModes(&in, c)...)
 	return in, warnings
 }
 
-// readAgentTaintKeys resolves the taints of our agent's container c; who
+// AgentTaintKeys resolves the taints of our agent's container c; who
 // names its workload in warnings.
-func readAgentTaintKeys(c corev1.Container, who string) (cli.TaintKeys, []string) {
+func AgentTaintKeys(c corev1.Container, who string) (cli.TaintKeys, []string) {
 	keys, _, warnings := readContainerTaintKeys(c, api.AgentEnvPrefix, who, api.StartupTaintFlag, api.UnhealthyTaintFlag)
 	return keys, warnings
 }
@@ -161,7 +163,7 @@ func readAgentTaintKeys(c corev1.Container, who string) (cli.TaintKeys, []string
 // the default preset's keys assumed. who names the workload in warnings.
 func readContainerTaintKeys(c corev1.Container, prefix, who, startupFlag string, unhealthyFlags ...string) (keys cli.TaintKeys, set bool, warnings []string) {
 	read := func(def string, names ...string) string {
-		v, from, w := setting(c, prefix, def, names...)
+		v, from, w := Setting(c, prefix, def, names...)
 		if w != "" {
 			warnings = append(warnings, w)
 		}
@@ -186,9 +188,9 @@ func readContainerTaintKeys(c corev1.Container, prefix, who, startupFlag string,
 
 // installTaints are the startup and unhealthy taints of keys, which
 // Resolve has checked.
-func installTaints(keys cli.TaintKeys) (startup, unhealthy doctor.Taint) {
-	startup, _ = doctor.ParseTaint(keys.Startup)
-	unhealthy, _ = doctor.ParseTaint(keys.Unhealthy)
+func installTaints(keys cli.TaintKeys) (startup, unhealthy Taint) {
+	startup, _ = ParseTaint(keys.Startup)
+	unhealthy, _ = ParseTaint(keys.Unhealthy)
 	return startup, unhealthy
 }
 
@@ -196,13 +198,13 @@ func installTaints(keys cli.TaintKeys) (startup, unhealthy doctor.Taint) {
 // (--agent-startup-taint, --agent-unhealthy-taint); set says the webhook's
 // command line or environment names them (the chart does with remediation on).
 type webhookKeys struct {
-	startup, unhealthy doctor.Taint
+	startup, unhealthy Taint
 	set                bool
 }
 
 // readWebhook adds the webhook Deployment's remediation settings to in and
 // returns the agent taints it watches.
-func readWebhook(in *doctor.Install, d *appsv1.Deployment) (webhookKeys, []string) {
+func readWebhook(in *Install, d *appsv1.Deployment) (webhookKeys, []string) {
 	in.Webhook = "Deployment " + d.Namespace + "/" + d.Name
 	if len(d.Spec.Template.Spec.Containers) == 0 {
 		return webhookKeys{}, []string{in.Webhook + " has no containers"}
@@ -215,18 +217,18 @@ func readWebhook(in *doctor.Install, d *appsv1.Deployment) (webhookKeys, []strin
 		}
 	}
 	var w string
-	in.Remediation, _, w = setting(c, api.WebhookEnvPrefix, "off", api.RemediationFlag)
+	in.Remediation, _, w = Setting(c, api.WebhookEnvPrefix, "off", api.RemediationFlag)
 	warn(w)
-	inject, _, w := setting(c, api.WebhookEnvPrefix, "false", api.InjectStartupTaintFlag)
+	inject, _, w := Setting(c, api.WebhookEnvPrefix, "false", api.InjectStartupTaintFlag)
 	warn(w)
-	readiness, _, w := setting(c, api.WebhookEnvPrefix, "true", api.KarpenterReadinessKeysFlag)
+	readiness, _, w := Setting(c, api.WebhookEnvPrefix, "true", api.KarpenterReadinessKeysFlag)
 	warn(w)
 	in.InjectsReadinessKey = inject == "true" && readiness == "true"
 	taints, set, ws := readContainerTaintKeys(c, api.WebhookEnvPrefix, in.Webhook, api.AgentStartupTaintFlag, api.AgentUnhealthyTaintFlag)
 	warnings = append(warnings, ws...)
-	preset, _, _ := setting(c, api.WebhookEnvPrefix, api.DefaultPreset, api.AutoscalerFlag) // warned about above
+	preset, _, _ := Setting(c, api.WebhookEnvPrefix, api.DefaultPreset, api.AutoscalerFlag) // warned about above
 	def := api.DefaultUnverifiedDeadline(preset)
-	v, from, w := setting(c, api.WebhookEnvPrefix, def.String(), api.UnverifiedDeadlineFlag)
+	v, from, w := Setting(c, api.WebhookEnvPrefix, def.String(), api.UnverifiedDeadlineFlag)
 	warn(w)
 	deadline, err := time.ParseDuration(v)
 	if err != nil {
@@ -241,7 +243,7 @@ func readWebhook(in *doctor.Install, d *appsv1.Deployment) (webhookKeys, []strin
 
 // keyMismatch says, when a webhook watches other keys than its agent
 // writes, that remediation misses the agent's nodes; "" when they agree.
-func keyMismatch(in doctor.Install, k webhookKeys) string {
+func keyMismatch(in Install, k webhookKeys) string {
 	if !k.set || in.Remediation == "" || in.Remediation == "off" ||
 		(k.startup.Key == in.Startup.Key && k.unhealthy.Key == in.Unhealthy.Key) {
 		return ""
@@ -256,7 +258,7 @@ func keyMismatch(in doctor.Install, k webhookKeys) string {
 func webhookOf(ds *appsv1.DaemonSet, deps []appsv1.Deployment) *appsv1.Deployment {
 	for i := range deps {
 		d := &deps[i]
-		if d.Namespace != ds.Namespace || !isOurs(d.Spec.Template, webhookApp) {
+		if d.Namespace != ds.Namespace || !IsOurs(d.Spec.Template, WebhookApp) {
 			continue
 		}
 		if a, b := ds.Labels[instanceLabel], d.Labels[instanceLabel]; a != "" && b != "" && a != b {
@@ -279,12 +281,12 @@ func isClusterAutoscaler(c corev1.Container) bool {
 
 // readClusterAutoscaler reads the Cluster Autoscaler a Deployment runs;
 // ok is false when it runs none.
-func readClusterAutoscaler(d *appsv1.Deployment) (c doctor.ClusterAutoscaler, ok bool, err error) {
+func readClusterAutoscaler(d *appsv1.Deployment) (c ClusterAutoscaler, ok bool, err error) {
 	for i, ct := range d.Spec.Template.Spec.Containers {
 		if !isClusterAutoscaler(ct) {
 			continue
 		}
-		c, err = doctor.ParseClusterAutoscaler(commandLine(ct))
+		c, err = ParseClusterAutoscaler(commandLine(ct))
 		if err != nil {
 			return c, true, fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
 		}

@@ -1,4 +1,4 @@
-package kubectlplugin
+package text
 
 import (
 	"testing"
@@ -12,6 +12,7 @@ import (
 )
 
 func TestEventLines(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	at := func(minutesAgo int) time.Time { return now.Add(-time.Duration(minutesAgo) * time.Minute) }
 	events := []eventsv1.Event{
 		// A series: counted, last seen at its last observation.

@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
 	"github.com/kube-node-ready/kube-node-ready/internal/jsonpatch"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // A finalizer of ours on a node holds its deletion until a running webhook
@@ -55,11 +56,11 @@ func removersOf(deps []appsv1.Deployment) []remover {
 			continue
 		}
 		c := d.Spec.Template.Spec.Containers[0]
-		fin, _, _ := setting(c, api.WebhookEnvPrefix, api.Finalizer, api.FinalizerFlag)
-		raw, _, _ := setting(c, api.WebhookEnvPrefix, "", api.LegacyFinalizersFlag)
+		fin, _, _ := Setting(c, api.WebhookEnvPrefix, api.Finalizer, api.FinalizerFlag)
+		raw, _, _ := Setting(c, api.WebhookEnvPrefix, "", api.LegacyFinalizersFlag)
 		var legacy flagenv.StringList
 		_ = legacy.Set(raw) // Set never fails
-		cleanup, _, _ := setting(c, api.WebhookEnvPrefix, "true", api.CleanupFlag)
+		cleanup, _, _ := Setting(c, api.WebhookEnvPrefix, "true", api.CleanupFlag)
 		out = append(out, remover{
 			name:    d.Namespace + "/" + d.Name,
 			ready:   d.Status.ReadyReplicas > 0,
@@ -77,7 +78,7 @@ func heldFinalizers(nodes []corev1.Node, deps []appsv1.Deployment) []HeldFinaliz
 	removers := removersOf(deps)
 	ours := api.ShippedFinalizers()
 	for _, r := range removers {
-		ours = appendNew(ours, r.removes...)
+		ours = text.AppendNew(ours, r.removes...)
 	}
 	covered := func(f string) bool {
 		return slices.ContainsFunc(removers, func(r remover) bool { return r.ready && r.cleanup && slices.Contains(r.removes, f) })

@@ -1,24 +1,21 @@
-package kubectlplugin
+package doctor
 
 import (
-	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/golden"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 )
-
-func (f *fakeAPI) ListNodeReadinessRules(context.Context) ([]ReadinessRule, bool, error) {
-	return f.rules, f.nrc, nil
-}
 
 // nrcRule is a NodeReadinessRule keyed key that names conditions.
 func nrcRule(name, key string, conditions ...string) ReadinessRule {
-	return ReadinessRule{Name: name, Taint: doctor.Taint{Key: key, Value: "true", Effect: "NoSchedule"}, Conditions: conditions, EnforcementMode: "continuous"}
+	return ReadinessRule{Name: name, Taint: Taint{Key: key, Value: "true", Effect: "NoSchedule"}, Conditions: conditions, EnforcementMode: "continuous"}
 }
 
 // withAgentArgs adds args to the agent container of f's DaemonSet.
@@ -45,17 +42,17 @@ func TestGoldenDoctorReadinessRules(t *testing.T) {
 		wantCode int
 	}{
 		{"doctor-nrc-enforce.txt", func() *fakeAPI {
-			f := doctorFake(caStartup, caStatus, nil)
+			f := doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, nil)
 			f.nrc, f.rules = true, rules
 			return f
 		}(), ExitError},
 		{"doctor-nrc-karpenter.txt", func() *fakeAPI {
-			f := withAgentArgs(doctorFake(readiness, caStatus, nil), "--mode=observe")
+			f := withAgentArgs(doctorFake(readiness, workloadtest.CAStatusTaint, nil), "--mode=observe")
 			f.nrc, f.rules = true, rules
 			return f
 		}(), ExitError},
 		{"doctor-nrc-publish.txt", func() *fakeAPI {
-			f := withAgentArgs(doctorFake("readiness.k8s.io/kube-node-ready=true:NoSchedule", caStatus, nil), "--mode=publish")
+			f := withAgentArgs(doctorFake("readiness.k8s.io/kube-node-ready=true:NoSchedule", workloadtest.CAStatusTaint, nil), "--mode=publish")
 			f.nrc, f.rules = true, rules
 			return f
 		}(), ExitOK},
@@ -65,7 +62,7 @@ func TestGoldenDoctorReadinessRules(t *testing.T) {
 			if code != tt.wantCode {
 				t.Errorf("exit %d, want %d; stderr %q", code, tt.wantCode, errOut)
 			}
-			golden(t, tt.file, []byte(out))
+			golden.Compare(t, tt.file, []byte(out))
 		})
 	}
 }
@@ -73,10 +70,11 @@ func TestGoldenDoctorReadinessRules(t *testing.T) {
 // TestDoctorSaysWhoIsHeldAfterAReboot: with --reverify-after-reboot doctor
 // says so and names the nodes held now; without, it says nothing of it.
 func TestDoctorSaysWhoIsHeldAfterAReboot(t *testing.T) {
-	held := testNode("rebooted", "false", []corev1.Taint{{Key: api.CAStartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-		condition(agent.RebootHeldCondition([]string{"dns"}, since, modes)))
-	ok := testNode("fine", "true", nil, condition(agent.PassingCondition(modes)))
-	f := withAgentArgs(doctorFake(caStartup, caStatus, nil), "--reverify-after-reboot=true")
+	modes := agent.CheckModes{Continuous: []string{"dns"}}
+	held := node("rebooted", []corev1.Taint{{Key: api.CAStartupTaintKey, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		withCondition(agent.RebootHeldCondition([]string{"dns"}, time.Date(2026, 11, 21, 14, 0, 0, 0, time.UTC), modes)))
+	ok := node("fine", nil, withCondition(agent.PassingCondition(modes)))
+	f := withAgentArgs(doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, nil), "--reverify-after-reboot=true")
 	for _, n := range []corev1.Node{held, ok} {
 		f.nodes[n.Name] = &n
 	}
@@ -84,8 +82,15 @@ func TestDoctorSaysWhoIsHeldAfterAReboot(t *testing.T) {
 	if !strings.Contains(out, "after a reboot:   a node is held with the startup taint until it verifies again (--reverify-after-reboot); 1 held now (condition reason Rebooted): rebooted\n") {
 		t.Errorf("doctor does not name the node held after a reboot:\n%s", out)
 	}
-	_, out, _, _ = run(doctorFake(caStartup, caStatus, nil), "", "doctor")
+	_, out, _, _ = run(doctorFake(workloadtest.CAStartupTaint, workloadtest.CAStatusTaint, nil), "", "doctor")
 	if strings.Contains(out, "after a reboot") {
 		t.Errorf("doctor speaks of reboots without the flag:\n%s", out)
+	}
+}
+
+// withCondition gives a node the agent's condition c.
+func withCondition(c agent.ConditionState) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: agent.ConditionType, Status: c.Status, Reason: c.Reason, Message: c.Message})
 	}
 }

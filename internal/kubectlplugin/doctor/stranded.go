@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/cli"
 	"github.com/kube-node-ready/kube-node-ready/internal/flagenv"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // A taint is stranded when its key is one kube-node-ready writes (any
@@ -30,7 +30,7 @@ type StrandedTaint struct {
 	Key string `json:"key"`
 	// Role is startup (the node never verifies) or unhealthy (a recovered
 	// node stays out of service).
-	Role doctor.Role `json:"role"`
+	Role Role `json:"role"`
 	// From says where the key is known from: a preset, an agent's flags,
 	// an earlier revision of an agent DaemonSet.
 	From string `json:"from"`
@@ -45,7 +45,7 @@ type StrandedTaint struct {
 // agentOwner is one running agent and the taint keys it removes from its
 // node.
 type agentOwner struct {
-	in doctor.Install
+	in Install
 	// startup and unhealthy are its taints, key=value:Effect.
 	startup, unhealthy string
 	// previous are the user's --previous-taint-keys.
@@ -57,17 +57,17 @@ type agentOwner struct {
 // readOwner reads what the agent container c removes; in is its
 // installation. A value that does not resolve is warned about by
 // readAgent already, so it is taken as the default here without a word.
-func readOwner(c corev1.Container, in doctor.Install) agentOwner {
+func readOwner(c corev1.Container, in Install) agentOwner {
 	o := agentOwner{in: in}
-	keys, _ := readAgentTaintKeys(c, in.Agent)
+	keys, _ := AgentTaintKeys(c, in.Agent)
 	o.startup, o.unhealthy = keys.Startup, keys.Unhealthy
-	v, _, _ := setting(c, api.AgentEnvPrefix, "", api.PreviousTaintKeysFlag)
+	v, _, _ := Setting(c, api.AgentEnvPrefix, "", api.PreviousTaintKeysFlag)
 	var previous flagenv.StringList
 	_ = previous.Set(v) // Set never fails
 	o.previous = previous
-	o.owned = appendNew(nil, taintKey(o.startup), taintKey(o.unhealthy))
-	o.owned = appendNew(o.owned, keys.PreviousStartup...)
-	o.owned = appendNew(o.owned, keys.PreviousUnhealthy...)
+	o.owned = text.AppendNew(nil, taintKey(o.startup), taintKey(o.unhealthy))
+	o.owned = text.AppendNew(o.owned, keys.PreviousStartup...)
+	o.owned = text.AppendNew(o.owned, keys.PreviousUnhealthy...)
 	return o
 }
 
@@ -82,7 +82,7 @@ func taintKey(t string) string {
 
 // knownKey is a taint key of ours: its role, and where it is known from.
 type knownKey struct {
-	role doctor.Role
+	role Role
 	from string
 }
 
@@ -94,7 +94,7 @@ type knownKeys struct {
 	keys  map[string]knownKey
 }
 
-func (k *knownKeys) add(key string, role doctor.Role, from string) {
+func (k *knownKeys) add(key string, role Role, from string) {
 	if key == "" {
 		return
 	}
@@ -106,17 +106,17 @@ func (k *knownKeys) add(key string, role doctor.Role, from string) {
 	case !ok:
 		k.order = append(k.order, key)
 		k.keys[key] = knownKey{role: role, from: from}
-	case role == doctor.RoleStartup && was.role != doctor.RoleStartup:
+	case role == RoleStartup && was.role != RoleStartup:
 		k.keys[key] = knownKey{role: role, from: was.from}
 	}
 }
 
 // addAgent adds the keys an agent (or a webhook watching it) uses.
 func (k *knownKeys) addAgent(startup, unhealthy string, previous []string, from string) {
-	k.add(taintKey(startup), doctor.RoleStartup, from)
-	k.add(taintKey(unhealthy), doctor.RoleUnhealthy, from)
+	k.add(taintKey(startup), RoleStartup, from)
+	k.add(taintKey(unhealthy), RoleUnhealthy, from)
 	for _, key := range previous {
-		k.add(key, doctor.RoleStartup, from+" (--previous-taint-keys)")
+		k.add(key, RoleStartup, from+" (--previous-taint-keys)")
 	}
 }
 
@@ -124,10 +124,10 @@ func (k *knownKeys) addAgent(startup, unhealthy string, previous []string, from 
 func presetKeys() *knownKeys {
 	k := &knownKeys{}
 	for _, p := range api.Presets() {
-		k.add(p.StartupTaintKey, doctor.RoleStartup, "the "+p.Name+" preset's startup key")
+		k.add(p.StartupTaintKey, RoleStartup, "the "+p.Name+" preset's startup key")
 	}
 	for _, p := range api.Presets() {
-		k.add(p.UnhealthyTaintKey, doctor.RoleUnhealthy, "the "+p.Name+" preset's unhealthy key")
+		k.add(p.UnhealthyTaintKey, RoleUnhealthy, "the "+p.Name+" preset's unhealthy key")
 	}
 	return k
 }
@@ -216,7 +216,7 @@ func strandedDetail(s StrandedTaint, owners []agentOwner, owned []string) string
 	} else {
 		d += "no running agent removes it: they remove " + strings.Join(owned, ", ") + "."
 	}
-	if s.Role == doctor.RoleStartup {
+	if s.Role == RoleStartup {
 		return d + " A node carrying it never verifies: workloads that do not tolerate it never land there, and Cluster Autoscaler " +
 			"counts it unready after --max-node-startup-time."
 	}
@@ -242,19 +242,19 @@ func strandedFixes(s StrandedTaint, owners []agentOwner, stranded []string) []st
 			keys := slices.Clone(o.previous)
 			for _, key := range stranded {
 				if cli.PreviousTaintKey(key) == nil {
-					keys = appendNew(keys, key)
+					keys = text.AppendNew(keys, key)
 				}
 			}
 			if o.in.Release != "" {
 				fixes = append(fixes, prefix+"let the running agent remove it (it verifies each node carrying it, then removes the key): "+
-					doctor.HelmUpgrade(o.in, "agent.previousTaintKeys={"+strings.Join(keys, ",")+"}"))
+					HelmUpgrade(o.in, "agent.previousTaintKeys={"+strings.Join(keys, ",")+"}"))
 			} else {
 				fixes = append(fixes, prefix+"let the running agent remove it: give the agent ("+o.in.Agent+") and the webhook --previous-taint-keys="+strings.Join(keys, ","))
 			}
 			continue
 		}
 		own := o.startup
-		if s.Role == doctor.RoleUnhealthy {
+		if s.Role == RoleUnhealthy {
 			own = o.unhealthy
 		}
 		fixes = append(fixes, fmt.Sprintf("%shand the nodes to the running agent's own %s taint, which it removes once its checks pass: %s",

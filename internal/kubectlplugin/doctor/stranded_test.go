@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"encoding/json"
@@ -12,7 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/golden"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/workloadtest"
 )
 
 // tainted is a node carrying the taints of keys, as the agent writes them.
@@ -21,13 +22,13 @@ func tainted(name string, keys ...string) corev1.Node {
 	for _, key := range keys {
 		taints = append(taints, corev1.Taint{Key: key, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 	}
-	return testNode(name, "", taints, nil)
+	return node(name, taints)
 }
 
 // presetDS is the agent DaemonSet of this chart: --autoscaler always, and
 // the taints and previous keys given.
 func presetDS(preset, startup string, previous ...string) appsv1.DaemonSet {
-	ds := agentDS(startup, "")
+	ds := workloadtest.AgentDaemonSet(startup, "")
 	args := []string{"--autoscaler=" + preset, "--startup-taint=" + startup}
 	if len(previous) > 0 {
 		args = append(args, "--previous-taint-keys="+strings.Join(previous, ","))
@@ -66,12 +67,12 @@ func strandedFake(t *testing.T) *fakeAPI {
 		tainted("ip-10-0-1-2", "example.com/old-boot"),
 		tainted("ip-10-0-1-3", "example.com/old-boot", "example.com/gpu"),
 		tainted("ip-10-0-1-4", api.CAStartupTaintKey),
-		testNode("ip-10-0-1-5", "", []corev1.Taint{{Key: "example.com/old-boot", Effect: corev1.TaintEffectNoSchedule}}, nil, deleting),
+		node("ip-10-0-1-5", []corev1.Taint{{Key: "example.com/old-boot", Effect: corev1.TaintEffectNoSchedule}}, deleting),
 		tainted("ip-10-0-1-6", "example.com/gpu"),
 	)
 	ds := presetDS(api.PresetNone, "example.com/booting=true:NoSchedule")
 	f.daemonSets = []appsv1.DaemonSet{ds}
-	f.deployments = []appsv1.Deployment{webhookDep()}
+	f.deployments = []appsv1.Deployment{workloadtest.WebhookDeployment()}
 	f.revisions = []appsv1.ControllerRevision{
 		revision(t, ds, 1, "--autoscaler=none", "--startup-taint=example.com/old-boot=true:NoSchedule", "--unhealthy-taint=example.com/old-sick=true:NoSchedule"),
 		revision(t, ds, 2, ds.Spec.Template.Spec.Containers[0].Args...),
@@ -96,7 +97,7 @@ func TestGoldenDoctorStranded(t *testing.T) {
 			f := newFake(tainted("ip-10-0-2-1", "example.com/old-boot"), tainted("ip-10-0-2-2", "example.com/old-boot", "example.com/old-sick"),
 				tainted("ip-10-0-2-3", "example.com/booting"), tainted("ip-10-0-2-4", "example.com/older-boot"))
 			f.daemonSets = []appsv1.DaemonSet{ds}
-			f.deployments = []appsv1.Deployment{webhookDep()}
+			f.deployments = []appsv1.Deployment{workloadtest.WebhookDeployment()}
 			f.revisions = []appsv1.ControllerRevision{
 				revision(t, ds, 1, "--autoscaler=none", "--startup-taint=example.com/old-boot=true:NoSchedule", "--unhealthy-taint=example.com/old-sick=true:NoSchedule"),
 				revision(t, ds, 2, ds.Spec.Template.Spec.Containers[0].Args...),
@@ -116,7 +117,7 @@ func TestGoldenDoctorStranded(t *testing.T) {
 			if code != ExitError || !strings.Contains(errOut, "found: see the fixes above") {
 				t.Errorf("exit %d, want %d; stderr %q", code, ExitError, errOut)
 			}
-			golden(t, tt.file, []byte(out))
+			golden.Compare(t, tt.file, []byte(out))
 		})
 	}
 }
@@ -126,7 +127,7 @@ func TestGoldenDoctorStranded(t *testing.T) {
 // keys; a node being deleted and another's taint are never named.
 func TestDoctorStrandedOwnership(t *testing.T) {
 	keysOf := func(f *fakeAPI) map[string][]string {
-		r := readForDoctor(t.Context(), &invocation{opts: &Options{}, api: f})
+		r := read(t.Context(), f, "", "")
 		out := map[string][]string{}
 		for _, s := range diagnoseAll(r).StrandedTaints {
 			out[s.Key] = s.Nodes
@@ -161,7 +162,7 @@ func TestDoctorStrandedOwnership(t *testing.T) {
 	// Revisions not read: a warning, and the keys only they name are not
 	// known to be ours.
 	f = strandedFake(t)
-	f.forbid["list controllerrevisions.apps "+knrNS] = true
+	f.forbid["list controllerrevisions.apps "+workloadtest.Namespace] = true
 	code, out, errOut, _ := run(f, "", "doctor")
 	if !strings.Contains(errOut, "warning: not allowed to list controllerrevisions.apps in namespace kube-node-ready") ||
 		strings.Contains(out, "example.com/old-boot") {
@@ -174,15 +175,15 @@ func TestDoctorStrandedOwnership(t *testing.T) {
 // never drops another's key; a key that may not be a previous key (a
 // Kubernetes domain) is handed to the agent's own taint instead.
 func TestStrandedFixesKeepOtherKeys(t *testing.T) {
-	in := doctor.Install{Namespace: "ops", Release: "knr", ChartVersion: "0.2.0", Agent: "DaemonSet ops/knr"}
+	in := Install{Namespace: "ops", Release: "knr", ChartVersion: "0.2.0", Agent: "DaemonSet ops/knr"}
 	o := agentOwner{in: in, startup: "a.example/boot=true:NoSchedule", unhealthy: "a.example/sick=true:NoSchedule", previous: []string{"a.example/p"}}
-	fixes := strandedFixes(StrandedTaint{Key: "a.example/old", Role: doctor.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o},
+	fixes := strandedFixes(StrandedTaint{Key: "a.example/old", Role: RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o},
 		[]string{"a.example/old", "x.kubernetes.io/boot"})
 	want := "helm upgrade knr oci://ghcr.io/kube-node-ready/charts/kube-node-ready --version 0.2.0 --namespace ops --reset-then-reuse-values --set 'agent.previousTaintKeys={a.example/p,a.example/old}'"
 	if len(fixes) != 1 || !strings.HasSuffix(fixes[0], want) {
 		t.Errorf("fixes %q; want one ending %s", fixes, want)
 	}
-	fixes = strandedFixes(StrandedTaint{Key: "x.kubernetes.io/boot", Role: doctor.RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o}, nil)
+	fixes = strandedFixes(StrandedTaint{Key: "x.kubernetes.io/boot", Role: RoleStartup, Nodes: []string{"n1", "n2"}}, []agentOwner{o}, nil)
 	want = `for node in n1 n2; do kubectl taint node "$node" --overwrite a.example/boot=true:NoSchedule x.kubernetes.io/boot-; done`
 	if len(fixes) != 1 || !strings.HasSuffix(fixes[0], want) {
 		t.Errorf("fixes %q; want one ending %s", fixes, want)

@@ -1,4 +1,4 @@
-package kubectlplugin
+package doctor
 
 import (
 	"path"
@@ -6,8 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
 )
 
 // karpenterName is the app.kubernetes.io/name Karpenter's charts (the
@@ -34,7 +32,7 @@ func isKarpenter(c corev1.Container) bool {
 // helm.sh/chart label (karpenter-1.14.1); empty when none names a release.
 // A provider's release is taken for core's: the AWS provider and core's
 // KWOK provider are released with core's numbers.
-func readKarpenter(d *appsv1.Deployment) (k doctor.Karpenter, ok bool) {
+func readKarpenter(d *appsv1.Deployment) (k Karpenter, ok bool) {
 	image := ""
 	for _, c := range d.Spec.Template.Spec.Containers {
 		if isKarpenter(c) {
@@ -47,20 +45,20 @@ func readKarpenter(d *appsv1.Deployment) (k doctor.Karpenter, ok bool) {
 	}
 	k.Deployment = "Deployment " + d.Namespace + "/" + d.Name
 	if tag := imageTag(image); tag != "" {
-		if _, valid := doctor.ParseKarpenterVersion(tag); valid {
+		if _, valid := ParseKarpenterVersion(tag); valid {
 			ref, _, _ := strings.Cut(image, "@")
 			k.Version, k.VersionFrom = strings.TrimPrefix(tag, "v"), "its image "+ref
 			return k, true
 		}
 	}
 	if v := d.Labels[versionLabel]; v != "" {
-		if _, valid := doctor.ParseKarpenterVersion(v); valid {
+		if _, valid := ParseKarpenterVersion(v); valid {
 			k.Version, k.VersionFrom = strings.TrimPrefix(v, "v"), "its label "+versionLabel+"="+v
 			return k, true
 		}
 	}
 	if c, found := strings.CutPrefix(d.Labels[chartLabel], karpenterName+"-"); found {
-		if _, valid := doctor.ParseKarpenterVersion(c); valid {
+		if _, valid := ParseKarpenterVersion(c); valid {
 			k.Version, k.VersionFrom = strings.TrimPrefix(c, "v"), "its label "+chartLabel+"="+d.Labels[chartLabel]
 		}
 	}

@@ -1,8 +1,7 @@
-package kubectlplugin
+package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -10,10 +9,9 @@ import (
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
-	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/text"
 )
 
 // What doctor reads of the node readiness controller
@@ -25,82 +23,27 @@ import (
 // ours) or our startup key, it adopts our taint. Also the agent's mode and
 // --reverify-after-reboot, with the nodes held after a reboot now.
 
-// nodeReadinessRulesPath is the controller's API
-// (readiness.node.x-k8s.io/v1alpha1), read without a typed client.
-const (
-	nodeReadinessGroupVersion = "readiness.node.x-k8s.io/v1alpha1"
-	nodeReadinessRulesPath    = "/apis/" + nodeReadinessGroupVersion + "/nodereadinessrules"
-)
-
 // ReadinessRule is what doctor reads of a NodeReadinessRule.
 type ReadinessRule struct {
-	Name            string       `json:"name"`
-	Taint           doctor.Taint `json:"taint"`
-	Conditions      []string     `json:"conditions"`
-	EnforcementMode string       `json:"enforcementMode"`
+	Name            string   `json:"name"`
+	Taint           Taint    `json:"taint"`
+	Conditions      []string `json:"conditions"`
+	EnforcementMode string   `json:"enforcementMode"`
 }
 
 // RuleFinding is what doctor says about a NodeReadinessRule that adopts a
 // taint of ours.
 type RuleFinding struct {
-	Rule     string          `json:"rule"`
-	Key      string          `json:"key"`
-	Severity doctor.Severity `json:"severity"`
-	Summary  string          `json:"summary"`
-	Detail   string          `json:"detail"`
-	Fixes    []string        `json:"fixes,omitempty"`
-}
-
-// ruleList is the part of a NodeReadinessRuleList doctor reads.
-type ruleList struct {
-	Metadata struct {
-		Continue string `json:"continue"`
-	} `json:"metadata"`
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Spec struct {
-			Conditions []struct {
-				Type string `json:"type"`
-			} `json:"conditions"`
-			Taint           doctor.Taint `json:"taint"`
-			EnforcementMode string       `json:"enforcementMode"`
-		} `json:"spec"`
-	} `json:"items"`
-}
-
-func (a *kubeAPI) ListNodeReadinessRules(ctx context.Context) ([]ReadinessRule, bool, error) {
-	// Discovery first, which every user may read: a user without list on
-	// an API the cluster does not serve is refused (403) before the API
-	// server says it is not there (404), and most clusters run no
-	// controller.
-	if _, err := a.client.Discovery().ServerResourcesForGroupVersion(nodeReadinessGroupVersion); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, false, nil
-		}
-		return nil, false, explain(err, "discover", nodeReadinessGroupVersion, "")
-	}
-	var out []ReadinessRule
-	served, err := a.listRaw(ctx, nodeReadinessRulesPath, "nodereadinessrules.readiness.node.x-k8s.io", func(body []byte) (string, error) {
-		var l ruleList
-		if err := json.Unmarshal(body, &l); err != nil {
-			return "", err
-		}
-		for _, it := range l.Items {
-			r := ReadinessRule{Name: it.Metadata.Name, Taint: it.Spec.Taint, EnforcementMode: it.Spec.EnforcementMode}
-			for _, c := range it.Spec.Conditions {
-				r.Conditions = append(r.Conditions, c.Type)
-			}
-			out = append(out, r)
-		}
-		return l.Metadata.Continue, nil
-	})
-	return out, served, err
+	Rule     string   `json:"rule"`
+	Key      string   `json:"key"`
+	Severity Severity `json:"severity"`
+	Summary  string   `json:"summary"`
+	Detail   string   `json:"detail"`
+	Fixes    []string `json:"fixes,omitempty"`
 }
 
 // readRules reads the NodeReadinessRules into r; a failed read is recorded.
-func (r *doctorRead) readRules(ctx context.Context, a API) {
+func (r *snapshot) readRules(ctx context.Context, a Cluster) {
 	rules, served, err := a.ListNodeReadinessRules(ctx)
 	if err != nil {
 		r.failed = append(r.failed, err.Error())
@@ -113,16 +56,16 @@ func (r *doctorRead) readRules(ctx context.Context, a API) {
 
 // readAgentModes adds the agent container c's --mode (when not enforce)
 // and --reverify-after-reboot to in.
-func readAgentModes(in *doctor.Install, c corev1.Container) []string {
+func readAgentModes(in *Install, c corev1.Container) []string {
 	var warnings []string
-	mode, _, w := setting(c, api.AgentEnvPrefix, api.ModeEnforce, api.ModeFlag)
+	mode, _, w := Setting(c, api.AgentEnvPrefix, api.ModeEnforce, api.ModeFlag)
 	if w != "" {
 		warnings = append(warnings, w)
 	}
 	if mode != api.ModeEnforce {
 		in.Mode = mode
 	}
-	reverify, _, w := setting(c, api.AgentEnvPrefix, "false", api.ReverifyAfterRebootFlag)
+	reverify, _, w := Setting(c, api.AgentEnvPrefix, "false", api.ReverifyAfterRebootFlag)
 	if w != "" {
 		warnings = append(warnings, w)
 	}
@@ -135,7 +78,7 @@ func readAgentModes(in *doctor.Install, c corev1.Container) []string {
 func heldAfterReboot(nodes []corev1.Node) []string {
 	var out []string
 	for i := range nodes {
-		if c := ConditionOf(&nodes[i]); c != nil && c.Reason == api.ReasonRebooted {
+		if rebooted(&nodes[i]) {
 			out = append(out, nodes[i].Name)
 		}
 	}
@@ -155,10 +98,10 @@ func ourConditions(conditions []string) bool {
 // to do: in enforce or observe mode the controller and the agent fight
 // over the key (a problem); in publish mode the rule owning it is the
 // point (advice, when it names none of our conditions so much the more).
-func ruleFindings(rules []ReadinessRule, installs []doctor.Install) []RuleFinding {
+func ruleFindings(rules []ReadinessRule, installs []Install) []RuleFinding {
 	var out []RuleFinding
 	for _, r := range rules {
-		var in doctor.Install
+		var in Install
 		found := false
 		for _, i := range installs {
 			if i.Startup.Key == r.Taint.Key {
@@ -180,7 +123,7 @@ func ruleFindings(rules []ReadinessRule, installs []doctor.Install) []RuleFindin
 			Summary: fmt.Sprintf("NodeReadinessRule %s adopts our taint %s", r.Name, r.Taint.Key)}
 		adopt := "The node readiness controller adopts a taint with a rule's key and effect already on a node: it removes it when the rule's conditions hold and puts it back when they do not, whoever added it. "
 		if in.Mode == api.ModePublish {
-			f.Severity = doctor.Advice
+			f.Severity = Advice
 			f.Detail = adopt + "Here " + how + "; the agents run in publish mode, where they add no taint and remove none under " + api.NodeReadinessTaintPrefix +
 				", so the rule owning it is no conflict (with webhook.startupTaint.injectInPublishMode admission adds the startup taint at creation for the rule to adopt, on purpose)."
 			if in.Startup.Key == r.Taint.Key && !ourConditions(r.Conditions) {
@@ -192,7 +135,7 @@ func ruleFindings(rules []ReadinessRule, installs []doctor.Install) []RuleFindin
 			if mode == "" {
 				mode = api.ModeEnforce
 			}
-			f.Severity = doctor.Problem
+			f.Severity = Problem
 			ours := "adds and removes that key itself"
 			if mode == api.ModeObserve {
 				ours = "removes that key at once wherever it finds it"
@@ -200,7 +143,7 @@ func ruleFindings(rules []ReadinessRule, installs []doctor.Install) []RuleFindin
 			f.Detail = adopt + "Here " + how + ", and in " + mode + " mode kube-node-ready " + ours + ": the two fight over it, and where the rule's conditions do not hold (another component's, or ours while a check fails) the controller puts the startup taint back on a verified node."
 			publish := "run the agents and the webhook with --mode=publish, so that the rule owns the taint and the agents only publish their condition (docs/autoscalers.md, Node readiness controller)"
 			if in.Release != "" {
-				publish = doctor.HelmUpgrade(in, "mode="+api.ModePublish) + ": the rule owns the taint, the agents only publish their condition (docs/autoscalers.md, Node readiness controller)"
+				publish = HelmUpgrade(in, "mode="+api.ModePublish) + ": the rule owns the taint, the agents only publish their condition (docs/autoscalers.md, Node readiness controller)"
 			}
 			f.Fixes = []string{
 				fmt.Sprintf("give the rule a key of its own (its taint is immutable): create it anew with, say, %skube-node-ready, then kubectl delete nodereadinessrule %s", api.NodeReadinessTaintPrefix, r.Name),
@@ -217,10 +160,10 @@ func printRules(w io.Writer, findings []RuleFinding, n *int) {
 	if len(findings) == 0 {
 		return
 	}
-	printf(w, "\nNodeReadinessRules (node readiness controller):\n")
+	text.Printf(w, "\nNodeReadinessRules (node readiness controller):\n")
 	for _, f := range findings {
 		*n++
-		printf(w, "%d. %s: %s\n", *n, f.Severity, f.Summary)
+		text.Printf(w, "%d. %s: %s\n", *n, f.Severity, f.Summary)
 		printDetailAndFixes(w, f.Detail, f.Fixes, "or: ")
 	}
 }
@@ -231,11 +174,11 @@ func printInstallModes(tw *tabwriter.Writer, in InstallReport) {
 	switch in.Mode {
 	case "":
 	case api.ModeObserve:
-		printf(tw, "  mode:\tobserve (no taint added; what enforce would do is recorded)\n")
+		text.Printf(tw, "  mode:\tobserve (no taint added; what enforce would do is recorded)\n")
 	case api.ModePublish:
-		printf(tw, "  mode:\tpublish (a NodeReadinessRule owns the taint; the agents publish their condition)\n")
+		text.Printf(tw, "  mode:\tpublish (a NodeReadinessRule owns the taint; the agents publish their condition)\n")
 	default:
-		printf(tw, "  mode:\t%s\n", in.Mode)
+		text.Printf(tw, "  mode:\t%s\n", in.Mode)
 	}
 	if !in.ReverifyAfterReboot {
 		return
@@ -244,5 +187,16 @@ func printInstallModes(tw *tabwriter.Writer, in InstallReport) {
 	if len(in.HeldAfterReboot) > 0 {
 		held = fmt.Sprintf("%d held now (condition reason %s): %s", len(in.HeldAfterReboot), api.ReasonRebooted, strings.Join(in.HeldAfterReboot, ", "))
 	}
-	printf(tw, "  after a reboot:\ta node is held with the startup taint until it verifies again (--reverify-after-reboot); %s\n", held)
+	text.Printf(tw, "  after a reboot:\ta node is held with the startup taint until it verifies again (--reverify-after-reboot); %s\n", held)
+}
+
+// rebooted says the agent holds node after a reboot: its condition's
+// reason says so.
+func rebooted(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if string(c.Type) == api.ConditionType && c.Reason == api.ReasonRebooted {
+			return true
+		}
+	}
+	return false
 }
