@@ -60,5 +60,8 @@ func Assemble(ctx context.Context, c *Config, client agent.Clientset, reg promet
 		stopRecorder()
 		return nil, err
 	}
+	// The webhook names the node's first peer slices at its creation: the
+	// join reads them instead of every slice's name.
+	watches.Hint(a.PeerSlicesHint)
 	return &Assembled{Agent: a, Config: cfg, StopRecorder: stopRecorder}, nil
 }

@@ -7,7 +7,6 @@ package endpoints
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 	"sort"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // ServiceRef names a Service.
@@ -198,7 +199,7 @@ func RankEndpoints(key string, candidates []Endpoint, n int, port func(Endpoint)
 			continue
 		}
 		seen[ep.Addr] = true
-		pool = append(pool, scored{ep, rendezvous(key, ep.Addr.String())})
+		pool = append(pool, scored{ep, api.Rendezvous(key, ep.Addr.String())})
 	}
 	sort.Slice(pool, func(i, j int) bool {
 		if pool[i].score != pool[j].score {
@@ -214,25 +215,6 @@ func RankEndpoints(key string, candidates []Endpoint, n int, port func(Endpoint)
 		out[i] = s.ep
 	}
 	return out
-}
-
-// rendezvous is the weight of target for self: FNV-1a of both, then
-// MurmurHash3's finalizer. FNV alone weighs names that differ only in their
-// last characters (addresses, slice names -1, -2, ...) in nearly the same
-// order for every self: 1 000 nodes ranking ten such slices put half of
-// them on two.
-func rendezvous(self, target string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(self))
-	h.Write([]byte{0})
-	h.Write([]byte(target))
-	x := h.Sum64()
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
 }
 
 func tcpPort(ep Endpoint) int32 { return ep.TCPPort }

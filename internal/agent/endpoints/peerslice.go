@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"math"
 	"net/netip"
 	"slices"
 	"sort"
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // peerSliceCapacity is the endpointslice controller's default
@@ -54,6 +57,15 @@ const peerSliceCapacity = 100
 // reading them all would be a watch per slice; those read are followed,
 // and the next choice comes as below.
 //
+// A first choice needs no list when the node carries the webhook's hint
+// (api.PeerSlicesAnnotation, written at the node's creation: the first
+// names of the same ranking, Hint): it reads the slices named there as it
+// would have read them from the names, so a join reads the same whatever
+// the fleet's size. The hint is taken only when the slices it names that
+// still exist hold enough candidates of every family; otherwise (stale,
+// garbage, absent: a node created while the webhook was down) the names
+// are listed as above.
+//
 // A read serves what the watches hold, with no request. It chooses again
 // when the slices followed by name hold too few candidates of a type (one
 // was deleted, as the controller merges and recreates slices, or its agents
@@ -76,6 +88,8 @@ type PeerSlices struct {
 	// log receives the peer watches' refusals, once per episode.
 	log *slog.Logger
 	now func() time.Time
+	// hint returns the node's api.PeerSlicesAnnotation; nil: none.
+	hint func() string
 
 	mu sync.Mutex
 	// peers is what the network check follows (Follow); unset passes
@@ -133,6 +147,16 @@ func (p *PeerSlices) Follow(svc ServiceRef, node string, podIP netip.Addr, need 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.peers = &peerChoice{svc: svc, node: node, podIP: podIP, need: max(need, 1), every: every}
+}
+
+// Hint makes a first choice start from the slices the node's
+// api.PeerSlicesAnnotation names, which annotation returns (read from the
+// node the agent watches anyway: no request), instead of listing the names
+// of every slice. It is called once, before the first read.
+func (p *PeerSlices) Hint(annotation func() string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hint = annotation
 }
 
 // Stop ends every watch, the peer Service's and Others', for as long as no
@@ -198,7 +222,8 @@ func (p *PeerSlices) candidates(eps []Endpoint) int {
 	return len(SelectPeers(p.peers.node, p.peers.podIP, eps, p.peers.need))
 }
 
-// choose reads the peer Service's slice names and families and follows
+// choose reads the peer Service's families and the names of its slices,
+// from the node's hint (Hint) on a first choice, else listed, and follows
 // the slices ChooseRanked picks, keeping the watches of slices chosen
 // again. When the names cannot be read, or a slice cannot be read on a
 // choice made again, what is followed stays; with nothing followed yet, a
@@ -211,47 +236,46 @@ func (p *PeerSlices) choose(ctx context.Context) {
 	p.chosenAt = p.now()
 	// The families are read beside the names: a first choice is part of a
 	// round, within its check's timeout.
-	fams := make(chan []corev1.IPFamily, 1)
+	famc := make(chan []corev1.IPFamily, 1)
 	go func() {
 		// Unknown families (a Service this agent may not read: another
 		// than the chart's) are those of the slices read.
 		f, _ := p.client.GetServiceFamilies(ctx, svc.Namespace, svc.Name)
-		fams <- f
+		famc <- f
 	}()
+	families := sync.OnceValue(func() []discoveryv1.AddressType {
+		var out []discoveryv1.AddressType
+		for _, f := range <-famc {
+			out = append(out, discoveryv1.AddressType(f))
+		}
+		return out
+	})
+	c := &choice{p: p, ctx: ctx, kept: map[string]*followedSlices{}, opened: map[string]*followedSlices{}}
+	for _, f := range p.followed {
+		c.kept[f.name] = f
+	}
+	if p.followed == nil && p.hint != nil {
+		if names, all := api.ParsePeerSlices(p.hint()); names != nil && c.fromHint(names, all, families()) {
+			return
+		}
+	}
 	names, err := p.client.ListEndpointSliceNames(ctx, svc.Namespace, metav1.ListOptions{
 		LabelSelector:   discoveryv1.LabelServiceName + "=" + svc.Name,
 		ResourceVersion: "0",
 	})
-	var families []discoveryv1.AddressType
-	for _, f := range <-fams {
-		families = append(families, discoveryv1.AddressType(f))
-	}
+	fams := families()
 	if err != nil {
+		c.stopOpened()
 		p.keepOrWhole()
 		return
 	}
-	kept := map[string]*followedSlices{}
-	for _, f := range p.followed {
-		kept[f.name] = f
-	}
-	opened := map[string]*followedSlices{}
 	var chosen []string
 	var read []discoveryv1.EndpointSlice
-	if len(names) > max(len(families), 1) {
+	if len(names) > max(len(fams), 1) {
 		var walked []string
-		chosen, read, err = ChooseRanked(p.peers.node, p.peers.podIP, names, families, p.peers.need, func(name string) ([]discoveryv1.EndpointSlice, error) {
-			walked = append(walked, name)
-			f, ok := kept[name]
-			if !ok {
-				f = p.start(name)
-				opened[name] = f
-			}
-			return f.w.Slices(ctx, svc)
-		})
-		if err != nil && (p.followed != nil || len(families) == 0) {
-			for _, f := range opened {
-				f.w.Stop()
-			}
+		chosen, read, err = ChooseRanked(p.peers.node, p.peers.podIP, names, fams, p.peers.need, c.reader(&walked))
+		if err != nil && (p.followed != nil || len(fams) == 0) {
+			c.stopOpened()
 			p.keepOrWhole()
 			return
 		}
@@ -263,6 +287,77 @@ func (p *PeerSlices) choose(ctx context.Context) {
 			chosen, read = walked, nil
 		}
 	}
+	c.follow(chosen, read, fams, len(chosen) == len(names))
+}
+
+// fromHint makes a first choice from names, the node's hint (all: every
+// slice the Service had when it was written), as from listed names, and
+// reports whether it did: not when the slices it names that still exist
+// hold too few candidates of a family, or one could not be read; choose
+// then lists the names, and the watches opened here serve that choice.
+func (c *choice) fromHint(names []string, all bool, families []discoveryv1.AddressType) bool {
+	p := c.p
+	if all && len(names) <= max(len(families), 1) {
+		// As listed: one slice per family is followed whole, by the
+		// Service's label, so that new slices arrive by the watch.
+		c.follow(nil, nil, families, true)
+		return true
+	}
+	var walked []string
+	chosen, read, err := ChooseRanked(p.peers.node, p.peers.podIP, names, families, p.peers.need, c.reader(&walked))
+	if err != nil {
+		return false
+	}
+	readOf := map[discoveryv1.AddressType]int{}
+	for _, s := range read {
+		readOf[s.AddressType]++
+	}
+	// No limit of slices read: enough means enough candidates.
+	if !enoughRead(p.peers.node, p.peers.podIP, read, families, p.peers.need, readOf, math.MaxInt) {
+		return false
+	}
+	// Only a hint naming every slice can say the choice is all of them.
+	c.follow(chosen, read, families, all && len(chosen) == len(names))
+	return true
+}
+
+// choice is one choice's watches: those followed before it (kept) and
+// those it opened to read a slice.
+type choice struct {
+	p      *PeerSlices
+	ctx    context.Context
+	kept   map[string]*followedSlices
+	opened map[string]*followedSlices
+}
+
+// reader returns ChooseRanked's read: what the watch of a slice holds,
+// opening it unless it runs already; walked collects the names read.
+func (c *choice) reader(walked *[]string) func(name string) ([]discoveryv1.EndpointSlice, error) {
+	return func(name string) ([]discoveryv1.EndpointSlice, error) {
+		*walked = append(*walked, name)
+		f, ok := c.kept[name]
+		if !ok {
+			if f, ok = c.opened[name]; !ok {
+				f = c.p.start(name)
+				c.opened[name] = f
+			}
+		}
+		return f.w.Slices(c.ctx, c.p.peers.svc)
+	}
+}
+
+// stopOpened ends the watches this choice opened.
+func (c *choice) stopOpened() {
+	for _, f := range c.opened {
+		f.w.Stop()
+	}
+}
+
+// follow makes chosen, of the slices read, what p follows (the whole
+// Service when none or every slice is chosen), and ends the watches no
+// longer needed. families are the Service's, for a choice that read none.
+func (c *choice) follow(chosen []string, read []discoveryv1.EndpointSlice, families []discoveryv1.AddressType, every bool) {
+	p := c.p
 	p.families = nil
 	for _, s := range read {
 		if slices.Contains(chosen, s.Name) && !slices.Contains(p.families, s.AddressType) {
@@ -272,21 +367,21 @@ func (p *PeerSlices) choose(ctx context.Context) {
 	if read == nil {
 		p.families = families
 	}
-	if len(chosen) == 0 || len(chosen) == len(names) {
+	if len(chosen) == 0 || every {
 		chosen, p.families = []string{""}, nil
 	}
 	old := p.followed
 	p.followed = make([]*followedSlices, 0, len(chosen))
 	for _, name := range chosen {
-		f, ok := kept[name]
+		f, ok := c.kept[name]
 		if !ok {
-			if f, ok = opened[name]; !ok {
+			if f, ok = c.opened[name]; !ok {
 				f = p.start(name)
 			}
 		}
 		p.followed = append(p.followed, f)
 	}
-	for _, f := range append(old, slices.Collect(maps.Values(opened))...) {
+	for _, f := range append(old, slices.Collect(maps.Values(c.opened))...) {
 		if !slices.Contains(p.followed, f) {
 			f.w.Stop()
 		}
@@ -356,14 +451,7 @@ const maxSlicesRead = 16
 // ChooseSlices makes from every slice (TestChooseRankedIsChooseSlices)
 // whenever enough candidates were read.
 func ChooseRanked(node string, podIP netip.Addr, names []string, families []discoveryv1.AddressType, need int, read func(name string) ([]discoveryv1.EndpointSlice, error)) (chosen []string, slicesRead []discoveryv1.EndpointSlice, err error) {
-	ranked := slices.Clone(names)
-	sort.Slice(ranked, func(i, j int) bool {
-		si, sj := rendezvous(node, ranked[i]), rendezvous(node, ranked[j])
-		if si != sj {
-			return si > sj
-		}
-		return ranked[i] < ranked[j]
-	})
+	ranked := api.RankPeerSlices(node, names)
 	limit := slicesPerFamily + need/peerSliceCapacity
 	readOf := map[discoveryv1.AddressType]int{}
 	for i, name := range ranked {
@@ -425,7 +513,7 @@ func ChooseSlices(node string, podIP netip.Addr, all []discoveryv1.EndpointSlice
 			}
 		}
 		sort.Slice(ranked, func(i, j int) bool {
-			si, sj := rendezvous(node, ranked[i].Name), rendezvous(node, ranked[j].Name)
+			si, sj := api.Rendezvous(node, ranked[i].Name), api.Rendezvous(node, ranked[j].Name)
 			if si != sj {
 				return si > sj
 			}
