@@ -66,9 +66,6 @@ type Options struct {
 	// certificate. It is expected to exist (the chart creates it empty); the
 	// webhook creates it only where it may.
 	CertSecretName string
-	// LegacyCertSecretName is the Secret an earlier version created for
-	// itself: its CA is carried over into CertSecretName, then it is deleted.
-	LegacyCertSecretName string
 	// ExtraSANs are more DNS names or IP addresses for the serving certificate.
 	ExtraSANs []string
 	// WebhookConfigName is the MutatingWebhookConfiguration that receives the

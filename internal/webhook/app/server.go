@@ -183,7 +183,7 @@ func startCertificates(ctx context.Context, wg *sync.WaitGroup, opts Options, cf
 	}
 	dns, ips := opts.SANs()
 	m := &certs.SelfManaged{
-		Client: client, Namespace: opts.Namespace, SecretName: opts.CertSecretName, LegacySecretName: opts.LegacyCertSecretName,
+		Client: client, Namespace: opts.Namespace, SecretName: opts.CertSecretName,
 		DNSNames: dns, IPs: ips,
 		CAValidity: opts.CAValidity, CertValidity: opts.CertValidity, RenewBefore: opts.CertRenewBefore,
 		WebhookConfigName: opts.WebhookConfigName, Store: store, Log: log,

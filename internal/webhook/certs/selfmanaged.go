@@ -51,12 +51,6 @@ type SelfManaged struct {
 	Client kubernetes.Interface
 	// Namespace and SecretName locate the Secret.
 	Namespace, SecretName string
-	// LegacySecretName is the Secret an earlier version of the webhook
-	// created for itself in Namespace. While SecretName holds no CA, the one
-	// found there is carried over (the caBundle the API server trusts stays
-	// valid across the upgrade); once SecretName is current the legacy Secret
-	// is deleted, if the webhook created it. Empty: none.
-	LegacySecretName string
 	// DNSNames and IPs go into the serving certificate.
 	DNSNames []string
 	IPs      []net.IP
@@ -73,10 +67,6 @@ type SelfManaged struct {
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-
-	// legacyGone is set once LegacySecretName is known to be absent or not
-	// ours, so it is not looked up again.
-	legacyGone bool
 }
 
 // Run syncs at once and then every interval until ctx ends, retrying
@@ -112,7 +102,6 @@ func (m *SelfManaged) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	legacyErr := m.dropLegacy(ctx)
 	var injectErr error
 	if m.WebhookConfigName != "" {
 		injectErr = m.injectCABundle(ctx, data[SecretBundle])
@@ -124,9 +113,6 @@ func (m *SelfManaged) Sync(ctx context.Context) error {
 	if cur := m.Store.Certificate(); cur == nil || !bytes.Equal(cur.Certificate[0], pair.Certificate[0]) {
 		m.Store.SetCertificate(&pair)
 		m.Log.Info("serving certificate installed", "secret", m.Namespace+"/"+m.SecretName, "not_after", pair.Leaf.NotAfter, "serial", pair.Leaf.SerialNumber.String())
-	}
-	if legacyErr != nil {
-		return errors.Join(injectErr, legacyErr)
 	}
 	return injectErr
 }
@@ -155,25 +141,17 @@ func (m *SelfManaged) ensureSecret(ctx context.Context) (map[string][]byte, erro
 		if err != nil {
 			return nil, fmt.Errorf("certs: get secret %s/%s: %w", m.Namespace, m.SecretName, err)
 		}
-		cur, adopted, err := m.withLegacyCA(ctx, sec.Data)
+		data, changed, err := m.desired(sec.Data)
 		if err != nil {
 			return nil, err
 		}
-		data, changed, err := m.desired(cur)
-		if err != nil {
-			return nil, err
-		}
-		if !changed && !adopted {
+		if !changed {
 			return data, nil
 		}
 		sec.Data = data
 		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{FieldManager: api.FieldManagerWebhook})
 		if err == nil {
-			if adopted {
-				m.Log.Info("certificate secret took over the CA of the legacy secret", "secret", m.Namespace+"/"+m.SecretName, "legacy_secret", m.Namespace+"/"+m.LegacySecretName)
-			} else {
-				m.Log.Info("certificate secret renewed", "secret", m.Namespace+"/"+m.SecretName)
-			}
+			m.Log.Info("certificate secret renewed", "secret", m.Namespace+"/"+m.SecretName)
 			return data, nil
 		}
 		if apierrors.IsConflict(err) {
@@ -189,11 +167,7 @@ func (m *SelfManaged) ensureSecret(ctx context.Context) (map[string][]byte, erro
 // Secret and grants no right to create one, so there this fails with an
 // error that says so.
 func (m *SelfManaged) create(ctx context.Context) (map[string][]byte, error) {
-	cur, _, err := m.withLegacyCA(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	data, _, err := m.desired(cur)
+	data, _, err := m.desired(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -214,68 +188,6 @@ func (m *SelfManaged) create(ctx context.Context) (map[string][]byte, error) {
 	default:
 		return nil, fmt.Errorf("certs: create secret %s/%s: %w", m.Namespace, m.SecretName, err)
 	}
-}
-
-// withLegacyCA returns cur, or, when cur holds no valid CA and the legacy
-// Secret does, cur with the legacy Secret's PKI in it (adopted true).
-func (m *SelfManaged) withLegacyCA(ctx context.Context, cur map[string][]byte) (map[string][]byte, bool, error) {
-	if _, err := validCA(KeyPair{CertPEM: cur[SecretCACert], KeyPEM: cur[SecretCAKey]}); err == nil {
-		return cur, false, nil
-	}
-	legacy, err := m.legacy(ctx)
-	if err != nil || legacy == nil {
-		return cur, false, err
-	}
-	if _, err := validCA(KeyPair{CertPEM: legacy.Data[SecretCACert], KeyPEM: legacy.Data[SecretCAKey]}); err != nil {
-		return cur, false, nil
-	}
-	out := map[string][]byte{}
-	for k, v := range cur {
-		out[k] = v
-	}
-	for _, k := range []string{SecretCACert, SecretCAKey, SecretBundle, SecretCert, SecretKey} {
-		out[k] = legacy.Data[k]
-	}
-	return out, true, nil
-}
-
-// legacy returns the legacy Secret when it exists and the webhook created
-// it; nil otherwise (and it is not looked up again).
-func (m *SelfManaged) legacy(ctx context.Context) (*corev1.Secret, error) {
-	if m.LegacySecretName == "" || m.legacyGone {
-		return nil, nil
-	}
-	sec, err := m.Client.CoreV1().Secrets(m.Namespace).Get(ctx, m.LegacySecretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		m.legacyGone = true
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("certs: get legacy secret %s/%s: %w", m.Namespace, m.LegacySecretName, err)
-	}
-	if sec.Labels[managedByLabel] != managedByUs {
-		// Someone else's (cert-manager's, in a switch of certificate mode): never touched.
-		m.legacyGone = true
-		return nil, nil
-	}
-	return sec, nil
-}
-
-// dropLegacy deletes the legacy Secret once the current one is in place, so
-// an upgrade from a version that created its own Secret leaves nothing
-// behind on uninstall.
-func (m *SelfManaged) dropLegacy(ctx context.Context) error {
-	legacy, err := m.legacy(ctx)
-	if err != nil || legacy == nil {
-		return err
-	}
-	err = m.Client.CoreV1().Secrets(m.Namespace).Delete(ctx, legacy.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &legacy.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("certs: delete legacy secret %s/%s: %w", m.Namespace, legacy.Name, err)
-	}
-	m.legacyGone = true
-	m.Log.Info("legacy certificate secret deleted", "legacy_secret", m.Namespace+"/"+legacy.Name, "secret", m.Namespace+"/"+m.SecretName)
-	return nil
 }
 
 // desired returns the Secret data that should be stored given what is, and
