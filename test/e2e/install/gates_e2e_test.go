@@ -12,6 +12,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-node-ready/kube-node-ready/test/e2e/installkit"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -23,40 +24,39 @@ const csiDriver = "csi.example.com"
 // keeps its startup taint, its agent reading that CSINode through the
 // chart's grant; once the driver is in the CSINode, as the kubelet writes
 // it when the driver's node plugin registers, the node is verified. The
-// gate stays on to the end: the steps after this one join no node.
+// last step: the gate stays on.
 func testCSIDriversGate(t *testing.T) {
 	ctx := t.Context()
 	// No wait for the rollout: the joining node's agent pod comes from the
-	// new template, and the simulated node of the upgrade step (no kubelet)
-	// holds the rolling update's one unavailable pod.
-	c.HelmT(t, "upgrade", release, chart, "--namespace", namespace, "--reuse-values",
+	// new template.
+	kit.C.HelmT(t, "upgrade", installkit.Release, kit.Chart, "--namespace", installkit.Namespace, "--reuse-values",
 		"--set", "agent.gates.csiDrivers.drivers={"+csiDriver+"}")
-	if role := c.KubectlT(t, "", "get", "clusterrole", release+"-agent", "-o", "yaml"); !strings.Contains(role, "csinodes") {
+	if role := kit.C.KubectlT(t, "", "get", "clusterrole", installkit.Release+"-agent", "-o", "yaml"); !strings.Contains(role, "csinodes") {
 		t.Fatalf("agent ClusterRole with the CSI drivers gate on grants no csinodes:\n%s", role)
 	}
 
-	n, err := c.AddNode(ctx, harness.RealNodeOptions{Name: "csi-gate", NoWait: true})
+	n, err := kit.C.AddNode(ctx, harness.RealNodeOptions{Name: "csi-gate", NoWait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	csiNodes := c.Client.StorageV1().CSINodes()
+	csiNodes := kit.C.Client.StorageV1().CSINodes()
 	var csi *storagev1.CSINode
 	harness.Eventually(t, 2*time.Minute, "the kubelet's CSINode, and the agent holding the node for the driver", func() (bool, string) {
 		csi, err = csiNodes.Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		node, err := kit.C.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return strings.Contains(why(node), "failing: csidrivers"), fmt.Sprintf("CSINode drivers %v; condition %s", csi.Spec.Drivers, why(node))
+		return strings.Contains(installkit.Why(node), "failing: csidrivers"), fmt.Sprintf("CSINode drivers %v; condition %s", csi.Spec.Drivers, installkit.Why(node))
 	})
-	if pod, ok := agentPods(t)[n.Name]; !ok || !slices.Contains(pod.Spec.Containers[0].Args, "--gate.csidrivers="+csiDriver) {
+	if pod, ok := kit.AgentPods(t)[n.Name]; !ok || !slices.Contains(pod.Spec.Containers[0].Args, "--gate.csidrivers="+csiDriver) {
 		t.Fatalf("agent pod on %s (found %v) does not run with --gate.csidrivers=%s", n.Name, ok, csiDriver)
 	}
-	if ok, _ := verified(t, n.Name); ok {
+	if ok, _ := kit.Verified(t, n.Name); ok {
 		t.Fatalf("node %s verified while %s is not registered", n.Name, csiDriver)
 	}
 	csi.Spec.Drivers = append(csi.Spec.Drivers, storagev1.CSINodeDriver{Name: csiDriver, NodeID: n.Name})
@@ -64,7 +64,7 @@ func testCSIDriversGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	registered := time.Now()
-	harness.Eventually(t, 30*time.Second, "node verified once the driver registered", func() (bool, string) { return verified(t, n.Name) })
+	harness.Eventually(t, 30*time.Second, "node verified once the driver registered", func() (bool, string) { return kit.Verified(t, n.Name) })
 	t.Logf("%s: held %s by the CSI drivers gate; verified %s after the driver registered",
 		n.Name, registered.Sub(start).Round(time.Millisecond), time.Since(registered).Round(time.Millisecond))
 }

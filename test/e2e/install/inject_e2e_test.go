@@ -10,6 +10,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin/doctor"
+	"github.com/kube-node-ready/kube-node-ready/test/e2e/installkit"
 )
 
 // doctorFindsNothing: with the chart's defaults (the cluster-autoscaler
@@ -19,10 +20,10 @@ import (
 func doctorFindsNothing(t *testing.T) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := kubectlplugin.Run(t.Context(), []string{"doctor", "-n", namespace, "-o", "json"}, kubectlplugin.Env{
+	code := kubectlplugin.Run(t.Context(), []string{"doctor", "-n", installkit.Namespace, "-o", "json"}, kubectlplugin.Env{
 		Stdout: &out, Stderr: &errOut,
 		Connect: func(*kubectlplugin.Connection) (kubectlplugin.API, string, bool, error) {
-			return kubectlplugin.NewAPI(c.Client), namespace, true, nil
+			return kubectlplugin.NewAPI(kit.C.Client), installkit.Namespace, true, nil
 		},
 	})
 	var rep doctor.Report

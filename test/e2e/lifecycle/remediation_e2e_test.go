@@ -1,6 +1,6 @@
 //go:build e2e
 
-package install_test
+package lifecycle_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/test/e2e/installkit"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -26,27 +27,27 @@ func testReplaceNeverVerifying(t *testing.T) {
 	ctx := t.Context()
 	const deadline = 20 * time.Second
 	remediation := func(policy string) {
-		c.HelmT(t, "upgrade", release, chart, "--namespace", namespace, "--reuse-values",
+		kit.C.HelmT(t, "upgrade", installkit.Release, kit.Chart, "--namespace", installkit.Namespace, "--reuse-values",
 			"--set", "webhook.remediation.policy="+policy,
 			"--set", "webhook.remediation.unverifiedDeadline="+deadline.String(),
 			"--set", "webhook.remediation.interval=2s",
 			"--wait", "--timeout", "3m")
-		c.KubectlOK(t, "", "rollout", "status", "-n", namespace, "deployment/"+release+"-webhook", "--timeout=2m")
+		kit.C.KubectlOK(t, "", "rollout", "status", "-n", installkit.Namespace, "deployment/"+installkit.Release+"-webhook", "--timeout=2m")
 	}
 	remediation("replace")
 	t.Cleanup(func() {
-		if _, err := c.Helm(context.Background(), "upgrade", release, chart, "--namespace", namespace, "--reuse-values",
+		if _, err := kit.C.Helm(context.Background(), "upgrade", installkit.Release, kit.Chart, "--namespace", installkit.Namespace, "--reuse-values",
 			"--set", "webhook.remediation.policy=off", "--wait", "--timeout", "3m"); err != nil {
 			t.Errorf("turning remediation off again: %v", err)
 		}
 	})
 	// What the chart granted for replace, and nothing for NodeClaims' absence to need.
-	role := c.KubectlOK(t, "", "get", "clusterrole", release+"-webhook", "-o", "yaml")
+	role := kit.C.KubectlOK(t, "", "get", "clusterrole", installkit.Release+"-webhook", "-o", "yaml")
 	if !strings.Contains(role, "- delete") || !strings.Contains(role, "nodeclaims") {
 		t.Fatalf("webhook ClusterRole under policy replace lacks nodes delete or nodeclaims:\n%s", role)
 	}
 
-	n, err := c.AddNode(ctx, harness.RealNodeOptions{NoWait: true})
+	n, err := kit.C.AddNode(ctx, harness.RealNodeOptions{NoWait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,21 +68,21 @@ func testReplaceNeverVerifying(t *testing.T) {
 	}()
 	// It runs its agent, which keeps failing dns, and stays tainted.
 	harness.Eventually(t, 2*time.Minute, "the agent on "+n.Name+" failing dns", func() (bool, string) {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		node, err := kit.C.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return strings.Contains(why(node), "dns"), "condition: " + why(node)
+		return strings.Contains(installkit.Why(node), "dns"), "condition: " + installkit.Why(node)
 	})
 	harness.Eventually(t, 2*time.Minute, n.Name+" deleted by remediation and cleaned up", func() (bool, string) {
-		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		node, err := kit.C.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
 		if err != nil {
 			return false, err.Error()
 		}
-		return false, fmt.Sprintf("still there; taints %v, condition %s", node.Spec.Taints, why(node))
+		return false, fmt.Sprintf("still there; taints %v, condition %s", node.Spec.Taints, installkit.Why(node))
 	})
 	took := time.Since(created)
 	t.Logf("%s replaced %s after it joined (deadline %s)", n.Name, took.Round(time.Second), deadline)
@@ -94,7 +95,7 @@ func testReplaceNeverVerifying(t *testing.T) {
 	}
 	stopped = true
 	for _, reason := range []string{api.EventNodeReplacing, api.EventCleanupCompleted} {
-		events := c.KubectlOK(t, "", "get", "events", "-A", "--field-selector", "reason="+reason+",involvedObject.name="+n.Name, "-o", "jsonpath={.items[*].message}")
+		events := kit.C.KubectlOK(t, "", "get", "events", "-A", "--field-selector", "reason="+reason+",involvedObject.name="+n.Name, "-o", "jsonpath={.items[*].message}")
 		if strings.TrimSpace(events) == "" {
 			t.Errorf("no %s Event for %s", reason, n.Name)
 		}
@@ -102,18 +103,19 @@ func testReplaceNeverVerifying(t *testing.T) {
 			t.Errorf("NodeReplacing Event of %s says %q, want the Node deleted", n.Name, events)
 		}
 	}
-	logs := c.KubectlOK(t, "", "logs", "-n", namespace, "-l", "app=kube-node-ready-webhook", "--tail=-1", "--prefix=false")
+	logs := kit.C.KubectlOK(t, "", "logs", "-n", installkit.Namespace, "-l", "app=kube-node-ready-webhook", "--tail=-1", "--prefix=false")
 	if strings.Count(logs, "the Karpenter NodeClaim API is absent") != 1 {
 		t.Errorf("webhook logs should say once that the NodeClaim API is absent:\n%s", logs)
 	}
-	// PodGC frees the agent pod bound to the deleted node (see testDeleteNode);
+	// PodGC frees the agent pod bound to the deleted node (see test/e2e/install's
+	// delete-node step);
 	// the node stays gone with its kubelet stopped all along, so the
 	// controller manager's acting on its absence is what anchors that.
 	harness.Eventually(t, 2*time.Minute, "agent pod of the replaced node garbage-collected", func() (bool, string) {
-		if _, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := kit.C.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("%s back after its kubelet stopped: %v", n.Name, err)
 		}
-		pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		pods, err := kit.C.Client.CoreV1().Pods(installkit.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
 		if err != nil {
 			return false, err.Error()
 		}
