@@ -293,16 +293,42 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 
 // realNodeLocks are the host-wide slots of clusters of real nodes: a
 // process holds one (flock) while its cluster is up. make e2e runs the
-// real-node packages in two streams, and the slots keep more clusters of
-// kubelets than that from sharing the host's cores, inotify instances and
-// cgroups even if packages are started outside those streams. Their tests
-// mostly wait (on agents' rounds, gate timeouts, garbage collection): two
-// clusters leave the two cores idle most of the time.
+// real-node packages in four streams with four slots; the slots keep more
+// clusters of kubelets than that from sharing the host's cores, inotify
+// instances and cgroups even if packages are started outside those
+// streams. Their tests mostly wait (on agents' rounds, gate timeouts,
+// garbage collection), so the cores stay idle most of the time.
 const (
 	realNodeLocks     = "/run/knr-real-nodes.%d.lock"
 	realNodeSlotsEnv  = "KNR_REAL_NODE_CLUSTERS"
 	realNodeSlotsDflt = 2
 )
+
+// inotifyPerCluster is the share of the host's inotify instances
+// (fs.inotify.max_user_instances, one count for all of root's processes)
+// a cluster of real nodes may take: about 9 per node (kubelet 6, containerd
+// 2, kube-proxy 1) and 8 for the control plane, 53 for the most nodes any
+// test runs at once (test/e2e/install, 5). A kubelet that finds none left
+// fails to start.
+const inotifyPerCluster = 64
+
+// checkInotify fails when slots clusters of real nodes could run out of
+// the host's inotify instances, naming the fix.
+func checkInotify(slots int) error {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
+	if err != nil {
+		return fmt.Errorf("real nodes: read the host's inotify limit: %w", err)
+	}
+	have, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("real nodes: fs.inotify.max_user_instances %q: %w", b, err)
+	}
+	if want := slots * inotifyPerCluster; have < want {
+		return fmt.Errorf("%d clusters of real nodes at once (%s) need %d inotify instances and the host allows %d: "+
+			"sysctl -w fs.inotify.max_user_instances=%d (make e2e does), or set %s lower", slots, realNodeSlotsEnv, want, have, want, realNodeSlotsEnv)
+	}
+	return nil
+}
 
 // lockRealNodes waits until a slot for a cluster of real nodes is free
 // (KNR_REAL_NODE_CLUSTERS of them, default 2), then takes it; the returned
@@ -315,6 +341,9 @@ func lockRealNodes(ctx context.Context, logf func(string, ...any)) (func(), erro
 			return nil, fmt.Errorf("%s=%q: want a whole number of clusters, 1 or more", realNodeSlotsEnv, v)
 		}
 		slots = n
+	}
+	if err := checkInotify(slots); err != nil {
+		return nil, err
 	}
 	var files []*os.File
 	closeAll := func() {
