@@ -19,6 +19,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -34,8 +35,11 @@ import (
 // goroutines use them), and loop, which only the goroutine running Run
 // touches.
 type Agent struct {
-	cfg    Config
-	client Client
+	cfg Config
+	// nodes counts the fleet (fleet.go); view reads and writes the agent's
+	// own node, the lock the re-taint Lease.
+	nodes  corev1client.NodeInterface
+	server Server
 	// clock is cfg.Clock, or the real clock.
 	clock    clock.WithTicker
 	log      *slog.Logger
@@ -121,12 +125,13 @@ func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMe
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	nodes := client.Kube.CoreV1().Nodes()
 	a := &Agent{
-		cfg: cfg, client: client, clock: clk, log: log, metrics: metrics, recorder: recorder, idleStop: idleStop,
-		view: newNodeView(client, cfg.NodeName, log),
+		cfg: cfg, nodes: nodes, server: client.Server, clock: clk, log: log, metrics: metrics, recorder: recorder, idleStop: idleStop,
+		view: newNodeView(nodes, cfg.NodeName, log),
 		wake: make(chan struct{}, 1),
 		lock: &retaintLock{
-			client: client, namespace: cfg.LeaseNamespace, name: api.RetaintLease,
+			leases: client.Kube.CoordinationV1().Leases(cfg.LeaseNamespace), namespace: cfg.LeaseNamespace, name: api.RetaintLease,
 			holder: cfg.NodeName, duration: 15 * time.Second, clock: clk,
 		},
 	}

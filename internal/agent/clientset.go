@@ -8,7 +8,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -26,12 +24,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/eventnote"
 )
 
-// Clientset is the agent's Client on client-go's generated clientset, as the
-// webhook uses it; it also serves the checks' reads (CheckClient).
+// Clientset is client-go's generated clientset as the agent builds it, and
+// the agent's Server on it; it also serves the checks' reads (CheckClient).
 type Clientset struct {
 	CS kubernetes.Interface
 	// Meta reads objects' metadata only (the peer Service's slice names),
@@ -93,10 +90,10 @@ func (c Clientset) DropStalledConnections() int {
 	return c.conns.DropStalled()
 }
 
-var (
-	_ Client           = Clientset{}
-	_ ConnectionCloser = Clientset{}
-)
+var _ Server = Clientset{}
+
+// Client is the agent's access to the API server over c.
+func (c Clientset) Client() Client { return Client{Kube: c.CS, Server: c} }
 
 // ServerVersion reads /version; unlike the discovery client's, the request
 // ends with ctx.
@@ -119,35 +116,10 @@ func (c Clientset) Readyz(ctx context.Context) error {
 	return c.CS.CoreV1().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 }
 
-// GetNode reads a Node from the API server (never a cache).
-func (c Clientset) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
-	return c.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-}
-
 // GetNodeCached reads a Node from the API server's watch cache
 // (resourceVersion=0): possibly a little stale, never a read of etcd.
 func (c Clientset) GetNodeCached(ctx context.Context, name string) (*corev1.Node, error) {
 	return c.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
-}
-
-// ListNodes lists Nodes.
-func (c Clientset) ListNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
-	return c.CS.CoreV1().Nodes().List(ctx, opts)
-}
-
-// WatchNodes watches Nodes.
-func (c Clientset) WatchNodes(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.CS.CoreV1().Nodes().Watch(ctx, opts)
-}
-
-// PatchNode patches a Node.
-func (c Clientset) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*corev1.Node, error) {
-	return c.CS.CoreV1().Nodes().Patch(ctx, name, pt, data, opts)
-}
-
-// PatchNodeStatus patches a Node's status subresource.
-func (c Clientset) PatchNodeStatus(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*corev1.Node, error) {
-	return c.CS.CoreV1().Nodes().Patch(ctx, name, pt, data, opts, "status")
 }
 
 // ListPods lists Pods in every namespace (callers select by field).
@@ -180,21 +152,6 @@ func (c Clientset) ListEndpointSlices(ctx context.Context, namespace string, opt
 // asks once at start-up, and Service CIDRs rarely change.
 func (c Clientset) GetServiceCIDR(ctx context.Context, name string) (*networkingv1.ServiceCIDR, error) {
 	return c.CS.NetworkingV1().ServiceCIDRs().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
-}
-
-// GetLease reads a Lease.
-func (c Clientset) GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
-	return c.CS.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-// CreateLease creates a Lease.
-func (c Clientset) CreateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return c.CS.CoordinationV1().Leases(lease.Namespace).Create(ctx, lease, metav1.CreateOptions{FieldManager: api.FieldManagerAgent})
-}
-
-// UpdateLease replaces a Lease; the resourceVersion it carries is the precondition.
-func (c Clientset) UpdateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return c.CS.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{FieldManager: api.FieldManagerAgent})
 }
 
 // EventRecorder is the agent's Recorder on client-go's events recorder

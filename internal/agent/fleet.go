@@ -163,7 +163,7 @@ func RetaintAllowed(alreadyRetainted, limit int) bool {
 func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
 	sel := a.cfg.VerifiedLabel + "=false"
 	// A consistent read (no resourceVersion): the previous Lease holder's taint must be seen.
-	retainted, err := a.client.ListNodes(ctx, metav1.ListOptions{LabelSelector: sel})
+	retainted, err := a.nodes.List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list nodes %s: %w", sel, err)
 	}
@@ -175,7 +175,7 @@ func (a *Agent) fleet(ctx context.Context) (others, total int, err error) {
 	// Count without reading every node: one item plus the server's count of the rest.
 	opts := metav1.ListOptions{Limit: 1}
 	for {
-		page, err := a.client.ListNodes(ctx, opts)
+		page, err := a.nodes.List(ctx, opts)
 		if err != nil {
 			return 0, 0, fmt.Errorf("count nodes: %w", err)
 		}

@@ -38,6 +38,6 @@ func (a *Agent) Ready() error {
 }
 
 func (a *Agent) apiReachable(ctx context.Context) bool {
-	_, err := a.client.ServerVersion(ctx)
+	_, err := a.server.ServerVersion(ctx)
 	return err == nil
 }

@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -26,7 +27,8 @@ import (
 // own clock; and a holder acts on the lease only within the first part of
 // duration after it took it, so a taker cannot overlap with it.
 type retaintLock struct {
-	client          LeaseClient
+	// leases are the Leases of namespace.
+	leases          coordinationv1client.LeaseInterface
 	namespace, name string
 	holder          string
 	// duration is how long the holder may keep the lease; it is written
@@ -60,11 +62,11 @@ const concurrentTaker = "another agent (it won a concurrent take)"
 // holder; the caller tries again next round.
 func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 	start := l.clock.Now()
-	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
+	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}}
 		l.fill(lease, start)
-		_, err = l.client.CreateLease(ctx, lease)
+		_, err = l.leases.Create(ctx, lease, metav1.CreateOptions{FieldManager: api.FieldManagerAgent})
 		if apierrors.IsAlreadyExists(err) {
 			return false, concurrentTaker, nil
 		}
@@ -93,7 +95,7 @@ func (l *retaintLock) acquire(ctx context.Context) (bool, string, error) {
 	}
 	l.fill(lease, start)
 	// The Update carries the resourceVersion we read: a concurrent taker makes it conflict.
-	_, err = l.client.UpdateLease(ctx, lease)
+	_, err = l.update(ctx, lease)
 	if apierrors.IsConflict(err) {
 		return false, concurrentTaker, nil
 	}
@@ -137,7 +139,7 @@ func (l *retaintLock) release(ctx context.Context) {
 	l.acquiredAt, l.refused = time.Time{}, ""
 	ctx, cancel := context.WithTimeout(ctx, l.duration)
 	defer cancel()
-	lease, err := l.client.GetLease(ctx, l.namespace, l.name)
+	lease, err := l.leases.Get(ctx, l.name, metav1.GetOptions{})
 	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != l.holder {
 		return
 	}
@@ -148,7 +150,13 @@ func (l *retaintLock) release(ctx context.Context) {
 		}
 		lease.Annotations[api.FleetBudgetRefusedAnnotation] = refused
 	}
-	_, _ = l.client.UpdateLease(ctx, lease)
+	_, _ = l.update(ctx, lease)
+}
+
+// update replaces the Lease; the resourceVersion it carries is the
+// precondition.
+func (l *retaintLock) update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return l.leases.Update(ctx, lease, metav1.UpdateOptions{FieldManager: api.FieldManagerAgent})
 }
 
 // refuseBy records that the fleet budget refused node's re-taint, to be

@@ -13,7 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	core "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -55,10 +59,9 @@ func TestRetaintLockIsNeverBlockedOrStolenByOneAgent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster()
-			f.lease = tt.lease
+			f := newCluster(t, tt.lease)
 			clk := clocktesting.NewFakeClock(real.Add(tt.skew))
-			l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: duration, clock: clk}
+			l := testLock(f, "n1", duration, clk)
 			// Right after the other agent wrote it, the lease is its own.
 			got, holder, err := l.acquire(t.Context())
 			if err != nil || got || holder != ptr.Deref(tt.lease.Spec.HolderIdentity, "") {
@@ -73,7 +76,7 @@ func TestRetaintLockIsNeverBlockedOrStolenByOneAgent(t *testing.T) {
 			if got, _, err := l.acquire(t.Context()); err != nil || !got {
 				t.Fatalf("acquire after the record stayed the same for %s = %v, %v; want true: one agent blocks every re-taint", duration, got, err)
 			}
-			if h := ptr.Deref(f.lease.Spec.HolderIdentity, ""); h != "n1" {
+			if h := ptr.Deref(f.lease().Spec.HolderIdentity, ""); h != "n1" {
 				t.Errorf("lease holder = %q, want n1", h)
 			}
 		})
@@ -83,18 +86,26 @@ func TestRetaintLockIsNeverBlockedOrStolenByOneAgent(t *testing.T) {
 // TestRetaintLockHolderRenewingIsNotTakenOver: a record that changes (the
 // lease taken and released by live agents) starts the watch again.
 func TestRetaintLockHolderRenewingIsNotTakenOver(t *testing.T) {
-	f := newFakeCluster()
-	f.lease = leaseAt("busy", time.Now(), 15)
+	f := newCluster(t, leaseAt("busy", time.Now(), 15))
 	clk := clocktesting.NewFakeClock(time.Now())
-	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, clock: clk}
+	l := testLock(f, "n1", 15*time.Second, clk)
 	for range 5 {
 		if got, _, _ := l.acquire(t.Context()); got {
 			t.Fatal("took a lease whose record keeps changing")
 		}
 		clk.Step(10 * time.Second)
-		f.mu.Lock()
-		f.lease.ResourceVersion += "1"
-		f.mu.Unlock()
+		// The holder renews: a new resourceVersion.
+		if _, err := f.CoordinationV1().Leases("kube-node-ready").Update(t.Context(), f.lease(), metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testLock is holder's re-taint lock on f's Lease.
+func testLock(f *cluster, holder string, duration time.Duration, clk clock.PassiveClock) *retaintLock {
+	return &retaintLock{
+		leases: f.CoordinationV1().Leases("kube-node-ready"), namespace: "kube-node-ready", name: "kube-node-ready-retaint",
+		holder: holder, duration: duration, clock: clk,
 	}
 }
 
@@ -102,9 +113,9 @@ func TestRetaintLockHolderRenewingIsNotTakenOver(t *testing.T) {
 // while no other agent can have taken it over: a count that took most of the
 // duration must not be followed by a taint.
 func TestRetaintLockHeldOnlyWithinItsTime(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	clk := clocktesting.NewFakeClock(time.Now())
-	l := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, clock: clk}
+	l := testLock(f, "n1", 15*time.Second, clk)
 	if got, _, err := l.acquire(t.Context()); err != nil || !got {
 		t.Fatalf("acquire a free lease = %v, %v", got, err)
 	}
@@ -121,16 +132,16 @@ func TestRetaintLockHeldOnlyWithinItsTime(t *testing.T) {
 // rate limiter, or queued by the API server's flow control) while during
 // ran: the answer is the Lease as it is when the read is finally served.
 type slowLeaseRead struct {
-	*fakeCluster
+	coordinationv1client.LeaseInterface
 	during func()
 }
 
-func (s *slowLeaseRead) GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+func (s *slowLeaseRead) Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
 	if d := s.during; d != nil {
 		s.during = nil
 		d()
 	}
-	return s.fakeCluster.GetLease(ctx, namespace, name)
+	return s.LeaseInterface.Get(ctx, name, o)
 }
 
 // TestRetaintLockTakerDatesWhatItSawFromTheAnswer: a taker whose read of the
@@ -138,12 +149,13 @@ func (s *slowLeaseRead) GetLease(ctx context.Context, namespace, name string) (*
 // the answer came, not from when it asked; else it takes the Lease over while
 // the holder still counts and taints, and both re-taint beyond the budget.
 func TestRetaintLockTakerDatesWhatItSawFromTheAnswer(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	const duration = 15 * time.Second
-	holder := &retaintLock{client: f, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "a", duration: duration, clock: clk}
-	read := &slowLeaseRead{fakeCluster: f}
-	taker := &retaintLock{client: read, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "b", duration: duration, clock: clk}
+	holder := testLock(f, "a", duration, clk)
+	taker := testLock(f, "b", duration, clk)
+	read := &slowLeaseRead{LeaseInterface: taker.leases}
+	taker.leases = read
 	// The taker asks; its read waits 9 s, meanwhile the holder takes the free Lease.
 	read.during = func() {
 		clk.Step(9 * time.Second)
@@ -173,23 +185,23 @@ func TestRetaintLockTakerDatesWhatItSawFromTheAnswer(t *testing.T) {
 
 // slowFleetCount answers the fleet budget's label-selector read only when
 // the caller gives up: an API server that cannot count in time.
-type slowFleetCount struct{ *fakeCluster }
+type slowFleetCount struct{ corev1client.NodeInterface }
 
-func (s slowFleetCount) ListNodes(ctx context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
+func (s slowFleetCount) List(ctx context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
 	if o.LabelSelector != "" {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	return s.fakeCluster.ListNodes(ctx, o)
+	return s.NodeInterface.List(ctx, o)
 }
 
 // TestRetaintCountOutlastingTheLeaseIsDeferred: a fleet count that runs out
 // of the Lease's time is a re-taint deferred because the Lease expired
 // (metric, Event), not a refusal of the fleet budget.
 func TestRetaintCountOutlastingTheLeaseIsDeferred(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 	a, rec := startTestAgent(t, f, stubCheck{err: errDNS}, nil)
-	a.client = slowFleetCount{f}
+	a.nodes = slowFleetCount{a.nodes}
 	a.lock.duration = 300 * time.Millisecond
 	a.loop.failures = a.cfg.Thresholds.Retaint - 1
 	a.loop.startupOver = true
@@ -208,17 +220,6 @@ func TestRetaintCountOutlastingTheLeaseIsDeferred(t *testing.T) {
 	}
 }
 
-// racedLease loses every write of the Lease to another agent.
-type racedLease struct{ *fakeCluster }
-
-func (racedLease) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "leases"}, l.Name)
-}
-
-func (racedLease) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, l.Name, nil)
-}
-
 // TestRetaintLockLostRaceNamesAHolder: an agent that loses the Lease to a
 // concurrent taker says it is held (the deferral's log and Event name the
 // holder), never by "".
@@ -231,9 +232,19 @@ func TestRetaintLockLostRaceNamesAHolder(t *testing.T) {
 		{name: "taken from a released lease at the same moment", lease: leaseAt("", time.Now(), 15)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster()
-			f.lease = tt.lease
-			l := &retaintLock{client: racedLease{f}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 15 * time.Second, clock: clock.RealClock{}}
+			f := newFakeCluster(t)
+			if tt.lease != nil {
+				f.add(tt.lease)
+			}
+			// Every write of the Lease loses to another agent's.
+			leases := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+			f.PrependReactor("create", "leases", func(core.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewAlreadyExists(leases, "kube-node-ready-retaint")
+			})
+			f.PrependReactor("update", "leases", func(core.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewConflict(leases, "kube-node-ready-retaint", nil)
+			})
+			l := testLock(f, "n1", 15*time.Second, clock.RealClock{})
 			got, holder, err := l.acquire(t.Context())
 			if err != nil || got || holder == "" {
 				t.Errorf("acquire lost to another agent = %v, %q, %v; want false, a holder named", got, holder, err)
@@ -243,9 +254,11 @@ func TestRetaintLockLostRaceNamesAHolder(t *testing.T) {
 }
 
 // hungLease is an API server that never answers a Lease read.
-type hungLease struct{ *fakeCluster }
+type hungLease struct {
+	coordinationv1client.LeaseInterface
+}
 
-func (hungLease) GetLease(ctx context.Context, _, _ string) (*coordinationv1.Lease, error) {
+func (hungLease) Get(ctx context.Context, _ string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -255,7 +268,8 @@ func (hungLease) GetLease(ctx context.Context, _, _ string) (*coordinationv1.Lea
 // for ever: an API server that does not answer must not stall the agent's
 // loop, and a Lease left behind is taken over after its duration anyway.
 func TestRetaintLockReleaseIsBounded(t *testing.T) {
-	l := &retaintLock{client: hungLease{newFakeCluster()}, namespace: "kube-node-ready", name: "kube-node-ready-retaint", holder: "n1", duration: 200 * time.Millisecond, clock: clock.RealClock{}}
+	l := testLock(newFakeCluster(t), "n1", 200*time.Millisecond, clock.RealClock{})
+	l.leases = hungLease{l.leases}
 	done := make(chan struct{})
 	go func() {
 		l.release(context.WithoutCancel(t.Context()))
@@ -273,15 +287,13 @@ func TestRetaintLockReleaseIsBounded(t *testing.T) {
 // recent), changed at every refusal, in the release's own update; a re-taint
 // the budget allows writes nothing there.
 func TestFleetBudgetRefusalIsSaidOnTheLease(t *testing.T) {
-	refusal := func(f *fakeCluster) string {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.lease == nil {
-			return ""
+	refusal := func(f *cluster) string {
+		if l := f.lease(); l != nil {
+			return l.Annotations[api.FleetBudgetRefusedAnnotation]
 		}
-		return f.lease.Annotations[api.FleetBudgetRefusedAnnotation]
+		return ""
 	}
-	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil),
+	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil),
 		testNode("n2", []corev1.Taint{unhealthy}, retaintedLabel, nil))
 	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(c *Config) { c.FleetBudget = mustBudget(t, "1") })
 	a.loop.failures = a.cfg.Thresholds.Retaint - 1
@@ -291,7 +303,7 @@ func TestFleetBudgetRefusalIsSaidOnTheLease(t *testing.T) {
 	if !strings.HasPrefix(first, "n1 ") {
 		t.Fatalf("%s on the Lease = %q after a refusal, want it to name n1", api.FleetBudgetRefusedAnnotation, first)
 	}
-	if holder := ptr.Deref(f.lease.Spec.HolderIdentity, ""); holder != "" {
+	if holder := ptr.Deref(f.lease().Spec.HolderIdentity, ""); holder != "" {
 		t.Errorf("Lease holder %q after the round, want it released", holder)
 	}
 	a.step(t.Context())
@@ -299,7 +311,7 @@ func TestFleetBudgetRefusalIsSaidOnTheLease(t *testing.T) {
 		t.Errorf("%s = %q after a second refusal, first %q: want a new value naming n1", api.FleetBudgetRefusedAnnotation, second, first)
 	}
 
-	g := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	g := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 	b, _ := startTestAgent(t, g, stubCheck{err: errDNS}, nil)
 	b.loop.failures = b.cfg.Thresholds.Retaint - 1
 	b.loop.startupOver = true

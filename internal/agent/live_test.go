@@ -66,7 +66,7 @@ func TestLiveNodeJudgedByContinuousChecksOnly(t *testing.T) {
 		{"a gate fails", readyGate()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster(testNode("n1", nil, nil, nil))
+			f := newFakeCluster(t, testNode("n1", nil, nil, nil))
 			dns := newRunsCheck("dns", nil) // continuous in testConfig
 			a, rec := startTestAgentWith(t, f, []checks.Check{dns, tt.failing}, nil)
 			rounds := a.cfg.Thresholds.Retaint + 2
@@ -106,7 +106,7 @@ func TestLiveNodeJudgedByContinuousChecksOnly(t *testing.T) {
 // node without our label has passed all there is: it is labelled without a
 // round, the agent rests, and a failing bootstrap check can do nothing.
 func TestBootstrapOnlyAgentLabelsALiveNode(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, nil, nil))
+	f := newFakeCluster(t, testNode("n1", nil, nil, nil))
 	check := newRunsCheck("dns", errDNS)
 	a, _ := startTestAgent(t, f, check, func(c *Config) { c.Continuous = nil })
 	for i := range a.cfg.Thresholds.Retaint + 1 {
@@ -129,7 +129,7 @@ func TestBootstrapOnlyAgentLabelsALiveNode(t *testing.T) {
 // their failures count: the re-taint comes after --retaint-threshold of
 // them, not at the first.
 func TestBootstrapFailuresNeverCountTowardARetaint(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
 	dns := newRunsCheck("dns", errDNS)
 	a, _ := startTestAgentWith(t, f, []checks.Check{dns, newRunsCheck("network", errDNS)}, nil)
 	a.loop.startupOver = true
@@ -161,7 +161,7 @@ func TestBootstrapFailuresNeverCountTowardARetaint(t *testing.T) {
 // written. The next round runs the continuous checks; it passes and labels
 // the node.
 func TestBootstrapRoundNeverRetaints(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
 	const threshold = 3
 	gate := newRunsCheck("network", errDNS)
 	gate.hook = func() {
@@ -191,11 +191,11 @@ func TestBootstrapRoundNeverRetaints(t *testing.T) {
 // (deleted and created again under the same name) is not marked verified:
 // its next round runs the bootstrap set.
 func TestLiveNodeLabelNotWrittenOverAStartupTaint(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, nil, nil))
-	f.patchHooks = []func(f *fakeCluster) error{func(f *fakeCluster) error {
-		n := f.nodes["n1"].DeepCopy()
+	f := newFakeCluster(t, testNode("n1", nil, nil, nil))
+	f.patchHooks = []func(f *cluster) error{func(f *cluster) error {
+		n := f.stored("n1")
 		n.Spec.Taints = []corev1.Taint{startup}
-		f.store(n)
+		f.put(n)
 		return nil // the patch then applies to the changed node, unless it is guarded
 	}}
 	bootstrap := newRunsCheck("network", nil)

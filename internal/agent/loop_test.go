@@ -27,7 +27,7 @@ import (
 // the agent says so once (metric, Event, log), keeps the taint and retries
 // every period; a round that passes then verifies it.
 func TestStartupBackoffThenEveryPeriod(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
 	check := &toggleCheck{err: errDNS}
 	a, rec := startTestAgent(t, f, check, func(c *Config) { c.InitialTries = 3 })
 	minPeriod := time.Duration(float64(a.cfg.Period) * (1 - a.cfg.Jitter))
@@ -65,7 +65,7 @@ func TestStartupBackoffThenEveryPeriod(t *testing.T) {
 // TestStartupBackoffEndsWithTheFirstPass: once a round passed, a new node
 // whose untaint failed is not paced by the start-up backoff again.
 func TestStartupBackoffEndsWithTheFirstPass(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
 	a, _ := startTestAgent(t, f, stubCheck{}, nil)
 	a.next(checks.Round{Results: []checks.Result{{Name: "dns"}}})
 	if !a.loop.startupOver {
@@ -94,7 +94,7 @@ func (c *countingCheck) Run(context.Context) error {
 // until its checks pass, untaints it, reports ready, and leaves the node as
 // it is when stopped.
 func TestRunVerifiesANewNode(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
 	check := &countingCheck{failures: 2}
 	a, _ := newTestAgent(t, f, []checks.Check{check}, func(c *Config) { c.InitialBackoff = 10 * time.Millisecond })
 	if err := a.Ready(); err == nil || !strings.Contains(err.Error(), "no verification round") {
@@ -174,7 +174,7 @@ func conditionFailing(t *testing.T, n *corev1.Node) []string {
 // node; the condition changing wakes the loop, whose next round verifies
 // the node; being a bootstrap gate, it no longer runs once verified.
 func TestConditionsGateThroughTheLoop(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
 	cfg := gates.NewConditionsConfig()
 	cfg.Require = []string{"Ready=True"}
 	gate := cfg.Build(checks.Deps{})
@@ -216,12 +216,12 @@ func TestConditionsGateThroughTheLoop(t *testing.T) {
 // on it after its timeout (metric, Event) so the node is verified, and its
 // watches stop once the node is verified.
 func TestDaemonSetGateThroughTheLoop(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
-	f.daemonSets = []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cni", UID: "ds-cni"}}}
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f.add(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cni", UID: "ds-cni"}})
 	cfg := gates.NewDaemonSetsConfig()
 	cfg.Timeout = time.Second
 	gate := cfg.Build(checks.Deps{
-		Workloads: f, NodeName: "n1", PodName: "agent-n1", PodNamespace: "kube-node-ready",
+		Workloads: Clientset{CS: f.Clientset}, NodeName: "n1", PodName: "agent-n1", PodNamespace: "kube-node-ready",
 		AgentTaints: []string{startup.Key, unhealthy.Key},
 	})
 	a, rec := startTestAgentWith(t, f, []checks.Check{stubCheck{}, gate}, nil)
@@ -245,11 +245,11 @@ func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 	if ev := rec.got(); !slices.Equal(ev, []string{api.EventDaemonSetGateTimeout, api.EventNodeVerified}) {
 		t.Errorf("events = %v, want [%s %s]", ev, api.EventDaemonSetGateTimeout, api.EventNodeVerified)
 	}
-	if f.openDaemonSetWatches() == 0 {
+	if f.openWatches("daemonsets") == 0 {
 		t.Fatal("no DaemonSet watch ran while the node was verified")
 	}
 	a.step(t.Context())
-	waitFor(t, "the DaemonSet watch stopped on the verified node", func() bool { return f.openDaemonSetWatches() == 0 })
+	waitFor(t, "the DaemonSet watch stopped on the verified node", func() bool { return f.openWatches("daemonsets") == 0 })
 }
 
 // TestBootstrapOnlyAgentRests: with no continuous check, a verified node
@@ -257,7 +257,7 @@ func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 // the checks' watches, and writes nothing; a startup taint something adds
 // back wakes it, and it removes that taint again.
 func TestBootstrapOnlyAgentRests(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 	check := &countingCheck{}
 	a, _ := startTestAgent(t, f, check, func(c *Config) { c.Continuous = nil })
 	stops := &countingStopper{}
@@ -296,7 +296,7 @@ func (s *countingStopper) Stop() { s.n++ }
 // TestNodeGoneFromTheWatch: a node deleted under the agent is waited for;
 // no round runs and the agent does not become ready.
 func TestNodeGoneFromTheWatch(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil))
 	check := &countingCheck{}
 	a, _ := startTestAgent(t, f, check, nil)
 	f.remove("n1")

@@ -50,14 +50,14 @@ func TestNewer(t *testing.T) {
 // node that was then deleted and created again under the same name is not
 // used over the new node the watch shows.
 func TestNodeViewDropsTheDeletedNodesWrite(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 	a, _ := startTestAgent(t, f, stubCheck{}, nil)
 	a.view.remember(f.node("n1"))
 	f.remove("n1")
 	fresh := testNode("n1", []corev1.Taint{startup}, nil, nil)
 	fresh.CreationTimestamp = metav1.NewTime(time.Now())
 	f.mu.Lock()
-	f.store(fresh)
+	f.put(fresh)
 	f.mu.Unlock()
 	waitFor(t, "the watch shows the new node", func() bool {
 		n := a.view.node()

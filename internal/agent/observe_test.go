@@ -29,7 +29,7 @@ func (c switchCheck) Run(context.Context) error {
 // metrics; only the verified label "true" is written.
 func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 	observe := func(c *Config) { c.Observe = true }
-	cond := func(f *fakeCluster) *corev1.NodeCondition {
+	cond := func(f *cluster) *corev1.NodeCondition {
 		for _, c := range f.node("n1").Status.Conditions {
 			if c.Type == ConditionType {
 				return &c
@@ -46,7 +46,7 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 		{"registered with our startup taint (a kubelet flag)", testNode("n1", []corev1.Taint{startup}, nil, nil)},
 	} {
 		t.Run("new node "+tt.name, func(t *testing.T) {
-			f := newFakeCluster(tt.node)
+			f := newFakeCluster(t, tt.node)
 			var fail atomic.Bool
 			fail.Store(true)
 			a, rec := startTestAgent(t, f, switchCheck{&fail}, observe)
@@ -82,7 +82,7 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 	}
 
 	t.Run("verified node failing past the threshold", func(t *testing.T) {
-		f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+		f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 		var fail atomic.Bool
 		fail.Store(true)
 		a, rec := startTestAgent(t, f, switchCheck{&fail}, observe)
@@ -102,7 +102,7 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 		if got := testutil.ToFloat64(a.metrics.observe.actions.WithLabelValues("add")); got != 1 {
 			t.Errorf("would-re-taint operations = %v, want 1", got)
 		}
-		if f.lease != nil {
+		if f.lease() != nil {
 			t.Error("the re-taint Lease was taken: observe never re-taints, so it needs no budget")
 		}
 		fail.Store(false)
@@ -121,7 +121,7 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 	})
 
 	t.Run("a re-tainted node when observe is switched on", func(t *testing.T) {
-		f := newFakeCluster(testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil))
+		f := newFakeCluster(t, testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil))
 		a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, observe)
 		a.loop.startupOver = true
 		a.step(t.Context())
@@ -140,7 +140,7 @@ func TestObserveRecordsWhatEnforceWouldDo(t *testing.T) {
 // its checks fail, never taints, and records the release and the new boot
 // ID with the round that passes.
 func TestObserveRecordsARebootHold(t *testing.T) {
-	f := newFakeCluster(bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil))
+	f := newFakeCluster(t, bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil))
 	check := &toggleCheck{err: errDNS}
 	a, rec := startTestAgent(t, f, check, func(c *Config) { c.Observe, c.ReverifyAfterReboot = true, true })
 	for range a.cfg.Thresholds.Retaint + 1 {

@@ -129,7 +129,7 @@ func TestStepPreviousKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster(tt.node)
+			f := newFakeCluster(t, tt.node)
 			a, rec := startTestAgent(t, f, stubCheck{err: tt.roundErr}, func(c *Config) { c.Taints = withPrev })
 			a.loop.failures, a.loop.passes = tt.failures, tt.passes
 			a.step(t.Context())

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -137,13 +135,11 @@ func (a *Agent) patchNode(ctx context.Context, node *corev1.Node, want Desired) 
 		return err
 	}
 	op := a.operation(node, want)
-	updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
-	if err != nil {
+	if _, err := a.view.patch(ctx, patch); err != nil {
 		a.count(op, "error")
 		return err
 	}
 	a.count(op, "success")
-	a.view.remember(updated)
 	return nil
 }
 
@@ -227,7 +223,7 @@ func (a *Agent) publish(ctx context.Context, want ConditionState, failing []stri
 	if err != nil || patch == nil {
 		return
 	}
-	a.patchConditions(ctx, node, patch)
+	a.patchConditions(ctx, patch)
 }
 
 // checkCondition is check's own condition while the node's says node.

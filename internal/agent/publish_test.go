@@ -44,7 +44,7 @@ func conditionsOf(n *corev1.Node) map[corev1.NodeConditionType]corev1.NodeCondit
 // "true". The rule's taint is never touched, and no taint is written.
 func TestPublishVerifiesANewNodeByItsConditions(t *testing.T) {
 	var dnsErr, apiErr error = errDNS, nil
-	f := newFakeCluster(testNode("n1", []corev1.Taint{ruleTaint}, nil, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{ruleTaint}, nil, nil))
 	a, rec := startTestAgentWith(t, f, []checks.Check{settableCheck{"dns", &dnsErr}, settableCheck{"api", &apiErr}}, func(c *Config) {
 		publishMode(true)(c)
 		c.Taints.Startup = ruleTaint // the karpenter preset's key: the rule adopts it
@@ -98,7 +98,7 @@ func TestPublishVerifiesANewNodeByItsConditions(t *testing.T) {
 // suspend switch keeps the condition True.
 func TestPublishReportsAFailingNodeAsEnforceWouldRetaint(t *testing.T) {
 	t.Run("threshold and recovery", func(t *testing.T) {
-		f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+		f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 		check := &toggleCheck{}
 		a, rec := startTestAgent(t, f, check, publishMode(false))
 		a.loop.startupOver = true
@@ -116,7 +116,7 @@ func TestPublishReportsAFailingNodeAsEnforceWouldRetaint(t *testing.T) {
 		if countOf(rec.got(), api.EventNodeConditionFalse) != 1 {
 			t.Errorf("events %v, want one %s", rec.got(), api.EventNodeConditionFalse)
 		}
-		if f.lease != nil {
+		if f.lease() != nil {
 			t.Error("the re-taint Lease was taken: publish mode taints nothing")
 		}
 		check.err = nil
@@ -136,7 +136,7 @@ func TestPublishReportsAFailingNodeAsEnforceWouldRetaint(t *testing.T) {
 		}
 	})
 	t.Run("suspended", func(t *testing.T) {
-		f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+		f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 		check := &toggleCheck{}
 		a, rec := startTestAgent(t, f, check, func(c *Config) {
 			publishMode(false)(c)
@@ -162,7 +162,7 @@ func TestPublishReportsAFailingNodeAsEnforceWouldRetaint(t *testing.T) {
 // and the rule's taint: publish mode removes the first two at once and
 // never the rule's.
 func TestPublishRemovesOnlyTaintsNoRuleCanOwn(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{ruleTaint, unhealthy}, retaintedLabel, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{ruleTaint, unhealthy}, retaintedLabel, nil))
 	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(c *Config) {
 		publishMode(false)(c)
 		c.Taints.Startup = ruleTaint
@@ -182,7 +182,7 @@ func TestPublishRemovesOnlyTaintsNoRuleCanOwn(t *testing.T) {
 // TestPublishBypassWritesTheConditionOnly: the bypass annotation makes the
 // condition True/Bypassed; the rule's taint stays for the controller.
 func TestPublishBypassWritesTheConditionOnly(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{ruleTaint}, nil, map[string]string{"node-ready/skip-verification": "true"}))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{ruleTaint}, nil, map[string]string{"node-ready/skip-verification": "true"}))
 	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(c *Config) {
 		publishMode(true)(c)
 		c.Taints.Startup = ruleTaint

@@ -108,12 +108,11 @@ func (a *Agent) holdAfterReboot(ctx context.Context, node *corev1.Node) bool {
 	if !a.cfg.ReverifyAfterReboot || a.cfg.Observe || a.cfg.Publish || a.bypassed(node) || !a.rebootedOn(node) {
 		return false
 	}
-	fresh, err := a.client.GetNode(ctx, a.cfg.NodeName)
+	fresh, err := a.view.read(ctx)
 	if err != nil {
 		a.log.Warn("node rebooted; cannot read it fresh, not holding it this round", "error", err)
 		return false
 	}
-	a.view.remember(fresh)
 	if a.bypassed(fresh) || !a.rebootedOn(fresh) {
 		return false
 	}

@@ -52,7 +52,7 @@ func reverify(c *Config) { c.ReverifyAfterReboot = true }
 // is never re-tainted meanwhile, and is released, the new boot ID
 // recorded, by the first round that passes.
 func TestRebootHoldsTheNodeUntilItVerifiesAgain(t *testing.T) {
-	f := newFakeCluster(bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil))
+	f := newFakeCluster(t, bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil))
 	check := &toggleCheck{err: errDNS}
 	a, rec := startTestAgent(t, f, check, reverify)
 	for range 5 { // past the re-taint threshold: a held node is never re-tainted
@@ -92,7 +92,7 @@ func TestRebootHoldsTheNodeUntilItVerifiesAgain(t *testing.T) {
 // TestRebootedNodeWithPassingChecksIsReleasedInItsRound: with every check
 // passing, the hold and the release happen in the same round.
 func TestRebootedNodeWithPassingChecksIsReleasedInItsRound(t *testing.T) {
-	f := newFakeCluster(bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil))
+	f := newFakeCluster(t, bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil))
 	a, rec := startTestAgent(t, f, stubCheck{}, reverify)
 	a.step(t.Context())
 	n := f.node("n1")
@@ -119,7 +119,7 @@ func TestRebootHoldGates(t *testing.T) {
 		others    []*corev1.Node
 		mutate    func(*Config)
 		lease     *coordinationv1.Lease
-		hooks     []func(*fakeCluster) error
+		hooks     []func(*cluster) error
 		wantEvent string
 		wantBoot  string // recorded in the condition after the round
 	}{
@@ -154,24 +154,26 @@ func TestRebootHoldGates(t *testing.T) {
 		{name: "re-taint Lease held by another agent", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
 			lease: leaseAt("n9", time.Now().Add(time.Hour), 3600), wantEvent: api.EventRetaintDeferred, wantBoot: bootA},
 		{name: "bypassed between the read and the patch", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
-			hooks: []func(*fakeCluster) error{func(f *fakeCluster) error {
-				n := f.nodes["n1"].DeepCopy()
+			hooks: []func(*cluster) error{func(f *cluster) error {
+				n := f.stored("n1")
 				n.Annotations = skip
-				f.store(n)
+				f.put(n)
 				return nil
 			}}},
 		{name: "re-tainted meanwhile: not verified and in service on the version written", node: bootedNode("n1", bootA, bootB, nil, verifiedLabels, nil),
-			hooks: []func(*fakeCluster) error{func(f *fakeCluster) error {
-				n := f.nodes["n1"].DeepCopy()
+			hooks: []func(*cluster) error{func(f *cluster) error {
+				n := f.stored("n1")
 				n.Spec.Taints = []corev1.Taint{unhealthy}
 				n.Labels = map[string]string{"node-ready/verified": "false"}
-				f.store(n)
+				f.put(n)
 				return nil
 			}}, wantBoot: bootA},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeCluster(append([]*corev1.Node{tc.node}, tc.others...)...)
-			f.lease = tc.lease
+			f := newFakeCluster(t, append([]*corev1.Node{tc.node}, tc.others...)...)
+			if tc.lease != nil {
+				f.add(tc.lease)
+			}
 			f.patchHooks = tc.hooks
 			mutate := tc.mutate
 			if mutate == nil {
@@ -201,7 +203,7 @@ func TestRebootHoldGates(t *testing.T) {
 // TestHeldNodeCountsAgainstTheFleetBudget: a node held after a reboot
 // (verified=false) takes a slot of the budget a re-taint needs.
 func TestHeldNodeCountsAgainstTheFleetBudget(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil),
+	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil),
 		bootedNode("n2", bootA, bootB, []corev1.Taint{startup}, retaintedLabel, nil))
 	a, rec := startTestAgent(t, f, stubCheck{err: errDNS}, func(c *Config) { c.FleetBudget = mustBudget(t, "1") })
 	a.loop.failures = a.cfg.Thresholds.Retaint - 1

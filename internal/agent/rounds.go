@@ -67,7 +67,7 @@ func (a *Agent) controlPlaneFault(ctx context.Context, round checks.Round) (faul
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.CheckTimeout)
 	defer cancel()
-	if err := a.client.Readyz(ctx); err != nil {
+	if err := a.server.Readyz(ctx); err != nil {
 		return fmt.Errorf("the API server is not ready: %w", err), unanswered(err)
 	}
 	for _, r := range round.Results {
@@ -104,8 +104,8 @@ func unanswered(err error) bool {
 // server answers /readyz: an overloaded server is slow on all of them, and
 // new handshakes and watches from every agent would only add to its load.
 func (a *Agent) skip(round checks.Round, fault error, silent bool) {
-	if closer, ok := a.client.(ConnectionCloser); ok && silent {
-		if n := closer.DropStalledConnections(); n > 0 {
+	if silent {
+		if n := a.server.DropStalledConnections(); n > 0 {
 			a.log.Info("dropped connections to the API server that it stopped acknowledging; the next request dials anew", "connections", n)
 		}
 	}

@@ -30,7 +30,7 @@ func TestRestartKeepsTheTolerance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster(tt.node)
+			f := newFakeCluster(t, tt.node)
 			a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Config) {
 				o.Period = time.Minute
 				o.InitialBackoff = time.Second
@@ -62,7 +62,7 @@ func TestRestartKeepsTheTolerance(t *testing.T) {
 // leaves the next periodic round when it was due; the periodic rounds then
 // count as before.
 func TestWokenRoundKeepsThePeriodicSchedule(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 	a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, func(o *Config) {
 		o.Period = time.Minute
 		o.Thresholds.Retaint = 3
@@ -99,8 +99,8 @@ func TestWokenRoundKeepsThePeriodicSchedule(t *testing.T) {
 func TestRecoveryConfirmedAtTheRecoverInterval(t *testing.T) {
 	const period, interval = time.Minute, 10 * time.Second
 	minPeriod := func(a *Agent) time.Duration { return time.Duration(float64(a.cfg.Period) * (1 - a.cfg.Jitter)) }
-	start := func(t *testing.T, node *corev1.Node, check stubCheck, recoverInterval time.Duration) (*Agent, *fakeCluster) {
-		f := newFakeCluster(node)
+	start := func(t *testing.T, node *corev1.Node, check stubCheck, recoverInterval time.Duration) (*Agent, *cluster) {
+		f := newFakeCluster(t, node)
 		a, _ := startTestAgent(t, f, check, func(o *Config) {
 			o.Period = period
 			o.Thresholds.Recover = 3

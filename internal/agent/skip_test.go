@@ -28,7 +28,7 @@ func TestSkippedRoundDropsConnectionsOnlyWhenUnanswered(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+			f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 			f.readyErr = tt.readyErr
 			a, _ := startTestAgent(t, f, stubCheck{err: errDNS}, nil)
 			a.loop.failures = 2
@@ -74,7 +74,7 @@ func TestThrottledReadIsAControlPlaneFault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+			f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 			a, _ := startTestAgent(t, f, namedCheck{name: "api", err: tt.err}, func(c *Config) { c.Continuous = []string{"api"} })
 			a.loop.failures = 2
 			a.loop.startupOver = true

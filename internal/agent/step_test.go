@@ -61,7 +61,7 @@ func TestStep(t *testing.T) {
 		budget    string
 		notReady  bool
 		lease     *coordinationv1.Lease
-		hooks     []func(f *fakeCluster) error
+		hooks     []func(f *cluster) error
 		wantTaint []string // taint keys after the step
 		wantLabel string
 		wantWrite int // accepted JSON patches of the node
@@ -123,28 +123,30 @@ func TestStep(t *testing.T) {
 			wantLabel: "true"},
 		{name: "concurrent edit: the guarded patch fails, the node is re-read and patched",
 			node: testNode("n1", []corev1.Taint{startup}, nil, nil),
-			hooks: []func(f *fakeCluster) error{func(f *fakeCluster) error {
-				n := f.nodes["n1"].DeepCopy()
+			hooks: []func(f *cluster) error{func(f *cluster) error {
+				n := f.stored("n1")
 				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule})
-				f.store(n)
+				f.put(n)
 				return apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("changed"))
 			}},
 			wantTaint: []string{"other"}, wantLabel: "true", wantWrite: 1, wantEvent: []string{api.EventNodeVerified}},
 		{name: "write refused (admission policy): node unchanged, error",
 			node: testNode("n1", []corev1.Taint{startup}, nil, nil),
-			hooks: []func(f *fakeCluster) error{func(*fakeCluster) error {
+			hooks: []func(f *cluster) error{func(*cluster) error {
 				return apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n1", errors.New("denied by policy"))
 			}},
 			wantTaint: []string{startup.Key}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeCluster(append([]*corev1.Node{tt.node}, tt.others...)...)
+			f := newFakeCluster(t, append([]*corev1.Node{tt.node}, tt.others...)...)
 			if tt.notReady {
 				f.readyErr = errors.New("readyz: 500")
 			}
 			f.patchHooks = tt.hooks
-			f.lease = tt.lease
+			if tt.lease != nil {
+				f.add(tt.lease)
+			}
 			a, rec := startTestAgent(t, f, stubCheck{err: tt.roundErr}, func(c *Config) {
 				if tt.budget != "" {
 					c.FleetBudget = mustBudget(t, tt.budget)
@@ -181,14 +183,12 @@ func TestStep(t *testing.T) {
 // TestStepUsesItsOwnWriteBeforeTheWatchShowsIt: a decision right after a
 // write must see that write even when the watch has not delivered it.
 func TestStepUsesItsOwnWriteBeforeTheWatchShowsIt(t *testing.T) {
-	f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 	check := &toggleCheck{err: errDNS}
 	a, _ := startTestAgent(t, f, check, nil)
 	a.loop.failures = 2
 	// From here on the watch delivers nothing: the informer's copy lags.
-	f.mu.Lock()
-	f.silent = true
-	f.mu.Unlock()
+	f.silent.Store(true)
 	a.loop.startupOver = true
 	a.step(t.Context())
 	if !HasTaint(f.node("n1").Spec.Taints, unhealthy) {
@@ -225,13 +225,13 @@ func testConfig() Config {
 
 // startTestAgent builds an agent for node n1 on f with one check and runs
 // its node informer until the test ends.
-func startTestAgent(t *testing.T, f *fakeCluster, check checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
+func startTestAgent(t *testing.T, f *cluster, check checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
 	t.Helper()
 	return startTestAgentWith(t, f, []checks.Check{check}, mutate)
 }
 
 // startTestAgentWith is startTestAgent with any checks (gates among them).
-func startTestAgentWith(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
+func startTestAgentWith(t *testing.T, f *cluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
 	t.Helper()
 	a, rec := newTestAgent(t, f, cs, mutate)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -244,7 +244,7 @@ func startTestAgentWith(t *testing.T, f *fakeCluster, cs []checks.Check, mutate 
 }
 
 // newTestAgent builds an agent for node n1 on f; its node informer does not run yet.
-func newTestAgent(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
+func newTestAgent(t *testing.T, f *cluster, cs []checks.Check, mutate func(*Config)) (*Agent, *fakeRecorder) {
 	t.Helper()
 	cfg := testConfig()
 	if mutate != nil {
@@ -260,7 +260,7 @@ func newTestAgent(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(cfg, f, cs, nil, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := New(cfg, f.client(), cs, nil, checkMetrics, agentMetrics, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,13 +272,13 @@ func newTestAgent(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*
 // the gates are checked on the very version of the node the patch applies
 // to.
 func TestRetaintGatesOnTheNodeItWrites(t *testing.T) {
-	bypass := func(f *fakeCluster) {
-		n := f.nodes["n1"].DeepCopy()
+	bypass := func(f *cluster) {
+		n := f.stored("n1")
 		n.Annotations = map[string]string{"node-ready/skip-verification": "true"}
-		f.store(n)
+		f.put(n)
 	}
 	t.Run("bypass set during the round", func(t *testing.T) {
-		f := newFakeCluster(testNode("n1", []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}, verifiedLabels, nil))
+		f := newFakeCluster(t, testNode("n1", []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}, verifiedLabels, nil))
 		check := &hookCheck{err: errDNS, hook: func() {
 			f.mu.Lock()
 			bypass(f)
@@ -293,8 +293,8 @@ func TestRetaintGatesOnTheNodeItWrites(t *testing.T) {
 		}
 	})
 	t.Run("bypass set between the read and the patch", func(t *testing.T) {
-		f := newFakeCluster(testNode("n1", []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}, verifiedLabels, nil))
-		f.patchHooks = []func(f *fakeCluster) error{func(f *fakeCluster) error {
+		f := newFakeCluster(t, testNode("n1", []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}, verifiedLabels, nil))
+		f.patchHooks = []func(f *cluster) error{func(f *cluster) error {
 			bypass(f)
 			return nil // the patch then applies to the bypassed node, unless it is guarded
 		}}

@@ -52,7 +52,7 @@ func TestSuspendHoldsEveryRetaint(t *testing.T) {
 		{name: "switch off", cached: switchOff, fresh: switchOff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeCluster(testNode("n1", nil, verifiedLabels, nil))
+			f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 			sw := &fakeSwitch{cached: tc.cached, fresh: tc.fresh}
 			a, rec := startTestAgent(t, f, stubCheck{err: errDNS}, func(c *Config) { c.Suspend = sw })
 			a.loop.failures = a.cfg.Thresholds.Retaint - 1
@@ -75,7 +75,7 @@ func TestSuspendHoldsEveryRetaint(t *testing.T) {
 			if n := countOf(rec.got(), api.EventRetaintSuspended); n != 1 {
 				t.Errorf("%d %s Events in two rounds, want 1 (once per episode): %v", n, api.EventRetaintSuspended, rec.got())
 			}
-			if tc.noLease && (f.lease != nil || sw.reads != 0) {
+			if tc.noLease && (f.lease() != nil || sw.reads != 0) {
 				t.Errorf("the Lease taken or the switch read again (%d reads) while the watch showed it holding", sw.reads)
 			}
 		})
@@ -85,7 +85,7 @@ func TestSuspendHoldsEveryRetaint(t *testing.T) {
 // TestSuspendLetsUntaintsGoOn: a re-tainted node whose checks pass again is
 // untainted while the switch is on: that is the safe direction.
 func TestSuspendLetsUntaintsGoOn(t *testing.T) {
-	f := newFakeCluster(testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil))
+	f := newFakeCluster(t, testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil))
 	a, _ := startTestAgent(t, f, stubCheck{}, func(c *Config) { c.Suspend = &fakeSwitch{cached: switchOn, fresh: switchOn} })
 	a.loop.startupOver = true
 	a.loop.passes = a.cfg.Thresholds.Recover - 1

@@ -24,7 +24,7 @@ import (
 // clockedLoop is an agent's Run on a fake clock.
 type clockedLoop struct {
 	a     *Agent
-	f     *fakeCluster
+	f     *cluster
 	rec   *fakeRecorder
 	clock *clocktesting.FakeClock
 }
@@ -32,7 +32,7 @@ type clockedLoop struct {
 // runOnFakeClock starts Run on f with a fake clock and no jitter, and
 // returns once the loop waits for its first round (due at once). The loop
 // stops when the test ends; goleak then checks nothing it started is left.
-func runOnFakeClock(t *testing.T, f *fakeCluster, cs []checks.Check, mutate func(*Config)) *clockedLoop {
+func runOnFakeClock(t *testing.T, f *cluster, cs []checks.Check, mutate func(*Config)) *clockedLoop {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -92,7 +92,7 @@ func TestRetaintThenRecoverOnTheClock(t *testing.T) {
 	fail := &atomic.Bool{}
 	fail.Store(true)
 	check := switchCheck{fail}
-	l := runOnFakeClock(t, newFakeCluster(testNode("n1", nil, verifiedLabels, nil)), []checks.Check{check}, func(c *Config) {
+	l := runOnFakeClock(t, newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil)), []checks.Check{check}, func(c *Config) {
 		c.Period, c.RecoverInterval = period, interval
 		c.Thresholds = Thresholds{Retaint: 3, Recover: 2}
 	})
@@ -132,7 +132,7 @@ func TestFailedRoundsOfARetaintedNodeKeepThePeriod(t *testing.T) {
 	fail := &atomic.Bool{}
 	fail.Store(true)
 	check := switchCheck{fail}
-	l := runOnFakeClock(t, newFakeCluster(testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil)), []checks.Check{check}, func(c *Config) {
+	l := runOnFakeClock(t, newFakeCluster(t, testNode("n1", []corev1.Taint{unhealthy}, retaintedLabel, nil)), []checks.Check{check}, func(c *Config) {
 		c.Period, c.RecoverInterval = time.Hour, 10*time.Second
 	})
 	l.step(t, 0)
@@ -161,7 +161,7 @@ func TestFreshAgentCountsPeriodicRounds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fail := &atomic.Bool{}
 			fail.Store(true)
-			l := runOnFakeClock(t, newFakeCluster(tt.node), []checks.Check{switchCheck{fail}}, func(c *Config) {
+			l := runOnFakeClock(t, newFakeCluster(t, tt.node), []checks.Check{switchCheck{fail}}, func(c *Config) {
 				c.Period, c.InitialBackoff = time.Minute, time.Second
 				c.Thresholds.Retaint = 3
 			})
@@ -185,7 +185,7 @@ func TestFreshAgentCountsPeriodicRounds(t *testing.T) {
 func TestStartupBackoffOnTheClock(t *testing.T) {
 	fail := &atomic.Bool{}
 	fail.Store(true)
-	l := runOnFakeClock(t, newFakeCluster(testNode("n1", []corev1.Taint{startup}, nil, nil)), []checks.Check{switchCheck{fail}}, func(c *Config) {
+	l := runOnFakeClock(t, newFakeCluster(t, testNode("n1", []corev1.Taint{startup}, nil, nil)), []checks.Check{switchCheck{fail}}, func(c *Config) {
 		c.Period, c.InitialBackoff, c.InitialTries = time.Minute, time.Second, 3
 	})
 	l.step(t, 0)
@@ -217,7 +217,7 @@ func TestStartupBackoffOnTheClock(t *testing.T) {
 func TestWokenRoundsKeepThePeriodicScheduleOnTheClock(t *testing.T) {
 	fail := &atomic.Bool{}
 	fail.Store(true)
-	l := runOnFakeClock(t, newFakeCluster(testNode("n1", nil, verifiedLabels, nil)), []checks.Check{switchCheck{fail}}, func(c *Config) {
+	l := runOnFakeClock(t, newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil)), []checks.Check{switchCheck{fail}}, func(c *Config) {
 		c.Period, c.Thresholds.Retaint = time.Minute, 3
 	})
 	l.step(t, 0)

@@ -9,8 +9,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
@@ -46,10 +44,9 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			return err
 		}
 		op := a.operation(node, want)
-		updated, err := a.client.PatchNode(ctx, node.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
+		updated, err := a.view.patch(ctx, patch)
 		if err == nil {
 			a.count(op, "success")
-			a.view.remember(updated)
 			a.afterWrite(node, updated, op)
 			node = updated
 			return nil
@@ -61,7 +58,7 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			a.count(op, "error")
 			return fmt.Errorf("patch node: %w", err)
 		}
-		fresh, getErr := a.client.GetNode(ctx, a.cfg.NodeName)
+		fresh, getErr := a.view.read(ctx)
 		if getErr != nil {
 			a.count(op, "error")
 			return fmt.Errorf("patch node: %w (re-read failed: %v)", err, getErr)
@@ -71,7 +68,6 @@ func (a *Agent) apply(ctx context.Context, want Desired) error {
 			return fmt.Errorf("patch node: rejected: %w", err)
 		}
 		a.count(op, "conflict")
-		a.view.remember(fresh)
 		node = fresh
 		d := bo.NextBackOff()
 		if d == backoff.Stop {
@@ -207,17 +203,14 @@ func (a *Agent) setCondition(ctx context.Context, want ConditionState) {
 	if err != nil || patch == nil {
 		return
 	}
-	a.patchConditions(ctx, node, patch)
+	a.patchConditions(ctx, patch)
 }
 
-// patchConditions writes patch (of the agent's conditions) to node's
+// patchConditions writes patch (of the agent's conditions) to the node's
 // status. A failed write is logged once per streak; the next round
 // writes again.
-func (a *Agent) patchConditions(ctx context.Context, node *corev1.Node, patch []byte) {
-	updated, err := a.client.PatchNodeStatus(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: api.FieldManagerAgent})
-	if err == nil {
-		a.view.remember(updated)
-	}
+func (a *Agent) patchConditions(ctx context.Context, patch []byte) {
+	err := a.view.patchStatus(ctx, patch)
 	switch {
 	case err != nil && !a.loop.condErr:
 		a.loop.condErr = true
