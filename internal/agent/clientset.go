@@ -7,17 +7,14 @@ import (
 	"net"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -28,8 +25,11 @@ import (
 )
 
 // Clientset is client-go's generated clientset as the agent builds it, and
-// the agent's Server on it; it also serves the checks' reads (CheckClient).
+// the agent's Server on it; it also serves the checks' reads that are more
+// than a typed call (a read of the watch cache, of metadata only, of
+// discovery).
 type Clientset struct {
+	// CS is client-go's typed clientset.
 	CS kubernetes.Interface
 	// Meta reads objects' metadata only (the peer Service's slice names),
 	// over CS's connections; nil for a Clientset built around a given CS
@@ -122,26 +122,6 @@ func (c Clientset) GetNodeCached(ctx context.Context, name string) (*corev1.Node
 	return c.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 }
 
-// ListPods lists Pods in every namespace (callers select by field).
-func (c Clientset) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
-	return c.CS.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-}
-
-// WatchPods watches Pods in every namespace (callers select by field).
-func (c Clientset) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.CS.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, opts)
-}
-
-// ListDaemonSets lists DaemonSets in every namespace.
-func (c Clientset) ListDaemonSets(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error) {
-	return c.CS.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
-}
-
-// WatchDaemonSets watches DaemonSets in every namespace.
-func (c Clientset) WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.CS.AppsV1().DaemonSets(metav1.NamespaceAll).Watch(ctx, opts)
-}
-
 // ListEndpointSlices lists EndpointSlices in namespace.
 func (c Clientset) ListEndpointSlices(ctx context.Context, namespace string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
 	return c.CS.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
@@ -179,16 +159,6 @@ func StartEventRecorder(ctx context.Context, cs kubernetes.Interface, controller
 	return EventRecorder{Recorder: b.NewRecorder(scheme.Scheme, controller)}, b.Shutdown, nil
 }
 
-// ListCSINodes lists CSINodes (callers select their node by field).
-func (c Clientset) ListCSINodes(ctx context.Context, opts metav1.ListOptions) (*storagev1.CSINodeList, error) {
-	return c.CS.StorageV1().CSINodes().List(ctx, opts)
-}
-
-// WatchCSINodes watches CSINodes (callers select their node by field).
-func (c Clientset) WatchCSINodes(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.CS.StorageV1().CSINodes().Watch(ctx, opts)
-}
-
 // ResourceSlicesServed reports whether the API server serves
 // resource.k8s.io/v1 (GA in Kubernetes 1.34; a cluster may turn it off),
 // from its discovery document, which every authenticated client may read;
@@ -215,14 +185,4 @@ func (c Clientset) ResourceSlicesServed(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// ListResourceSlices lists ResourceSlices (callers select their node by field).
-func (c Clientset) ListResourceSlices(ctx context.Context, opts metav1.ListOptions) (*resourcev1.ResourceSliceList, error) {
-	return c.CS.ResourceV1().ResourceSlices().List(ctx, opts)
-}
-
-// WatchResourceSlices watches ResourceSlices (callers select their node by field).
-func (c Clientset) WatchResourceSlices(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.CS.ResourceV1().ResourceSlices().Watch(ctx, opts)
 }

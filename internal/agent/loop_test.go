@@ -18,9 +18,9 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
-// The loop driven through its phases against the in-memory API server: the
-// start-up backoff and its exhaustion, the gates, and the rest of a
-// bootstrap-only agent.
+// The loop driven through its phases against client-go's fake clientset
+// (cluster_test.go): the start-up backoff and its exhaustion, the gates,
+// and the rest of a bootstrap-only agent.
 
 // TestStartupBackoffThenEveryPeriod: a new node whose checks fail is
 // retried on the start-up backoff (1 s, 2 s, 4 s); when its tries run out
@@ -221,7 +221,7 @@ func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 	cfg := gates.NewDaemonSetsConfig()
 	cfg.Timeout = time.Second
 	gate := cfg.Build(checks.Deps{
-		Workloads: Clientset{CS: f.Clientset}, NodeName: "n1", PodName: "agent-n1", PodNamespace: "kube-node-ready",
+		Kube: f.Clientset, NodeName: "n1", PodName: "agent-n1", PodNamespace: "kube-node-ready",
 		AgentTaints: []string{startup.Key, unhealthy.Key},
 	})
 	a, rec := startTestAgentWith(t, f, []checks.Check{stubCheck{}, gate}, nil)

@@ -46,9 +46,9 @@ var (
 	errDNS         = errors.New("dns: no answer")
 )
 
-// TestStep runs one iteration of the agent loop against an in-memory API
-// server, as sample-controller tests its sync handler: a situation in, the
-// writes and Events out.
+// TestStep runs one iteration of the agent loop against client-go's fake
+// clientset, as sample-controller tests its sync handler: a situation in,
+// the writes and Events out.
 func TestStep(t *testing.T) {
 	karpenter := corev1.Taint{Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}
 	tests := []struct {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/kube-node-ready/kube-node-ready/internal/agent"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/gates"
@@ -78,23 +79,11 @@ func (o *Options) enabled(r checkRow) bool {
 	return slices.Contains(o.Checks, r.name)
 }
 
-// CheckClient is what the checks and gates read from the API server: the
-// agent's own node, EndpointSlices, pods and DaemonSets for the DaemonSet
-// gate, its CSINode and ResourceSlices for the CSI and DRA gates.
-// agent.Clientset implements it.
-type CheckClient interface {
-	checks.NodeGetter
-	endpoints.PeerSliceClient
-	checks.WorkloadClient
-	checks.CSINodeClient
-	checks.ResourceSliceClient
-}
-
 // Build returns the enabled checks and gates, in the order of the table:
 // what the agent runs. Their EndpointSlice reads follow watches, which run
 // until ctx ends or the returned PeerSlices' Stop, and start again at the
 // next read: of the peer Service, only the slices this node ranks first.
-func Build(ctx context.Context, c *Config, client CheckClient, log *slog.Logger) ([]checks.Check, *endpoints.PeerSlices, error) {
+func Build(ctx context.Context, c *Config, client agent.Clientset, log *slog.Logger) ([]checks.Check, *endpoints.PeerSlices, error) {
 	peers := endpoints.NewPeerSlices(ctx, client, log, endpoints.NewSliceWatcher(ctx, client, log))
 	cs, err := build(c, client, log, peers, peers, true)
 	return cs, peers, err
@@ -103,7 +92,7 @@ func Build(ctx context.Context, c *Config, client CheckClient, log *slog.Logger)
 // BuildChecks returns the enabled checks without the gates, which need the
 // agent's loop: what the check command runs, once, so its EndpointSlice
 // reads are lists.
-func BuildChecks(c *Config, client CheckClient, log *slog.Logger) ([]checks.Check, error) {
+func BuildChecks(c *Config, client agent.Clientset, log *slog.Logger) ([]checks.Check, error) {
 	return build(c, client, log, &endpoints.SliceLister{Client: client}, nil, false)
 }
 
@@ -111,15 +100,14 @@ func BuildChecks(c *Config, client CheckClient, log *slog.Logger) ([]checks.Chec
 // share one endpoint cache on lister, so the fresh kube-dns read of
 // discovery also serves as the network check's peer list. peers, when
 // set, is lister too, and follows the network check's peer Service.
-func build(c *Config, client CheckClient, log *slog.Logger, lister endpoints.EndpointLister, peers *endpoints.PeerSlices, gates bool) ([]checks.Check, error) {
+func build(c *Config, client agent.Clientset, log *slog.Logger, lister endpoints.EndpointLister, peers *endpoints.PeerSlices, gates bool) ([]checks.Check, error) {
 	d := checks.Deps{
 		Client:       client,
 		Endpoints:    &endpoints.EndpointCache{Source: lister},
 		PeerSlices:   peers,
 		DNSService:   c.DNSService,
 		IPFamilies:   c.IPFamilies(),
-		Workloads:    client,
-		Storage:      client,
+		Kube:         client.CS,
 		Resources:    client,
 		NodeName:     c.NodeName,
 		PodIP:        c.PodIP,

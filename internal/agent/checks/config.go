@@ -6,12 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
@@ -54,12 +49,12 @@ type Deps struct {
 	// IPFamilies are the address families the dns and discovery checks ask
 	// for (--ip-families, "auto" resolved at start-up); empty asks for both.
 	IPFamilies IPFamilies
-	// Workloads lists and watches pods and DaemonSets, for the DaemonSet gate.
-	Workloads WorkloadClient
-	// Storage lists and watches CSINodes, for the CSI drivers gate.
-	Storage CSINodeClient
-	// Resources discovers, lists and watches ResourceSlices, for the DRA gate.
-	Resources ResourceSliceClient
+	// Kube lists and watches what the gates read: pods and DaemonSets (the
+	// DaemonSet gate), CSINodes (the CSI drivers gate), ResourceSlices
+	// (the DRA gate).
+	Kube kubernetes.Interface
+	// Resources says whether the API server serves ResourceSlices, for the DRA gate.
+	Resources ResourceSliceDiscovery
 	// NodeName, PodIP, PodName and PodNamespace identify the agent.
 	NodeName     string
 	PodIP        netip.Addr
@@ -73,23 +68,8 @@ type Deps struct {
 	Log *slog.Logger
 }
 
-// WorkloadClient lists and watches what the DaemonSet gate reads.
-type WorkloadClient interface {
-	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
-	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-	ListDaemonSets(ctx context.Context, opts metav1.ListOptions) (*appsv1.DaemonSetList, error)
-	WatchDaemonSets(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-// CSINodeClient lists and watches CSINodes, for the CSI drivers gate.
-type CSINodeClient interface {
-	ListCSINodes(ctx context.Context, opts metav1.ListOptions) (*storagev1.CSINodeList, error)
-	WatchCSINodes(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-// ResourceSliceClient discovers, lists and watches ResourceSlices, for the DRA gate.
-type ResourceSliceClient interface {
+// ResourceSliceDiscovery says whether the API server serves ResourceSlices
+// (resource.k8s.io/v1), for the DRA gate.
+type ResourceSliceDiscovery interface {
 	ResourceSlicesServed(ctx context.Context) (bool, error)
-	ListResourceSlices(ctx context.Context, opts metav1.ListOptions) (*resourcev1.ResourceSliceList, error)
-	WatchResourceSlices(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }

@@ -45,10 +45,10 @@ func (c *CSIDriversConfig) Build(d checks.Deps) checks.Check {
 		selector: fields.OneTermEqualSelector("metadata.name", d.NodeName).String(),
 		example:  &storagev1.CSINode{},
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return d.Storage.ListCSINodes(ctx, o)
+			return d.Kube.StorageV1().CSINodes().List(ctx, o)
 		},
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return d.Storage.WatchCSINodes(ctx, o)
+			return d.Kube.StorageV1().CSINodes().Watch(ctx, o)
 		},
 	}
 	g := newCSIDrivers(c.Drivers, w)

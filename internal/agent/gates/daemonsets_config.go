@@ -72,7 +72,7 @@ func (c *DaemonSetsConfig) Build(d checks.Deps) checks.Check {
 		e, _ := ParseDaemonSetExclusion(s) // Validate has refused bad ones
 		g.Exclude = append(g.Exclude, e)
 	}
-	g.watch = newDaemonSetWatch(d.Workloads, d.NodeName, g.changed, d.Log)
+	g.watch = newDaemonSetWatch(d.Kube, d.NodeName, g.changed, d.Log)
 	g.Source = g.watch
 	return g
 }

@@ -10,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-
-	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
+	"k8s.io/client-go/kubernetes"
 )
 
 // daemonSetWatch keeps the DaemonSets of the cluster and the pods on this
@@ -26,17 +25,17 @@ type daemonSetWatch struct {
 // newDaemonSetWatch returns the watches of what the gate on nodeName reads;
 // changed is called on every change, from the informers' goroutines; their
 // refusals are logged on log.
-func newDaemonSetWatch(client checks.WorkloadClient, nodeName string, changed func(), log *slog.Logger) *daemonSetWatch {
+func newDaemonSetWatch(kube kubernetes.Interface, nodeName string, changed func(), log *slog.Logger) *daemonSetWatch {
 	return &daemonSetWatch{
 		pods: &fieldWatch{
 			log:      log,
 			selector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
 			example:  &corev1.Pod{},
 			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return client.ListPods(ctx, o)
+				return kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return client.WatchPods(ctx, o)
+				return kube.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
 			},
 			changed: changed,
 			trim:    trimForGate,
@@ -45,10 +44,10 @@ func newDaemonSetWatch(client checks.WorkloadClient, nodeName string, changed fu
 			log:     log,
 			example: &appsv1.DaemonSet{},
 			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return client.ListDaemonSets(ctx, o)
+				return kube.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, o)
 			},
 			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return client.WatchDaemonSets(ctx, o)
+				return kube.AppsV1().DaemonSets(metav1.NamespaceAll).Watch(ctx, o)
 			},
 			changed: changed,
 			trim:    trimForGate,

@@ -42,10 +42,10 @@ func (c *DRAConfig) Build(d checks.Deps) checks.Check {
 		selector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, d.NodeName).String(),
 		example:  &resourcev1.ResourceSlice{},
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return d.Resources.ListResourceSlices(ctx, o)
+			return d.Kube.ResourceV1().ResourceSlices().List(ctx, o)
 		},
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return d.Resources.WatchResourceSlices(ctx, o)
+			return d.Kube.ResourceV1().ResourceSlices().Watch(ctx, o)
 		},
 		trim: trimResourceSlice,
 	}
