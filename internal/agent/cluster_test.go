@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,14 +93,14 @@ func newFakeCluster(t *testing.T, nodes ...*corev1.Node) *cluster {
 // client is the agent's Client on c.
 func (c *cluster) client() Client { return Client{Kube: c.Clientset, Server: c} }
 
-// resource names obj's resource and kind as the tracker files them.
-func resource(obj runtime.Object) (schema.GroupVersionResource, schema.GroupVersionKind) {
+// resource names obj's resource as the tracker files it.
+func resource(obj runtime.Object) schema.GroupVersionResource {
 	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
 	if err != nil {
 		panic(err)
 	}
 	gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
-	return gvr, gvks[0]
+	return gvr
 }
 
 // kindOf is the kind the tracker lists for gvr.
@@ -127,7 +128,7 @@ func (c *cluster) listVersion(gvr schema.GroupVersionResource) string {
 // tracker's own, so that a watch resumed from an object's version misses
 // nothing; c.mu is held.
 func (c *cluster) stamp(obj runtime.Object) {
-	gvr, _ := resource(obj)
+	gvr := resource(obj)
 	rv, _ := strconv.Atoi(c.listVersion(gvr))
 	m, _ := meta.Accessor(obj)
 	m.SetResourceVersion(strconv.Itoa(rv + 1))
@@ -333,6 +334,17 @@ func (w *filtered) loop(keep func(watch.Event) bool) {
 			return
 		}
 	}
+}
+
+// requests counts the requests sent to resource, of verbs (any when none).
+func (c *cluster) requests(resource string, verbs ...string) int {
+	n := 0
+	for _, a := range c.Actions() {
+		if a.GetResource().Resource == resource && (len(verbs) == 0 || slices.Contains(verbs, a.GetVerb())) {
+			n++
+		}
+	}
+	return n
 }
 
 // openWatches counts the watches of resource not stopped.

@@ -254,8 +254,9 @@ func TestDaemonSetGateThroughTheLoop(t *testing.T) {
 
 // TestBootstrapOnlyAgentRests: with no continuous check, a verified node
 // gets no more rounds: the agent says so in the condition, is ready, stops
-// the checks' watches, and writes nothing; a startup taint something adds
-// back wakes it, and it removes that taint again.
+// the checks' watches, writes nothing, and then sends no request at all; a
+// startup taint something adds back wakes it, and it removes that taint
+// again.
 func TestBootstrapOnlyAgentRests(t *testing.T) {
 	f := newFakeCluster(t, testNode("n1", nil, verifiedLabels, nil))
 	check := &countingCheck{}
@@ -273,6 +274,12 @@ func TestBootstrapOnlyAgentRests(t *testing.T) {
 	}
 	if err := a.Ready(); err != nil {
 		t.Errorf("Ready = %v", err)
+	}
+	// At rest, a step costs the API server nothing.
+	f.ClearActions()
+	a.step(t.Context())
+	if got := f.Actions(); len(got) != 0 {
+		t.Errorf("%d requests in a step at rest, want none: %v", len(got), got)
 	}
 	woken(a)
 	f.update("n1", func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{startup} })
