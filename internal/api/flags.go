@@ -17,6 +17,9 @@ const (
 	PreviousTaintKeysFlag = "previous-taint-keys"
 	SuspendConfigMapFlag  = "suspend-configmap"
 	ModeFlag              = "mode"
+	// PeerServiceFlag is the agents' headless Service: the agent's peers,
+	// and the webhook's source of the slice names it hints at admission.
+	PeerServiceFlag = "check.network.peer-service"
 
 	// The agent.
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
+	"github.com/kube-node-ready/kube-node-ready/internal/api"
 )
 
 // Network proves the node can reach the cluster network: a TCP connection to
@@ -231,7 +232,7 @@ func NewNetworkConfig() *NetworkConfig {
 // AddFlags implements Config.
 func (c *NetworkConfig) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KubernetesService, "check.network.kubernetes-service", c.KubernetesService, "in-cluster API host:port the network check connects to (default $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT); empty skips it")
-	fs.StringVar(&c.PeerService, "check.network.peer-service", c.PeerService, "the agent's headless Service (in --pod-namespace) whose endpoints are peers; empty uses only cluster DNS pods")
+	fs.StringVar(&c.PeerService, api.PeerServiceFlag, c.PeerService, "the agent's headless Service (in --pod-namespace) whose endpoints are peers; empty uses only cluster DNS pods")
 	fs.IntVar(&c.Peers, "check.network.peers", c.Peers, "pod-to-pod peers on other nodes tried each round; 0 disables pod-to-pod")
 	fs.IntVar(&c.MinPeers, "check.network.min-peers", c.MinPeers, "chosen peers that must answer (capped at the number chosen)")
 	fs.DurationVar(&c.PeerRefresh, "check.network.peer-refresh", c.PeerRefresh, "longest time the peer list is cached, and shortest between two choices of the peer Service's EndpointSlices to follow")

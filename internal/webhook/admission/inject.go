@@ -56,11 +56,7 @@ func injectOps(ctx context.Context, in *startuptaint.Injector, raw []byte) ([]js
 			annotations = member(m, "annotations")
 		}
 	}
-	if annotations == nil {
-		ops = append(ops, jsonpatch.Add("/metadata/annotations", map[string]string{api.StartupTaintAdmissionAnnotation: string(d.Outcome)}))
-	} else {
-		ops = append(ops, jsonpatch.Add("/metadata/annotations/"+jsonpatch.EscapePointer(api.StartupTaintAdmissionAnnotation), string(d.Outcome)))
-	}
+	ops = append(ops, annotationOp(annotations != nil, api.StartupTaintAdmissionAnnotation, string(d.Outcome)))
 	return ops, node.Name, d
 }
 

@@ -33,6 +33,9 @@ type Handler struct {
 	// StartupTaint, when set, also decides the startup taint of every new
 	// Node (startuptaint.Decide) and marks the node with the decision.
 	StartupTaint *startuptaint.Injector
+	// PeerSlices, when set, names the agents' peer slices: every new Node
+	// is annotated with the first its agent would follow (hint).
+	PeerSlices PeerSliceNames
 
 	// policy replaces MutateNode in tests that need a panicking policy.
 	policy func(req *admissionv1.AdmissionRequest, finalizer string) (*admissionv1.AdmissionResponse, string)
@@ -122,6 +125,9 @@ func (h *Handler) review(ctx context.Context, body []byte) (out outcome) {
 	resp.UID = rev.Request.UID
 	if h.StartupTaint != nil && (result == ResultPatched || result == ResultPresent) {
 		h.inject(ctx, rev.Request, resp)
+	}
+	if h.PeerSlices != nil && (result == ResultPatched || result == ResultPresent) {
+		h.hint(rev.Request, resp)
 	}
 	reason := ""
 	if result == ResultInvalid {

@@ -151,6 +151,10 @@ type Options struct {
 	// this pod every minute, each outcome an Event on the Pod that
 	// `kubectl node-ready doctor` reads (externalnames.go); empty: none.
 	ExternalNames []string
+	// PeerService is the agents' --check.network.peer-service, in
+	// Namespace: admission names the first of its EndpointSlices a new
+	// node's agent would follow (api.PeerSlicesAnnotation); empty: no hint.
+	PeerService string
 	// Remediation is the policy for nodes unverified past UnverifiedDeadline:
 	// off, report or replace (see package remediate).
 	Remediation string

@@ -103,6 +103,10 @@ func Run(ctx context.Context, conf *Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	peerSlices, err := startPeerSliceNames(ctx, &wg, opts, cfg, log)
+	if err != nil {
+		return err
+	}
 	if opts.NeedsWatcher() {
 		if err := startNodeControllers(ctx, &wg, conf, cfg, reg, &configs, sw, log); err != nil {
 			return err
@@ -122,14 +126,18 @@ func Run(ctx context.Context, conf *Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, &admission.Handler{
+	handler := &admission.Handler{
 		Finalizer:    opts.Finalizer,
 		MaxBodyBytes: opts.MaxBodyBytes,
 		Metrics:      admissionMetrics,
 		Log:          log,
 		StartupTaint: injector,
-	})
+	}
+	if peerSlices != nil {
+		handler.PeerSlices = peerSlices
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, handler)
 	srv := &http.Server{
 		Handler:           mux,
 		TLSConfig:         store.TLSConfig(opts.ClientCAFile != ""),
