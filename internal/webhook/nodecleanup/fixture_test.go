@@ -47,6 +47,22 @@ type fixture struct {
 // changed by cfg.
 func newFixture(t *testing.T, cfg func(*Config), nodes ...*metav1.PartialObjectMetadata) *fixture {
 	t.Helper()
+	f := newServingFixture(t, cfg, nodes...)
+	for _, n := range nodes {
+		f.cache(n)
+	}
+	return f
+}
+
+// newServingFixture is newFixture with the nodes in the fake API server
+// only, for a test that starts the informer: its first list brings them as
+// additions, which the controller's HasSynced waits for before Lead starts.
+// A node already in the cache would come as an update of itself (same
+// resourceVersion, taken for a resync), which HasSynced does not wait for:
+// arriving after Lead's queue exists, it queues the node again at once, a
+// second attempt at the first's heels.
+func newServingFixture(t *testing.T, cfg func(*Config), nodes ...*metav1.PartialObjectMetadata) *fixture {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	metav1.AddMetaToScheme(scheme)
 	var objs []runtime.Object
@@ -71,9 +87,6 @@ func newFixture(t *testing.T, cfg func(*Config), nodes ...*metav1.PartialObjectM
 		t.Fatal(err)
 	}
 	f.c = c
-	for _, n := range nodes {
-		f.cache(n)
-	}
 	return f
 }
 

@@ -27,7 +27,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // cleans up a node being deleted, both found in the cache when leadership
 // starts; when leadership ends its queues stop and its gauges say so.
 func TestLeadBackfillsAndCleansUp(t *testing.T) {
-	f := newFixture(t, nil, meta("new"), deleting("gone"))
+	f := newServingFixture(t, nil, meta("new"), deleting("gone"))
 	p := &plugin{name: "p"}
 	f.pipeline = pipelineOf([]*plugin{p})
 	ctx, cancel := context.WithCancel(t.Context())

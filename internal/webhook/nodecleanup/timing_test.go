@@ -54,7 +54,7 @@ func TestCleanupTimingOnTheClock(t *testing.T) {
 				ts := metav1.NewTime(fc.Now().Add(-tt.deletedAgo))
 				m.DeletionTimestamp = &ts
 			})
-			f := newFixture(t, func(c *Config) {
+			f := newServingFixture(t, func(c *Config) {
 				c.Backfill, c.Clock = false, fc
 				c.Deadline, c.MinAttempts, c.RetryBase, c.RetryMax = tt.deadline, 3, tt.base, tt.max
 			}, n)
