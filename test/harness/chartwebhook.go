@@ -16,7 +16,8 @@ import (
 // ChartWebhook is what the rendered chart configures admission with.
 type ChartWebhook struct {
 	// Args are the webhook container's arguments that say what admission
-	// does (finalizer, startup taint, the agent's keys and placement); the
+	// does (finalizer, startup taint, the agent's keys and placement, the
+	// agents' Service whose slices it names); the
 	// harness gives the rest (addresses, credentials, certificates).
 	Args []string
 	// Config is the chart's MutatingWebhookConfiguration, calling a URL
@@ -28,7 +29,8 @@ type ChartWebhook struct {
 
 // admissionFlags are the webhook flags ChartWebhook keeps.
 var admissionFlags = []string{"--finalizer=", "--legacy-finalizers=", "--inject-startup-taint=", "--agent-placement=",
-	"--karpenter-readiness-keys=", "--autoscaler=", "--agent-startup-taint=", "--agent-unhealthy-taint=", "--previous-taint-keys="}
+	"--karpenter-readiness-keys=", "--autoscaler=", "--agent-startup-taint=", "--agent-unhealthy-taint=", "--previous-taint-keys=",
+	"--check.network.peer-service="}
 
 // RenderChartWebhook renders the chart (release ChartRelease in namespace)
 // with values (YAML, may be empty) and set (--set), and returns its webhook

@@ -24,14 +24,19 @@ import (
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
-var joinSizes = flag.String("fleet.join-sizes", "100,1000,2000,10000", "BenchmarkJoinSlope: the fleet sizes (agents' endpoints in the peer Service, 100 a slice) a node joins beside")
+var (
+	joinSizes = flag.String("fleet.join-sizes", "100,1000,2000,10000", "BenchmarkJoinSlope: the fleet sizes (agents' endpoints in the peer Service, 100 a slice) a node joins beside")
+	joinHint  = flag.Bool("fleet.join-hint", true, "BenchmarkJoinSlope: create the joining Nodes with the webhook's hint of their peer slices (the annotation admission writes); false: without, as a node created while the webhook was down")
+)
 
 // BenchmarkJoinSlope measures what a joining agent asks of the API server
 // as the fleet grows: at each of -fleet.join-sizes, the agents' headless
 // Service holds that many agents' endpoints (one EndpointSlice per 100, as
 // the endpointslice controller writes them), and `joins` nodes join one
 // after the other, each with a simulated agent (the real agent code, its
-// own client, the chart's RBAC, default flags); from its start until it
+// own client, the chart's RBAC, default flags; its Node created with the
+// annotation the webhook's admission writes, naming its first peer slices,
+// unless -fleet.join-hint=false); from its start until it
 // logged its untaint: its requests (audit log, a watch counted when it
 // started), the response bytes its client read (watch streams included),
 // of which the choice of its peer slices, and the API server's time on
@@ -91,7 +96,15 @@ func BenchmarkJoinSlope(b *testing.B) {
 func joinOnce(b *testing.B, name string) (requests, read, choice, serverMS float64) {
 	b.Helper()
 	ctx := b.Context()
-	node, err := cp.CreateNode(ctx, name, harness.NodeOptions{})
+	var opts harness.NodeOptions
+	if *joinHint {
+		hint, err := fleet.PeerSlicesHint(ctx, cp.Client, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts.Annotations = hint
+	}
+	node, err := cp.CreateNode(ctx, name, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
