@@ -323,6 +323,12 @@ func checkInotify(slots int) error {
 	if err != nil {
 		return fmt.Errorf("real nodes: fs.inotify.max_user_instances %q: %w", b, err)
 	}
+	return inotifyEnough(slots, have)
+}
+
+// inotifyEnough fails when have inotify instances are fewer than slots
+// clusters of real nodes may take.
+func inotifyEnough(slots, have int) error {
 	if want := slots * inotifyPerCluster; have < want {
 		return fmt.Errorf("%d clusters of real nodes at once (%s) need %d inotify instances and the host allows %d: "+
 			"sysctl -w fs.inotify.max_user_instances=%d (make e2e does), or set %s lower", slots, realNodeSlotsEnv, want, have, want, realNodeSlotsEnv)

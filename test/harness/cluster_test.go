@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -27,5 +28,31 @@ func TestRealNodeHostNamesWhatIsMissing(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not name %q", msg, want)
 		}
+	}
+}
+
+// TestInotifyLimitPerSlot: the kernel's default limit, 128, holds the
+// default two slots and not four; the error names the sysctl and the value
+// that would do.
+func TestInotifyLimitPerSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		slots, have int
+		ok          bool
+	}{
+		{"two slots, the kernel's default", 2, 128, true},
+		{"four slots, the kernel's default", 4, 128, false},
+		{"four slots, raised by make e2e", 4, 256, true},
+		{"one slot, a host that lowered it", 1, 63, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := inotifyEnough(tc.slots, tc.have)
+			if (err == nil) != tc.ok {
+				t.Fatalf("inotifyEnough(%d, %d) = %v, want ok %v", tc.slots, tc.have, err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("sysctl -w fs.inotify.max_user_instances=%d", tc.slots*inotifyPerCluster)) {
+				t.Errorf("error %q does not name the sysctl that would do", err)
+			}
+		})
 	}
 }
