@@ -54,7 +54,7 @@ func Assemble(ctx context.Context, c *Config, client agent.Clientset, reg promet
 	}
 	// A cluster DNS endpoint failing while others answer is told on the
 	// node (Event, metric), never counted against it.
-	checks.ReportBackends(cs, checks.NewBackendReport(checkMetrics, recorder, client, c.NodeName, log))
+	checks.ReportBackends(cs, checks.NewBackendReport(checkMetrics, recorder, client, c.NodeName, log, cfg.Clock))
 	a, err := agent.New(cfg, client.Client(), cs, watches, checkMetrics, agentMetrics, recorder, log)
 	if err != nil {
 		stopRecorder()

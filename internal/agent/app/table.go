@@ -115,6 +115,7 @@ func build(c *Config, client agent.Clientset, log *slog.Logger, lister endpoints
 		PodNamespace: c.PodNamespace,
 		AgentTaints:  c.AgentTaints,
 		Log:          log,
+		Clock:        c.Agent.Clock,
 	}
 	var out []checks.Check
 	for _, r := range c.rows {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
@@ -66,6 +67,10 @@ type Deps struct {
 	AgentTaints []string
 	// Log receives the checks' rare notes.
 	Log *slog.Logger
+	// Clock is the time of the checks' own rules (how long the dns check
+	// trusts what it learnt of the Service's addresses); nil is the real
+	// clock. A check's timeout is its context's, not this clock's.
+	Clock clock.PassiveClock
 }
 
 // ResourceSliceDiscovery says whether the API server serves ResourceSlices

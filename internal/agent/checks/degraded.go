@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -65,8 +66,8 @@ type BackendReport struct {
 	nodes    NodeGetter
 	nodeName string
 	log      *slog.Logger
-	// now is the clock; nil means time.Now.
-	now func() time.Time
+	// clock decides when an episode ends (degradedFor).
+	clock clock.PassiveClock
 
 	mu sync.Mutex
 	// degraded holds, per check, when each degraded backend was last seen failing.
@@ -77,21 +78,17 @@ type BackendReport struct {
 }
 
 // NewBackendReport returns a report that sets m's gauge and records Events
-// on the node nodeName (read through nodes for its UID) with recorder;
-// any of them may be nil.
-func NewBackendReport(m *Metrics, recorder EventRecorder, nodes NodeGetter, nodeName string, log *slog.Logger) *BackendReport {
+// on the node nodeName (read through nodes for its UID) with recorder,
+// episodes timed on clk; any of them may be nil (clk: the real clock).
+func NewBackendReport(m *Metrics, recorder EventRecorder, nodes NodeGetter, nodeName string, log *slog.Logger, clk clock.PassiveClock) *BackendReport {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &BackendReport{metrics: m, recorder: recorder, nodes: nodes, nodeName: nodeName, log: log,
-		degraded: map[string]map[netip.Addr]time.Time{}, told: map[netip.Addr]time.Time{}}
-}
-
-func (r *BackendReport) clock() time.Time {
-	if r.now != nil {
-		return r.now()
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return time.Now()
+	return &BackendReport{metrics: m, recorder: recorder, nodes: nodes, nodeName: nodeName, log: log, clock: clk,
+		degraded: map[string]map[netip.Addr]time.Time{}, told: map[netip.Addr]time.Time{}}
 }
 
 // start shows check's gauge at zero from the first scrape.
@@ -103,7 +100,7 @@ func (r *BackendReport) start(check string) {
 
 // Backends implements BackendReporter.
 func (r *BackendReport) Backends(check string, svc endpoints.ServiceRef, seen []BackendState) {
-	now := r.clock()
+	now := r.clock.Now()
 	r.mu.Lock()
 	next, started := nextDegraded(r.degraded[check], seen, now, degradedFor)
 	r.degraded[check] = next

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
@@ -110,9 +111,8 @@ func TestBackendReportTellsOncePerEpisode(t *testing.T) {
 	}
 	ev := &eventsSeen{}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: types.UID("uid-a")}}
-	r := NewBackendReport(m, ev, oneNode{node}, "node-a", nil)
-	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
+	fc := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	r := NewBackendReport(m, ev, oneNode{node}, "node-a", nil, fc)
 	d := &DNS{}
 	ReportBackends([]Check{d, fakeCheck{"other", nil}}, r)
 	if d.report != r {
@@ -142,7 +142,7 @@ func TestBackendReportTellsOncePerEpisode(t *testing.T) {
 		{after: time.Minute, seen: []BackendState{healthy, broken}, wantEvents: 2, wantGauge: 1},
 	}
 	for i, s := range steps {
-		now = now.Add(s.after)
+		fc.SetTime(fc.Now().Add(s.after))
 		d.report.Backends("dns", svc, s.seen)
 		if len(ev.events) != s.wantEvents || gauge() != s.wantGauge {
 			t.Fatalf("step %d: %d Events, gauge %v; want %d, %v", i, len(ev.events), gauge(), s.wantEvents, s.wantGauge)

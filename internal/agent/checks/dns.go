@@ -231,6 +231,7 @@ func (c *DNSConfig) Validate(enabled bool) []error {
 func (c *DNSConfig) Build(d Deps) Check {
 	names := append(append([]string(nil), c.Names...), c.ExternalNames...)
 	dns := &DNS{Names: names, Families: d.IPFamilies, Server: c.Server, ResolvConf: c.ResolvConf, Service: d.DNSService, NodeName: d.NodeName}
+	dns.addrs.clock = d.Clock
 	if d.Endpoints != nil {
 		dns.Endpoints = d.Endpoints
 	}

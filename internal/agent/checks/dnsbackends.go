@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"k8s.io/utils/clock"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks/dnsquery"
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
@@ -111,8 +112,9 @@ func isServiceName(name string, svc endpoints.ServiceRef) bool {
 // resolver of the node's own (a node-local cache, a dead address in its
 // resolv.conf) failing is the node's.
 type serviceAddrs struct {
-	// now is the clock; nil means time.Now.
-	now func() time.Time
+	// clock decides when what is known goes stale (serviceAddrTTL); nil
+	// is the real clock.
+	clock clock.PassiveClock
 
 	mu    sync.Mutex
 	known map[netip.Addr]serviceAddr
@@ -123,9 +125,9 @@ type serviceAddr struct {
 	at        time.Time
 }
 
-func (c *serviceAddrs) clock() time.Time {
-	if c.now != nil {
-		return c.now()
+func (c *serviceAddrs) now() time.Time {
+	if c.clock != nil {
+		return c.clock.Now()
 	}
 	return time.Now()
 }
@@ -135,7 +137,7 @@ func (c *serviceAddrs) lookup(addr netip.Addr) (isService, known bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.known[addr]
-	if !ok || c.clock().Sub(e.at) >= serviceAddrTTL {
+	if !ok || c.now().Sub(e.at) >= serviceAddrTTL {
 		return false, false
 	}
 	return e.isService, true
@@ -162,7 +164,7 @@ func (c *serviceAddrs) remember(addr netip.Addr, isService bool) {
 	if c.known == nil {
 		c.known = map[netip.Addr]serviceAddr{}
 	}
-	c.known[addr] = serviceAddr{isService: isService, at: c.clock()}
+	c.known[addr] = serviceAddr{isService: isService, at: c.now()}
 }
 
 // serviceServers returns those of servers that are svc's own addresses:

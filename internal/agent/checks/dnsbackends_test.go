@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/endpoints"
 )
@@ -206,7 +207,7 @@ func TestDNSCheckAsksTheServiceBackends(t *testing.T) {
 				Names: []string{"kubernetes.default.svc.cluster.local"}, Families: IPFamilies{IPv4}, Server: frontAddr,
 				Service: endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, Endpoints: eps, NodeName: "self",
 			}
-			ReportBackends([]Check{d}, NewBackendReport(nil, nil, nil, "self", nil))
+			ReportBackends([]Check{d}, NewBackendReport(nil, nil, nil, "self", nil, nil))
 			d.report = rec
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
@@ -247,11 +248,11 @@ func TestDNSCheckRemembersTheServiceAddress(t *testing.T) {
 		Names: []string{"kubernetes.default.svc.cluster.local"}, Families: IPFamilies{IPv4}, Server: frontAddr,
 		Service: endpoints.ServiceRef{Namespace: "kube-system", Name: "kube-dns"}, Endpoints: staticLister{healthy.ep, broken.ep}, NodeName: "self",
 	}
-	now := time.Now()
-	d.addrs.now = func() time.Time { return now }
+	fc := clocktesting.NewFakePassiveClock(time.Now())
+	d.addrs.clock = fc
 	for i, wantPTRs := range []int32{1, 1, 1, 2} {
 		if i == 3 {
-			now = now.Add(serviceAddrTTL)
+			fc.SetTime(fc.Now().Add(serviceAddrTTL))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := d.Run(ctx)
@@ -356,5 +357,25 @@ func TestReverseLookupOfIPv6Nameservers(t *testing.T) {
 	}
 	if isService, known := c.lookup(netip.MustParseAddr("fd00:10:96::a")); !isService || !known {
 		t.Errorf("fd00:10:96::a: isService %v, known %v; want both", isService, known)
+	}
+}
+
+// TestDNSCheckTakesTheAgentsClock: the dns check built from Deps judges the
+// age of what it learnt of the Service's addresses on the agent's clock.
+func TestDNSCheckTakesTheAgentsClock(t *testing.T) {
+	fc := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	d, ok := NewDNSConfig().Build(Deps{Clock: fc}).(*DNS)
+	if !ok || d.addrs.clock != fc {
+		t.Fatalf("dns check built with clock %v, want the one in Deps", d.addrs.clock)
+	}
+	addr := netip.MustParseAddr("10.96.0.10")
+	d.addrs.remember(addr, true)
+	fc.SetTime(fc.Now().Add(serviceAddrTTL - time.Millisecond))
+	if isService, known := d.addrs.lookup(addr); !known || !isService {
+		t.Errorf("a millisecond before the ttl: known %t, service %t; want both", known, isService)
+	}
+	fc.SetTime(fc.Now().Add(time.Millisecond))
+	if _, known := d.addrs.lookup(addr); known {
+		t.Error("at the ttl the address is still known, want it stale")
 	}
 }
