@@ -14,6 +14,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	startup  *prometheus.CounterVec
+	hint     *prometheus.CounterVec
 }
 
 // NewMetrics registers the admission series on reg; it fails when one of them
@@ -33,8 +34,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "node_cleanup_webhook_startup_taint_total",
 			Help: "Node creations whose startup taint admission decided, by outcome (added, present, not-selected, no-key, off).",
 		}, []string{"outcome"}),
+		hint: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "node_cleanup_webhook_peer_slices_hint_total",
+			Help: "Node creations admitted with --check.network.peer-service set, by what became of the peer slices' hint (added; no-names: the watch of the slices' names had not listed, or the Service had none; unreadable: no node name, or the patch failed).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.startup} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.startup, m.hint} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("admission: register metrics: %w", err)
 		}
@@ -55,4 +60,18 @@ func (m *Metrics) observeStartupTaint(outcome startuptaint.Outcome) {
 		return
 	}
 	m.startup.WithLabelValues(string(outcome)).Inc()
+}
+
+// Outcomes of the peer slices' hint in node_cleanup_webhook_peer_slices_hint_total.
+const (
+	HintAdded      = "added"
+	HintNoNames    = "no-names"
+	HintUnreadable = "unreadable"
+)
+
+func (m *Metrics) observeHint(outcome string) {
+	if m == nil {
+		return
+	}
+	m.hint.WithLabelValues(outcome).Inc()
 }

@@ -68,8 +68,17 @@ func addsAnnotations(patch []byte) bool {
 // listed, or the Service has no slices yet) or on any failure, resp stays
 // as it was: the hint is never worth a refused or delayed node.
 func (h *Handler) hint(req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
-	before := resp.Patch
-	if err := appendOps(resp, hintOps(h.PeerSlices.Names(), req.Object.Raw, resp.Patch)); err != nil {
-		resp.Patch = before
+	names := h.PeerSlices.Names()
+	if len(names) == 0 {
+		h.Metrics.observeHint(HintNoNames)
+		return
 	}
+	ops := hintOps(names, req.Object.Raw, resp.Patch)
+	before, pt := resp.Patch, resp.PatchType
+	if len(ops) == 0 || appendOps(resp, ops) != nil {
+		resp.Patch, resp.PatchType = before, pt
+		h.Metrics.observeHint(HintUnreadable)
+		return
+	}
+	h.Metrics.observeHint(HintAdded)
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
@@ -30,6 +31,9 @@ func TestHintPeerSlices(t *testing.T) {
 		hint string
 		// others are the annotations wanted beside it.
 		others map[string]string
+		// outcome is the one node_cleanup_webhook_peer_slices_hint_total
+		// counts; added when hint is set.
+		outcome string
 	}{
 		{name: "no annotations", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}`, names: names, hint: want},
 		{name: "annotations kept", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","annotations":{"a":"b"}}}`, names: names, hint: want, others: map[string]string{"a": "b"}},
@@ -39,15 +43,15 @@ func TestHintPeerSlices(t *testing.T) {
 		{name: "with the startup taint's mark", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","labels":{"kubernetes.io/os":"linux"}}}`, names: names, inject: true, hint: want, others: map[string]string{api.StartupTaintAdmissionAnnotation: "added"}},
 		{name: "with the mark, annotations there", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n","labels":{"kubernetes.io/os":"linux"},"annotations":{"a":"b"}}}`, names: names, inject: true, hint: want, others: map[string]string{"a": "b", api.StartupTaintAdmissionAnnotation: "added"}},
 		{name: "three slices: all of them", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}`, names: names[:3], hint: api.FormatPeerSlices("n", names[:3])},
-		{name: "not listed yet: none", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}`, names: sliceNames(nil)},
-		{name: "no name: none", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"generateName":"n-"}}`, names: names},
-		{name: "no metadata: none", raw: `{"apiVersion":"v1","kind":"Node"}`, names: names},
+		{name: "not listed yet: none", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}`, names: sliceNames(nil), outcome: HintNoNames},
+		{name: "no name: none", raw: `{"apiVersion":"v1","kind":"Node","metadata":{"generateName":"n-"}}`, names: names, outcome: HintUnreadable},
+		{name: "no metadata: none", raw: `{"apiVersion":"v1","kind":"Node"}`, names: names, outcome: HintUnreadable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			req := nodeCreate(t, &corev1.Node{})
 			req.Object.Raw = []byte(tc.raw)
-			h := &Handler{Finalizer: fin, PeerSlices: tc.names}
+			h := &Handler{Finalizer: fin, PeerSlices: tc.names, Metrics: newMetrics(t, prometheus.NewRegistry())}
 			if tc.inject {
 				h.StartupTaint = injector()
 			}
@@ -63,6 +67,13 @@ func TestHintPeerSlices(t *testing.T) {
 			}
 			if !slices.Equal(n.Finalizers, []string{fin}) {
 				t.Errorf("finalizers = %v", n.Finalizers)
+			}
+			outcome := tc.outcome
+			if tc.hint != "" {
+				outcome = HintAdded
+			}
+			if got := counterValue(t, h.Metrics.hint.WithLabelValues(outcome)); got != 1 {
+				t.Errorf("peer_slices_hint_total{outcome=%q} = %v, want 1", outcome, got)
 			}
 		})
 	}
