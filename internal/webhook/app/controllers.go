@@ -197,6 +197,7 @@ func startConfig(ctx context.Context, wg *sync.WaitGroup, opts Options, client k
 		DryRun:  opts.DryRun,
 		Metrics: metrics,
 		Log:     log,
+		Clock:   clock.RealClock{},
 	}
 	loader.OnInvalid = func(err error) {
 		if opts.PodName == "" {

@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/clocktest"
 )
 
 type settingsA struct {
@@ -204,4 +209,35 @@ func TestLoaderStartsInvalidAndPicksUpTheFixedSecret(t *testing.T) {
 	if v := testutil.ToFloat64(l.valid); v != 1 {
 		t.Errorf("node_cleanup_config_valid = %v after the fix, want 1", v)
 	}
+}
+
+// TestLoaderRereadsOnTheClock: Watch re-reads the file once every
+// interval of its clock: a changed file is not applied a millisecond
+// before the tick, and is at the tick.
+func TestLoaderRereadsOnTheClock(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("plugins:\n  b: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := &Loader{Path: path, Table: testTable(), Deps: Deps{Log: slog.New(slog.DiscardHandler)}, Log: slog.New(slog.DiscardHandler), Clock: fc}
+	if err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { l.Watch(ctx, time.Minute); close(done) }()
+	defer func() { cancel(); <-done }()
+	clocktest.Await(t, fc, 1) // the ticker
+	if err := os.WriteFile(path, []byte("plugins:\n  a:\n    enabled: false\n  c: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names := func() string { return strings.Join(l.Pipeline().Names(), ",") }
+	fc.Step(time.Minute - time.Millisecond)
+	if got := names(); got != "a,b" {
+		t.Fatalf("a millisecond before the tick plugins = %s, want the old a,b", got)
+	}
+	fc.Step(time.Millisecond)
+	clocktest.Until(t, "the changed file applied at the tick", func() bool { return names() == "c" })
 }

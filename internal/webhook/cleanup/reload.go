@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 )
 
 // Loader owns the running pipeline: it builds it from the configuration file
@@ -34,6 +35,8 @@ type Loader struct {
 	Log *slog.Logger
 	// OnInvalid is called (if set) when the file is rejected for a new reason.
 	OnInvalid func(err error)
+	// Clock times Watch's re-reads; nil is the real clock.
+	Clock clock.WithTicker
 
 	current atomic.Pointer[Pipeline]
 	mu      sync.Mutex
@@ -108,13 +111,17 @@ func (l *Loader) Watch(ctx context.Context, interval time.Duration) {
 		<-ctx.Done()
 		return
 	}
-	t := time.NewTicker(interval)
+	clk := l.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		l.Reload()
 	}
