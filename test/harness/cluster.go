@@ -79,6 +79,12 @@ type ClusterOptions struct {
 	// node's Ready condition Unknown and taints it node.kubernetes.io/unreachable;
 	// zero keeps its default (50 s). Fault tests shorten it.
 	NodeMonitorGracePeriod time.Duration
+	// KubeletDefaultTimings leaves the kubelets' status and sync timings at
+	// the kubelet's defaults (status checked every 10 s and posted when it
+	// changes or every 5 minutes, pods synced every minute), as on a
+	// production node, instead of the harness's 2 s status posts and 10 s
+	// syncs: for measuring what a node costs the API server.
+	KubeletDefaultTimings bool
 	// NetworkPolicies runs SIG Network's reference NetworkPolicy enforcer
 	// (kube-network-policies) on every real node, so NetworkPolicies are
 	// enforced for real (netpol.go).

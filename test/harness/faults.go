@@ -25,9 +25,24 @@ import (
 // the new kubelet runs (its Lease shows when it talks to the API server).
 // Containers keep running: they belong to containerd's shims.
 func (n *RealNode) RestartKubelet() error {
+	if err := n.StopKubelet(); err != nil {
+		return err
+	}
+	return n.StartKubelet()
+}
+
+// StopKubelet stops the node's kubelet (SIGTERM) and leaves it stopped: its
+// connection to the API server and its watches end; containerd, kube-proxy
+// and the containers keep running.
+func (n *RealNode) StopKubelet() error {
 	if err := n.kubelet.Stop(10 * time.Second); err != nil {
 		return fmt.Errorf("node %s: stop kubelet: %w", n.Name, err)
 	}
+	return nil
+}
+
+// StartKubelet starts the kubelet StopKubelet stopped, with the same flags.
+func (n *RealNode) StartKubelet() error {
 	p, err := n.cluster.rerun(n.kubelet)
 	if err != nil {
 		return fmt.Errorf("node %s: start kubelet again: %w", n.Name, err)

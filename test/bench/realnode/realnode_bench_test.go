@@ -39,6 +39,8 @@ var (
 	baseline = flag.String("realnode.baseline", "", "OCI tarball of another agent image, under another tag, that BenchmarkRealNodeSteady measures side by side with the local one")
 	rounds   = flag.Int("realnode.rounds", 3, "windows per image when BenchmarkRealNodeSteady compares with -realnode.baseline, alternating")
 	families = flag.String("realnode.ip-families", "IPv4", "IP families of the cluster, primary first: IPv4, IPv6, IPv4,IPv6 or IPv6,IPv4 (harness.Options.IPFamilies)")
+	nodes    = flag.Int("realnode.nodes", 2, "real nodes the cluster starts with")
+	timings  = flag.String("realnode.kubelet-timings", "harness", "the kubelets' status and sync timings: harness (status posted every 2 s, pods synced every 10 s) or default (the kubelet's own: status posted on change or every 5 minutes, pods synced every minute; harness.ClusterOptions.KubeletDefaultTimings)")
 	register = flag.String("realnode.register-taint", "flag", "how a joining node gets its startup taint: flag (kubelet --register-with-taints), admission (no flag: the webhook adds it at creation, webhook.startupTaint.inject) or alternate (one join each way, in turn, each reported apart)")
 )
 
@@ -52,7 +54,16 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	var err error
-	opts := harness.ClusterOptions{Options: harness.Options{Logf: log.Printf, IPFamilies: ipFamilies()}, ProjectImages: true}
+	// The audit log: BenchmarkAgentBesideKubelet counts each client's requests.
+	opts := harness.ClusterOptions{Options: harness.Options{Logf: log.Printf, IPFamilies: ipFamilies(), AuditLog: true}, Nodes: *nodes, ProjectImages: true}
+	switch *timings {
+	case "harness":
+	case "default":
+		opts.KubeletDefaultTimings = true
+	default:
+		fmt.Fprintf(os.Stderr, "-realnode.kubelet-timings=%s: want harness or default\n", *timings)
+		os.Exit(2)
+	}
 	if *baseline != "" {
 		opts.Images = []string{*baseline}
 	}
