@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 )
 
 // Check is one verification of the node's environment.
@@ -123,10 +124,22 @@ type Runner struct {
 	checks  []Check
 	timeout time.Duration
 	metrics *Metrics
+	// clock times the grace past a check's timeout (timeoutGrace); the
+	// timeout itself is the check's context's.
+	clock clock.WithTicker
+}
+
+// RunnerOption changes how a Runner runs.
+type RunnerOption func(*Runner)
+
+// WithClock has the runner wait out the grace past a check's timeout on
+// clk instead of the real clock.
+func WithClock(clk clock.WithTicker) RunnerOption {
+	return func(r *Runner) { r.clock = clk }
 }
 
 // NewRunner returns a runner for checks; metrics may be nil.
-func NewRunner(checks []Check, timeout time.Duration, metrics *Metrics) *Runner {
+func NewRunner(checks []Check, timeout time.Duration, metrics *Metrics, opts ...RunnerOption) *Runner {
 	if metrics != nil {
 		// Failure counters exist from the start (rate() needs the zero); the
 		// success gauge appears with the first result, so 0 always means failed.
@@ -134,7 +147,11 @@ func NewRunner(checks []Check, timeout time.Duration, metrics *Metrics) *Runner 
 			metrics.failures.WithLabelValues(c.Name())
 		}
 	}
-	return &Runner{checks: checks, timeout: timeout, metrics: metrics}
+	r := &Runner{checks: checks, timeout: timeout, metrics: metrics, clock: clock.RealClock{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Run runs every check once; the round takes as long as its slowest check.
@@ -179,11 +196,11 @@ func (r *Runner) runOne(ctx context.Context, c Check) (res Result) {
 	select {
 	case res.Err = <-done:
 	case <-ctx.Done():
-		grace := time.NewTimer(timeoutGrace)
+		grace := r.clock.NewTimer(timeoutGrace)
 		defer grace.Stop()
 		select {
 		case res.Err = <-done:
-		case <-grace.C:
+		case <-grace.C():
 			res.Err = fmt.Errorf("%s: no answer within %s: %w", c.Name(), r.timeout, ctx.Err())
 		}
 	}

@@ -9,6 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kube-node-ready/kube-node-ready/internal/clocktest"
 )
 
 type fakeCheck struct {
@@ -82,20 +86,51 @@ func TestNewMetricsTwiceFails(t *testing.T) {
 	}
 }
 
-// A check that honours its context and says why it did not finish (the
-// network check names the peer that did not answer) is heard, even when it
-// returns just after the deadline: the runner's own "no answer" is only for
-// checks that ignore their context.
-func TestRunnerKeepsTheErrorOfACheckThatHonoursItsDeadline(t *testing.T) {
-	late := fakeCheck{"network", func(ctx context.Context) error {
-		<-ctx.Done()
-		time.Sleep(20 * time.Millisecond) // a busy node: woken a little after the deadline
-		return errors.New("network: pod-to-pod: 0 of 1 peers answered: tcp 10.244.2.2:8080: i/o timeout")
-	}}
-	for range 20 { // without the grace the runner's deadline wins this race every time
-		res := NewRunner([]Check{late}, 10*time.Millisecond, nil).Run(context.Background()).Results[0]
-		if res.Err == nil || !strings.Contains(res.Err.Error(), "10.244.2.2") {
-			t.Fatalf("err = %v, want the check's own error naming the peer", res.Err)
-		}
+// TestRunnerGraceOnTheClock: past a check's timeout the runner waits
+// timeoutGrace on its clock for the check to say why it did not finish. A
+// check that honours its context (the network check names the peer that
+// did not answer) is heard when it returns within the grace, however late
+// a busy node wakes it; one that ignores its context ends the round with
+// the runner's own "no answer", at the grace and not a millisecond sooner.
+func TestRunnerGraceOnTheClock(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		honours  bool
+		stepped  time.Duration // fake time until the check's round ends
+		wantPart string
+	}{
+		{"honours its context, answers late", true, 0, "10.244.2.2"},
+		{"ignores its context", false, timeoutGrace, "no answer within 1ms"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			release := make(chan struct{})
+			defer close(release)
+			check := fakeCheck{"network", func(ctx context.Context) error {
+				if tt.honours {
+					<-ctx.Done()
+				}
+				<-release
+				return errors.New("network: pod-to-pod: 0 of 1 peers answered: tcp 10.244.2.2:8080: i/o timeout")
+			}}
+			round := make(chan Round, 1)
+			go func() {
+				round <- NewRunner([]Check{check}, time.Millisecond, nil, WithClock(fc)).Run(context.Background())
+			}()
+			clocktest.Await(t, fc, 1) // the timeout passed (real time): the grace's timer
+			var res Result
+			if tt.honours {
+				release <- struct{}{} // the check wakes, late: no fake time has passed
+				res = (<-round).Results[0]
+			} else {
+				clocktest.Step(t, fc, tt.stepped-time.Millisecond, 1)
+				fc.Step(time.Millisecond)
+				res = (<-round).Results[0]
+			}
+			if res.Err == nil || !strings.Contains(res.Err.Error(), tt.wantPart) {
+				t.Fatalf("err = %v, want it to say %q", res.Err, tt.wantPart)
+			}
+		})
 	}
 }
