@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"math"
@@ -293,7 +294,8 @@ func (p *PeerSlices) choose(ctx context.Context) {
 // fromHint makes a first choice from names, the node's hint (all: every
 // slice the Service had when it was written), as from listed names, and
 // reports whether it did: not when the slices it names that still exist
-// hold too few candidates of a family, or one could not be read; choose
+// hold too few candidates of a family, two it names are gone, or one could
+// not be read; choose
 // then lists the names, and the watches opened here serve that choice.
 func (c *choice) fromHint(names []string, all bool, families []discoveryv1.AddressType) bool {
 	p := c.p
@@ -304,7 +306,18 @@ func (c *choice) fromHint(names []string, all bool, families []discoveryv1.Addre
 		return true
 	}
 	var walked []string
-	chosen, read, err := ChooseRanked(p.peers.node, p.peers.podIP, names, families, p.peers.need, c.reader(&walked))
+	inner, gone := c.reader(&walked), 0
+	chosen, read, err := ChooseRanked(p.peers.node, p.peers.podIP, names, families, p.peers.need, func(name string) ([]discoveryv1.EndpointSlice, error) {
+		got, err := inner(name)
+		if err == nil && len(got) == 0 {
+			// Gone: a hint from long ago (the agent restarted on an old
+			// node) may name none that exist; two are enough to tell.
+			if gone++; gone == staleHint {
+				return nil, errStaleHint
+			}
+		}
+		return got, err
+	})
 	if err != nil {
 		return false
 	}
@@ -320,6 +333,12 @@ func (c *choice) fromHint(names []string, all bool, families []discoveryv1.Addre
 	c.follow(chosen, read, families, all && len(chosen) == len(names))
 	return true
 }
+
+// staleHint is how many slices the hint names that are gone make it
+// dropped: its other names are no longer worth a read each.
+const staleHint = 2
+
+var errStaleHint = errors.New("the hint names slices that are gone")
 
 // choice is one choice's watches: those followed before it (kept) and
 // those it opened to read a slice.

@@ -3,9 +3,12 @@ package endpoints
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -29,6 +32,19 @@ func unnamedLists(cs *fake.Clientset) int {
 	for _, a := range cs.Actions() {
 		l, ok := a.(k8stesting.ListAction)
 		if ok && a.GetResource().Resource == "endpointslices" && l.GetListRestrictions().Fields.Empty() {
+			n++
+		}
+	}
+	return n
+}
+
+// namedLists counts the reads of one slice by name the fake API server
+// answered (a watch's first list).
+func namedLists(cs *fake.Clientset) int {
+	n := 0
+	for _, a := range cs.Actions() {
+		l, ok := a.(k8stesting.ListAction)
+		if ok && a.GetResource().Resource == "endpointslices" && !l.GetListRestrictions().Fields.Empty() {
 			n++
 		}
 	}
@@ -76,11 +92,15 @@ func TestPeerSlicesHint(t *testing.T) {
 		// lists is how many lists of the names the choice made.
 		lists  int
 		follow []string
+		// named, when set, is how many slices were read by name.
+		named int
 	}{
 		{name: "good", slices: all, hint: good, follow: want},
 		{name: "first hinted slice gone, the next holds enough", slices: slices.DeleteFunc(slices.Clone(all), func(s *discoveryv1.EndpointSlice) bool { return s.Name == ranked[0] }), hint: good, follow: []string{ranked[1]}},
 		{name: "none", slices: all, hint: "", lists: 1, follow: want},
-		{name: "every hinted slice gone", slices: all, hint: "gone-1,gone-2,gone-3,gone-4,gone-5,gone-6,gone-7,gone-8", lists: 1, follow: want},
+		{name: "every hinted slice gone", slices: all, hint: "gone-1,gone-2,gone-3,gone-4,gone-5,gone-6,gone-7,gone-8", lists: 1, follow: want,
+			// Two gone drop the hint; then the one chosen from the list.
+			named: 3},
 		{name: "garbage", slices: all, hint: "S00,,not a name", lists: 1, follow: want},
 		{name: "too many names", slices: all, hint: good + ",s99", lists: 1, follow: want},
 		{name: "hinted slices without candidates", slices: notReady, hint: good, lists: 1},
@@ -104,6 +124,9 @@ func TestPeerSlicesHint(t *testing.T) {
 			}
 			if got := unnamedLists(cs); got != tc.lists+whole {
 				t.Errorf("the API server answered %d lists of every slice, want %d", got, tc.lists+whole)
+			}
+			if got := namedLists(cs); tc.named != 0 && got != tc.named {
+				t.Errorf("%d reads of a slice by name, want %d", got, tc.named)
 			}
 			if got := followedNames(p); tc.follow != nil && !slices.Equal(got, tc.follow) {
 				t.Errorf("follows %v, want %v", got, tc.follow)
@@ -131,5 +154,56 @@ func TestPeerSlicesHintOnlyFirstChoice(t *testing.T) {
 	p.mu.Unlock()
 	if client.lists() != 1 {
 		t.Errorf("calls %v: want the second choice to list the names", client.snapshot())
+	}
+}
+
+// TestPeerSlicesHintDualStack: a dual-stack Service's hint is taken when
+// its names hold slices of both families with candidates (one of each
+// followed, no list), and dropped for the list when they hold one family
+// only.
+func TestPeerSlicesHintDualStack(t *testing.T) {
+	var objs []*discoveryv1.EndpointSlice
+	var names []string
+	for i := range 10 {
+		s := peerSlice(fmt.Sprintf("s%d", i), nodeNames(i*100+1, (i+1)*100+1))
+		objs = append(objs, s, ipv6(s))
+		names = append(names, s.Name, s.Name+"-ipv6")
+	}
+	ranked := api.RankPeerSlices("n0", names)
+	var v4Only []string
+	for _, n := range ranked {
+		if !strings.HasSuffix(n, "-ipv6") && len(v4Only) < api.PeerSlicesHintLen {
+			v4Only = append(v4Only, n)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		hint  string
+		lists int
+	}{
+		{"both families", api.FormatPeerSlices("n0", names), 0},
+		{"one family", strings.Join(v4Only, ","), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, client, cs, _ := peerSlicesFixture(t, objs...)
+			if _, err := cs.CoreV1().Services(peerSvc.Namespace).Create(t.Context(), &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: peerSvc.Name, Namespace: peerSvc.Namespace},
+				Spec:       corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			p.Hint(func() string { return tc.hint })
+			eps, err := p.Endpoints(t.Context(), peerSvc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fams := byFamily(eps)
+			if len(fams[discoveryv1.AddressTypeIPv4]) != 100 || len(fams[discoveryv1.AddressTypeIPv6]) != 100 {
+				t.Errorf("follows %v: %d IPv4 and %d IPv6 endpoints, want one slice of each", followedNames(p), len(fams[discoveryv1.AddressTypeIPv4]), len(fams[discoveryv1.AddressTypeIPv6]))
+			}
+			if got := client.lists(); got != tc.lists {
+				t.Errorf("%d lists of the names, want %d; calls %v", got, tc.lists, client.snapshot())
+			}
+		})
 	}
 }
