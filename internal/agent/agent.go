@@ -158,9 +158,9 @@ func New(cfg Config, client Client, cs []checks.Check, idleStop Stopper, checkMe
 		}
 		metrics.continuous.WithLabelValues(name).Set(metricsserver.Bool(on))
 	}
-	a.runner = checks.NewRunner(cs, cfg.CheckTimeout, checkMetrics)
+	a.runner = checks.NewRunner(cs, cfg.CheckTimeout, checkMetrics, checks.WithClock(clk))
 	if len(continuous) > 0 {
-		a.periodic = checks.NewRunner(continuous, cfg.CheckTimeout, checkMetrics)
+		a.periodic = checks.NewRunner(continuous, cfg.CheckTimeout, checkMetrics, checks.WithClock(clk))
 	}
 	if err := a.watchNode(); err != nil {
 		return nil, err
