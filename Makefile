@@ -102,8 +102,11 @@ tools: ## build the pinned control plane, kubelet, kube-proxy, containerd, CoreD
 tools-first:
 	./test/tools/build.sh first
 
-# make test builds the tools every e2e package needs, then starts the e2e
-# streams (mostly waiting on the clusters they start) at once. Beside them,
+# make test builds the tools every e2e package needs, then compiles what the
+# e2e packages import once (go vet: from empty caches, eight streams starting
+# at once would each compile client-go and the rest again, side by side),
+# then starts the e2e streams (mostly waiting on the clusters they start) at
+# once. Beside them,
 # at the idle scheduling priority (SCHED_IDLE), it builds the later tools
 # (Prometheus, KWOK, Karpenter, kube-network-policies, cert-manager,
 # staticcheck: test/tools/build.sh later), then runs lint, govulncheck, the
@@ -116,6 +119,8 @@ tools-first:
 .PHONY: test
 test: tools-first build images ## everything CI runs: lint, govulncheck, unit tests (-race), bounded fuzzing, e2e against the real control plane and real nodes
 	@mkdir -p $(BIN)/logs
+	@echo "== compiling what the e2e packages import, once (go vet -tags e2e ./...; make lint reports its findings)"
+	$(GO) vet -tags e2e ./... >$(BIN)/logs/vet-first.log 2>&1 || true
 	echo $$$$ >$(BIN)/.tools-later; \
 	( laterrc=0; \
 	  if chrt --idle 0 ./test/tools/build.sh later >$(BIN)/logs/tools-later.log 2>&1; then rm -f $(BIN)/.tools-later; \

@@ -137,6 +137,17 @@ if [[ $group != later ]]; then
 		apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1 ||
 			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends "${need[@]}"; }
 	fi
+
+	# The later tools' modules, and make vuln's and make lint's, downloaded now
+	# at normal priority: make test builds them at idle priority beside the e2e
+	# tests, where a download's TLS handshake outwaits its 10-s timeout on
+	# busy cores (a cold run failed so).
+	for m in prometheus cert-manager kwok karpenter kube-network-policies; do
+		(cd "$tools/$m" && go mod download)
+	done
+	for m in staticcheck govulncheck vulndb; do
+		(cd "$tools/$m" && GOTOOLCHAIN=$project_toolchain go mod download)
+	done
 fi
 
 if [[ $group != first ]]; then
