@@ -34,8 +34,7 @@ GO      ?= go
 # times per package of the fresh-clone run at 805f701 and of a make test at
 # cdeeae1 (docs/benchmarks.md),
 # the longest first in each, but a package that needs one of the later tools
-# (Prometheus, KWOK, Karpenter, kube-network-policies, cert-manager: see
-# test) after those that need none, since make test builds them beside the
+# (KWOK, Karpenter, kube-network-policies, cert-manager: see test) after those that need none, since make test builds them beside the
 # first packages; E2E_STREAM8 also takes, last, every package the others do
 # not name.
 E2E_STREAM1 ?= ./test/e2e/install/... ./test/e2e/externalnames/... ./test/e2e/gitops/... ./test/e2e/netpol/...
@@ -108,8 +107,8 @@ tools-first:
 # then starts the e2e streams (mostly waiting on the clusters they start) at
 # once. Beside them,
 # at the idle scheduling priority (SCHED_IDLE), it builds the later tools
-# (Prometheus, KWOK, Karpenter, kube-network-policies, cert-manager,
-# staticcheck: test/tools/build.sh later), then runs lint, govulncheck, the
+# (KWOK, Karpenter, kube-network-policies, cert-manager, staticcheck:
+# test/tools/build.sh later), then runs lint, govulncheck, the
 # unit tests and fuzzing: they take the cores only when the e2e tests leave
 # them idle, so the tests' timing is what it is without them. bin/.tools-later
 # holds this recipe's process ID while the later tools build, and a test that

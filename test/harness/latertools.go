@@ -13,8 +13,8 @@ import (
 )
 
 // LaterToolsFile is the file in the bin directory that says the tools of
-// `test/tools/build.sh later` (Prometheus and promtool, KWOK, Karpenter,
-// kube-network-policies, cert-manager, staticcheck) are still being built.
+// `test/tools/build.sh later` (KWOK, Karpenter, kube-network-policies,
+// cert-manager, staticcheck) are still being built.
 // make test builds them while the e2e tests that need none of them run: it
 // writes the builder's process ID here first, and replaces it with a line
 // starting "failed" when the build fails, or removes the file when it
@@ -29,7 +29,9 @@ const laterToolsWait = 30 * time.Minute
 // in binDir, waiting while make test still builds the later tools. It fails
 // with the reason when their build failed, when the builder is gone without
 // saying, or when the tool is not there after it: never a test that runs
-// without its tool.
+// without its tool. A caller whose context bounds what it does with the tool
+// (start a server within a minute) waits here first, with a context that does
+// not bound the build.
 func LaterTool(ctx context.Context, binDir, rel string) (string, error) {
 	path := filepath.Join(binDir, rel)
 	marker := filepath.Join(binDir, LaterToolsFile)
@@ -63,7 +65,7 @@ func LaterTool(ctx context.Context, binDir, rel string) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("%s: still being built after %s: %w", rel, laterToolsWait, ctx.Err())
+			return "", fmt.Errorf("%s: still being built when the wait ended (at most %s, or the caller's deadline): %w", rel, laterToolsWait, ctx.Err())
 		case <-time.After(2 * time.Second):
 		}
 	}

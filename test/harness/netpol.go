@@ -70,7 +70,7 @@ func (n *RealNode) NetpolMetricsURL() string {
 // queue, then sends the pods' packets to it.
 func (n *RealNode) startNetworkPolicies(ctx context.Context) error {
 	cp := n.cluster.ControlPlane
-	bin, err := LaterTool(ctx, cp.BinDir, "kube-network-policies")
+	bin, err := LaterTool(context.Background(), cp.BinDir, "kube-network-policies")
 	if err != nil {
 		return fmt.Errorf("kube-network-policies: %w", err)
 	}

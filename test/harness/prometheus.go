@@ -102,6 +102,13 @@ func (cp *ControlPlane) StartPrometheus(ctx context.Context, dir, config string,
 // server stops when the test ends, its log printed if the test failed.
 func (cp *ControlPlane) StartPrometheusT(t testing.TB, dir, config string, files map[string]string) *Prometheus {
 	t.Helper()
+	// make test may still be building them (LaterTool): wait before the
+	// 90 seconds Prometheus has to start.
+	for _, tool := range []string{"prometheus", "promtool"} {
+		if _, err := LaterTool(context.Background(), cp.BinDir, tool); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	p, err := cp.StartPrometheus(ctx, dir, config, files)

@@ -4,10 +4,11 @@
 # under test/tools/ differs from the one recorded in bin/.stamp-<tool>.
 #
 #   build.sh        every tool
-#   build.sh first  what every e2e package needs: the control plane, real
+#   build.sh first  what most e2e packages need: the control plane, real
 #                   nodes (kubelet, kube-proxy, containerd, CoreDNS, the
-#                   Debian packages), helm, the test images and the CRDs
-#   build.sh later  the rest (Prometheus, KWOK, Karpenter, cert-manager,
+#                   Debian packages), helm, Prometheus and promtool, the
+#                   test images and the CRDs
+#   build.sh later  the rest (KWOK, Karpenter, cert-manager,
 #                   kube-network-policies, staticcheck), which make test
 #                   builds while the e2e tests that need none of them run
 set -euo pipefail
@@ -82,6 +83,18 @@ if [[ $group != later ]]; then
 		containerd=github.com/containerd/containerd/v2/cmd/containerd \
 		containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
 		ctr=github.com/containerd/containerd/v2/cmd/ctr
+	# Prometheus and promtool for the monitoring tests (promtool also checks
+	# the agent's metrics in several e2e packages, so it is built first) and the chart's rule tests,
+	# with Kubernetes service discovery (which Debian's prometheus package is built
+	# without); every other discovery is left out.
+	# Module versions v0.MNN.P are Prometheus M.NN.P.
+	pv=$(cd "$tools/prometheus" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+	pv=${pv#v0.}
+	pv="$((${pv%%.*} / 100)).$((${pv%%.*} % 100)).${pv#*.}"
+	LDFLAGS="-X github.com/prometheus/common/version.Version=$pv -X github.com/prometheus/common/version.Branch=knr-tools" \
+		TAGS=remove_all_sd,enable_kubernetes_sd build prometheus "$tools/prometheus" github.com/prometheus/prometheus \
+		prometheus=github.com/prometheus/prometheus/cmd/prometheus promtool=github.com/prometheus/prometheus/cmd/promtool
+
 	# The image builder and the pause program are the project's own code in a
 	# module of its own, so go-containerregistry never enters the agent's or the
 	# webhook's dependencies; their stamp is the hash of their sources. The test
@@ -142,7 +155,7 @@ if [[ $group != later ]]; then
 	# at normal priority: make test builds them at idle priority beside the e2e
 	# tests, where a download's TLS handshake outwaits its 10-s timeout on
 	# busy cores (a cold run failed so).
-	for m in prometheus cert-manager kwok karpenter kube-network-policies; do
+	for m in cert-manager kwok karpenter kube-network-policies; do
 		(cd "$tools/$m" && go mod download)
 	done
 	for m in staticcheck govulncheck vulndb; do
@@ -151,17 +164,6 @@ if [[ $group != later ]]; then
 fi
 
 if [[ $group != first ]]; then
-	# Prometheus and promtool for the monitoring tests and the chart's rule tests,
-	# with Kubernetes service discovery (which Debian's prometheus package is built
-	# without); every other discovery is left out.
-	# Module versions v0.MNN.P are Prometheus M.NN.P.
-	pv=$(cd "$tools/prometheus" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
-	pv=${pv#v0.}
-	pv="$((${pv%%.*} / 100)).$((${pv%%.*} % 100)).${pv#*.}"
-	LDFLAGS="-X github.com/prometheus/common/version.Version=$pv -X github.com/prometheus/common/version.Branch=knr-tools" \
-		TAGS=remove_all_sd,enable_kubernetes_sd build prometheus "$tools/prometheus" github.com/prometheus/prometheus \
-		prometheus=github.com/prometheus/prometheus/cmd/prometheus promtool=github.com/prometheus/prometheus/cmd/promtool
-
 	# The autoscaler and fleet-scale tools, each in a module of its own (one module
 	# for both would let minimal version selection move Karpenter off the
 	# Kubernetes and controller-runtime it was released with): KWOK keeps the
