@@ -134,6 +134,13 @@ func testJoin(t *testing.T) {
 					t.Errorf("node %s first seen with our taints %v and mark %q, want exactly [%s] added at creation by admission",
 						n.Name, ours, node.Annotations[api.StartupTaintAdmissionAnnotation], harness.StartupTaint.Key)
 				}
+				// The agents of the first nodes are in their Service's slices by
+				// now, so admission names the new node's first peer slices; the
+				// join below then starts from them.
+				if names, _ := api.ParsePeerSlices(node.Annotations[api.PeerSlicesAnnotation]); len(names) == 0 {
+					t.Errorf("node %s first seen with peer slices hint %q, want the slices admission names (%s)",
+						n.Name, node.Annotations[api.PeerSlicesAnnotation], api.PeerSlicesAnnotation)
+				}
 			}
 			if !installkit.Tainted(node) && node.Labels[installkit.VerifiedLabel] == "true" {
 				untainted = time.Now()
