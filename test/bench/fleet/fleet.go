@@ -155,7 +155,11 @@ func (f *Fleet) start(ctx context.Context, node harness.Node) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", node.Name, err)
 	}
-	log := logging.New(f.opts.Log, opts.LogLevel).With("node", node.Name)
+	logOut := f.opts.Log
+	if traffic != nil {
+		logOut = untaintMarker{w: logOut, t: traffic}
+	}
+	log := logging.New(logOut, opts.LogLevel).With("node", node.Name)
 	var ln net.Listener
 	var shared *sharedServer
 	if f.opts.SharedListener {

@@ -132,7 +132,11 @@ func joinOnce(b *testing.B, name string) (requests, read, choice, serverMS float
 		b.Fatalf("%s: no untaint logged: %v", name, err)
 	}
 	traffic := f.Agents()[0].Traffic
-	read = float64(traffic.Bytes())
+	untaintBytes, ok := traffic.BytesAtUntaint()
+	if !ok {
+		b.Fatalf("%s: its untaint was logged, but its traffic did not note it", name)
+	}
+	read = float64(untaintBytes)
 	for _, kind := range traffic.Kinds() {
 		if fleet.IsSliceList(kind) {
 			choice += float64(traffic.BytesOf(kind))

@@ -19,6 +19,9 @@ import (
 type Traffic struct {
 	requests atomic.Int64
 	bytes    atomic.Int64
+	// untaint is bytes as the agent logged its untaint, once untainted.
+	untaint   atomic.Int64
+	untainted atomic.Bool
 
 	mu sync.Mutex
 	// byKind are the response bytes by request kind (Kind).
@@ -30,6 +33,33 @@ func (t *Traffic) Requests() int64 { return t.requests.Load() }
 
 // Bytes is the response bytes read so far.
 func (t *Traffic) Bytes() int64 { return t.bytes.Load() }
+
+// BytesAtUntaint is Bytes as the agent logged its untaint (UntaintMsg),
+// noted by its log writer as the line went by: what its join read, without
+// the watch events that arrived before a poll saw the line (a Node's copy,
+// about 3.7 KiB each); false before the line.
+func (t *Traffic) BytesAtUntaint() (int64, bool) {
+	if !t.untainted.Load() {
+		return 0, false
+	}
+	return t.untaint.Load(), true
+}
+
+// untaintMarker passes an agent's log lines on to w, noting its traffic's
+// bytes as the untaint's line goes by (BytesAtUntaint). The agent writes
+// that line right after its untaint's patch returned.
+type untaintMarker struct {
+	w io.Writer
+	t *Traffic
+}
+
+func (m untaintMarker) Write(p []byte) (int, error) {
+	if !m.t.untainted.Load() && bytes.Contains(p, []byte(UntaintMsg)) {
+		m.t.untaint.Store(m.t.Bytes())
+		m.t.untainted.Store(true)
+	}
+	return m.w.Write(p)
+}
 
 // BytesOf is the response bytes read so far of requests of kind (Kind).
 func (t *Traffic) BytesOf(kind string) int64 {

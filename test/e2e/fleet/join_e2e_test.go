@@ -89,9 +89,10 @@ func TestJoinRequestsDoNotGrowWithTheSlices(t *testing.T) {
 		}
 	}
 	// The hint's names (3 beside 3 slices, api.PeerSlicesHintLen beside
-	// 30) in each copy of the node read, and the watch events that came
-	// before the untaint or after it: far below the names of 27 more
-	// slices listed (about 12 KiB).
+	// 30) in each copy of the node read, and a watch event that may come
+	// between the untaint's patch and its log line (bytes are taken there,
+	// Traffic.BytesAtUntaint): far below the names of 27 more slices listed
+	// (about 12 KiB).
 	const noise = 4 << 10
 	if d := hinted[1].bytes - hinted[0].bytes; d > noise || d < -noise {
 		t.Errorf("a hinted join read %d bytes beside %d slices, %d beside %d: want within %d", hinted[0].bytes, sizes[0]/100, hinted[1].bytes, sizes[1]/100, noise)
@@ -123,7 +124,13 @@ func joinOnce(t *testing.T, name string, hint bool) joinCost {
 		return !at.IsZero(), "no untaint logged yet"
 	})
 	traffic := f.Agents()[0].Traffic
-	cost := joinCost{requests: map[string]int{}, bytes: traffic.Bytes(),
+	// The bytes as the untaint was logged, not when this poll saw it: the
+	// watch events in between (a Node's copy each) are not the join's.
+	joinBytes, ok := traffic.BytesAtUntaint()
+	if !ok {
+		t.Fatalf("%s's untaint was logged, but its traffic did not note it", node.Name)
+	}
+	cost := joinCost{requests: map[string]int{}, bytes: joinBytes,
 		namesListed: traffic.BytesOf("GET /apis/discovery.k8s.io/v1/namespaces/" + harness.AgentNamespace + "/endpointslices")}
 	if err := f.Stop(); err != nil {
 		t.Fatal(err)
