@@ -10,6 +10,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/agent/checks"
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
+	"github.com/kube-node-ready/kube-node-ready/internal/metricsserver"
 )
 
 // Publish mode (Config.Publish, --mode=publish) works beside the node
@@ -208,7 +209,7 @@ func (a *Agent) publishBypass(ctx context.Context, node *corev1.Node) time.Durat
 // False, True for the others. While a node recovers (want Recovering) the
 // checks' conditions stay as they are.
 func (a *Agent) publish(ctx context.Context, want ConditionState, failing []string) {
-	a.metrics.verified.Set(map[bool]float64{true: 1, false: 0}[want.Status == corev1.ConditionTrue])
+	a.metrics.verified.Set(metricsserver.Bool(want.Status == corev1.ConditionTrue))
 	node := a.view.node()
 	if node == nil {
 		return

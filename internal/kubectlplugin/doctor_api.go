@@ -50,8 +50,28 @@ func (a *kubeAPI) ListControllerRevisions(ctx context.Context, namespace string)
 	return revs, explain(err, "list", "controllerrevisions.apps"+scope(namespace), "")
 }
 
-// nodePoolList is the part of a NodePoolList the doctor reads.
-type nodePoolList struct {
+// nodePoolSpec is the part of a NodePool's spec the doctor reads.
+type nodePoolSpec struct {
+	Template struct {
+		Spec struct {
+			StartupTaints []doctor.Taint `json:"startupTaints"`
+			Taints        []doctor.Taint `json:"taints"`
+		} `json:"spec"`
+	} `json:"template"`
+}
+
+func (a *kubeAPI) ListNodePools(ctx context.Context) ([]doctor.NodePool, bool, error) {
+	var out []doctor.NodePool
+	served, err := listCustom(ctx, a, nodePoolsPath, "nodepools.karpenter.sh", func(name string, spec nodePoolSpec) {
+		s := spec.Template.Spec
+		out = append(out, doctor.NodePool{Name: name, StartupTaints: s.StartupTaints, Taints: s.Taints})
+	})
+	return out, served, err
+}
+
+// customList is the part of a custom resource's list the doctor decodes:
+// the continue token, and each item's name and the part S of its spec.
+type customList[S any] struct {
 	Metadata struct {
 		Continue string `json:"continue"`
 	} `json:"metadata"`
@@ -59,31 +79,25 @@ type nodePoolList struct {
 		Metadata struct {
 			Name string `json:"name"`
 		} `json:"metadata"`
-		Spec struct {
-			Template struct {
-				Spec struct {
-					StartupTaints []doctor.Taint `json:"startupTaints"`
-					Taints        []doctor.Taint `json:"taints"`
-				} `json:"spec"`
-			} `json:"template"`
-		} `json:"spec"`
+		Spec S `json:"spec"`
 	} `json:"items"`
 }
 
-func (a *kubeAPI) ListNodePools(ctx context.Context) ([]doctor.NodePool, bool, error) {
-	var out []doctor.NodePool
-	served, err := a.listRaw(ctx, nodePoolsPath, "nodepools.karpenter.sh", func(body []byte) (string, error) {
-		var l nodePoolList
+// listCustom lists the custom resources at path page by page, without a
+// typed client, handing each item's name and spec to item. served is false
+// when the API server does not serve the resource; resource names it in
+// errors.
+func listCustom[S any](ctx context.Context, a *kubeAPI, path, resource string, item func(name string, spec S)) (served bool, err error) {
+	return a.listRaw(ctx, path, resource, func(body []byte) (string, error) {
+		var l customList[S]
 		if err := json.Unmarshal(body, &l); err != nil {
 			return "", err
 		}
 		for _, it := range l.Items {
-			s := it.Spec.Template.Spec
-			out = append(out, doctor.NodePool{Name: it.Metadata.Name, StartupTaints: s.StartupTaints, Taints: s.Taints})
+			item(it.Metadata.Name, it.Spec)
 		}
 		return l.Metadata.Continue, nil
 	})
-	return out, served, err
 }
 
 // listRaw lists the custom resources at path page by page, without a
@@ -141,23 +155,13 @@ const (
 	nodeReadinessRulesPath    = "/apis/" + nodeReadinessGroupVersion + "/nodereadinessrules"
 )
 
-// ruleList is the part of a NodeReadinessRuleList doctor reads.
-type ruleList struct {
-	Metadata struct {
-		Continue string `json:"continue"`
-	} `json:"metadata"`
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Spec struct {
-			Conditions []struct {
-				Type string `json:"type"`
-			} `json:"conditions"`
-			Taint           doctor.Taint `json:"taint"`
-			EnforcementMode string       `json:"enforcementMode"`
-		} `json:"spec"`
-	} `json:"items"`
+// ruleSpec is the part of a NodeReadinessRule's spec doctor reads.
+type ruleSpec struct {
+	Conditions []struct {
+		Type string `json:"type"`
+	} `json:"conditions"`
+	Taint           doctor.Taint `json:"taint"`
+	EnforcementMode string       `json:"enforcementMode"`
 }
 
 func (a *kubeAPI) ListNodeReadinessRules(ctx context.Context) ([]doctor.ReadinessRule, bool, error) {
@@ -172,19 +176,12 @@ func (a *kubeAPI) ListNodeReadinessRules(ctx context.Context) ([]doctor.Readines
 		return nil, false, explain(err, "discover", nodeReadinessGroupVersion, "")
 	}
 	var out []doctor.ReadinessRule
-	served, err := a.listRaw(ctx, nodeReadinessRulesPath, "nodereadinessrules.readiness.node.x-k8s.io", func(body []byte) (string, error) {
-		var l ruleList
-		if err := json.Unmarshal(body, &l); err != nil {
-			return "", err
+	served, err := listCustom(ctx, a, nodeReadinessRulesPath, "nodereadinessrules.readiness.node.x-k8s.io", func(name string, spec ruleSpec) {
+		r := doctor.ReadinessRule{Name: name, Taint: spec.Taint, EnforcementMode: spec.EnforcementMode}
+		for _, c := range spec.Conditions {
+			r.Conditions = append(r.Conditions, c.Type)
 		}
-		for _, it := range l.Items {
-			r := doctor.ReadinessRule{Name: it.Metadata.Name, Taint: it.Spec.Taint, EnforcementMode: it.Spec.EnforcementMode}
-			for _, c := range it.Spec.Conditions {
-				r.Conditions = append(r.Conditions, c.Type)
-			}
-			out = append(out, r)
-		}
-		return l.Metadata.Continue, nil
+		out = append(out, r)
 	})
 	return out, served, err
 }

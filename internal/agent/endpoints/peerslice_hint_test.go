@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -186,21 +184,13 @@ func TestPeerSlicesHintDualStack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, client, cs, _ := peerSlicesFixture(t, objs...)
-			if _, err := cs.CoreV1().Services(peerSvc.Namespace).Create(t.Context(), &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Name: peerSvc.Name, Namespace: peerSvc.Namespace},
-				Spec:       corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
-			}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			createDualStackPeerService(t, cs)
 			p.Hint(func() string { return tc.hint })
 			eps, err := p.Endpoints(t.Context(), peerSvc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fams := byFamily(eps)
-			if len(fams[discoveryv1.AddressTypeIPv4]) != 100 || len(fams[discoveryv1.AddressTypeIPv6]) != 100 {
-				t.Errorf("follows %v: %d IPv4 and %d IPv6 endpoints, want one slice of each", followedNames(p), len(fams[discoveryv1.AddressTypeIPv4]), len(fams[discoveryv1.AddressTypeIPv6]))
-			}
+			wantOneSliceOfEachFamily(t, p, eps)
 			if got := client.lists(); got != tc.lists {
 				t.Errorf("%d lists of the names, want %d; calls %v", got, tc.lists, client.snapshot())
 			}

@@ -585,22 +585,35 @@ func TestPeerSlicesFollowsEachFamilyOfTheService(t *testing.T) {
 		objs = append(objs, s, ipv6(s))
 	}
 	p, client, cs, _ := peerSlicesFixture(t, objs...)
+	createDualStackPeerService(t, cs)
+	eps, err := p.Endpoints(t.Context(), peerSvc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOneSliceOfEachFamily(t, p, eps)
+	if n := client.count("list "); n != 0 {
+		t.Errorf("calls %v: a list of every slice", client.snapshot())
+	}
+}
+
+// createDualStackPeerService creates the peers' Service with both families.
+func createDualStackPeerService(t *testing.T, cs *fake.Clientset) {
+	t.Helper()
 	if _, err := cs.CoreV1().Services(peerSvc.Namespace).Create(t.Context(), &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: peerSvc.Name, Namespace: peerSvc.Namespace},
 		Spec:       corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eps, err := p.Endpoints(t.Context(), peerSvc)
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// wantOneSliceOfEachFamily: eps are the 100 endpoints of one IPv4 and one
+// IPv6 slice.
+func wantOneSliceOfEachFamily(t *testing.T, p *PeerSlices, eps []Endpoint) {
+	t.Helper()
 	fams := byFamily(eps)
 	if len(fams[discoveryv1.AddressTypeIPv4]) != 100 || len(fams[discoveryv1.AddressTypeIPv6]) != 100 {
 		t.Errorf("follows %v: %d IPv4 and %d IPv6 endpoints, want one slice of each", followedNames(p), len(fams[discoveryv1.AddressTypeIPv4]), len(fams[discoveryv1.AddressTypeIPv6]))
-	}
-	if n := client.count("list "); n != 0 {
-		t.Errorf("calls %v: a list of every slice", client.snapshot())
 	}
 }
 

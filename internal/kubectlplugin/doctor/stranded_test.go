@@ -71,13 +71,21 @@ func strandedFake(t *testing.T) *fakeAPI {
 		tainted("ip-10-0-1-6", "example.com/gpu"),
 	)
 	ds := presetDS(api.PresetNone, "example.com/booting=true:NoSchedule")
+	upgradedFrom(t, f, ds)
+	return f
+}
+
+// upgradedFrom gives f the agent's DaemonSet ds, the webhook, and ds's two
+// revisions: the first with custom startup and unhealthy keys
+// (example.com/old-boot, example.com/old-sick), the second ds's own.
+func upgradedFrom(t *testing.T, f *fakeAPI, ds appsv1.DaemonSet) {
+	t.Helper()
 	f.daemonSets = []appsv1.DaemonSet{ds}
 	f.deployments = []appsv1.Deployment{workloadtest.WebhookDeployment()}
 	f.revisions = []appsv1.ControllerRevision{
 		revision(t, ds, 1, "--autoscaler=none", "--startup-taint=example.com/old-boot=true:NoSchedule", "--unhealthy-taint=example.com/old-sick=true:NoSchedule"),
 		revision(t, ds, 2, ds.Spec.Template.Spec.Containers[0].Args...),
 	}
-	return f
 }
 
 // TestGoldenDoctorStranded: doctor names each taint key of ours on nodes
@@ -96,12 +104,7 @@ func TestGoldenDoctorStranded(t *testing.T) {
 			ds := presetDS(api.PresetNone, "example.com/booting=true:NoSchedule", "example.com/older-boot")
 			f := newFake(tainted("ip-10-0-2-1", "example.com/old-boot"), tainted("ip-10-0-2-2", "example.com/old-boot", "example.com/old-sick"),
 				tainted("ip-10-0-2-3", "example.com/booting"), tainted("ip-10-0-2-4", "example.com/older-boot"))
-			f.daemonSets = []appsv1.DaemonSet{ds}
-			f.deployments = []appsv1.Deployment{workloadtest.WebhookDeployment()}
-			f.revisions = []appsv1.ControllerRevision{
-				revision(t, ds, 1, "--autoscaler=none", "--startup-taint=example.com/old-boot=true:NoSchedule", "--unhealthy-taint=example.com/old-sick=true:NoSchedule"),
-				revision(t, ds, 2, ds.Spec.Template.Spec.Containers[0].Args...),
-			}
+			upgradedFrom(t, f, ds)
 			return f
 		}, nil},
 		{"doctor-stranded-no-agent.txt", func(*testing.T) *fakeAPI {

@@ -16,15 +16,18 @@ import (
 // ServiceAccount token is bound to.
 const nodeNameExtra = "authentication.kubernetes.io/node-name"
 
-// auditEvent is what Requests reads of an audit log line.
-type auditEvent struct {
+// AuditEvent is what the benchmarks read of an audit log line (the
+// API server's audit.k8s.io/v1 Event, one JSON object a line).
+type AuditEvent struct {
+	AuditID                  string    `json:"auditID"`
 	Stage                    string    `json:"stage"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
 	Verb                     string    `json:"verb"`
 	RequestURI               string    `json:"requestURI"`
 	User                     struct {
-		Extra map[string][]string `json:"extra"`
+		Username string              `json:"username"`
+		Extra    map[string][]string `json:"extra"`
 	} `json:"user"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
@@ -33,6 +36,18 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+}
+
+// Resource is the event's resource with its subresource
+// ("nodes/status"); the request URI for a request without one (/readyz).
+func (ev *AuditEvent) Resource() string {
+	if ev.ObjectRef == nil {
+		return ev.RequestURI
+	}
+	if ev.ObjectRef.Subresource != "" {
+		return ev.ObjectRef.Resource + "/" + ev.ObjectRef.Subresource
+	}
+	return ev.ObjectRef.Resource
 }
 
 // Request is one kind of request an agent made: verb, resource (with its
@@ -64,7 +79,7 @@ func (r Request) String() string {
 // kind. It returns the offset reached, for the next window.
 func Requests(path string, offset int64) (map[string]map[Request]int, int64, error) {
 	out := map[string]map[Request]int{}
-	end, err := scanAgents(path, offset, func(node string, ev *auditEvent) {
+	end, err := scanAgents(path, offset, func(node string, ev *AuditEvent) {
 		if out[node] == nil {
 			out[node] = map[Request]int{}
 		}
@@ -82,7 +97,7 @@ func RequestsIn(path string, offset int64, bounds ...time.Time) ([]map[Request]i
 	for i := range out {
 		out[i] = map[Request]int{}
 	}
-	_, err := scanAgents(path, offset, func(_ string, ev *auditEvent) {
+	_, err := scanAgents(path, offset, func(_ string, ev *AuditEvent) {
 		t := ev.RequestReceivedTimestamp
 		for i := range out {
 			if !t.Before(bounds[i]) && t.Before(bounds[i+1]) {
@@ -95,14 +110,8 @@ func RequestsIn(path string, offset int64, bounds ...time.Time) ([]map[Request]i
 }
 
 // requestOf is the kind of request ev is.
-func requestOf(ev *auditEvent) Request {
-	req := Request{Verb: ev.Verb, Resource: ev.RequestURI}
-	if ev.ObjectRef != nil {
-		req.Resource = ev.ObjectRef.Resource
-		if ev.ObjectRef.Subresource != "" {
-			req.Resource += "/" + ev.ObjectRef.Subresource
-		}
-	}
+func requestOf(ev *AuditEvent) Request {
+	req := Request{Verb: ev.Verb, Resource: ev.Resource()}
 	if uri, err := url.QueryUnescape(ev.RequestURI); err == nil && (ev.Verb == "get" || ev.Verb == "list") {
 		req.Cached = strings.Contains(uri, "resourceVersion=0")
 	}
@@ -117,7 +126,7 @@ func requestOf(ev *auditEvent) Request {
 // server received them, as Unix seconds.
 func PerSecond(path string, offset int64) (map[int64]int, int64, error) {
 	out := map[int64]int{}
-	end, err := scanAgents(path, offset, func(_ string, ev *auditEvent) {
+	end, err := scanAgents(path, offset, func(_ string, ev *AuditEvent) {
 		out[ev.RequestReceivedTimestamp.Unix()]++
 	})
 	return out, end, err
@@ -129,7 +138,7 @@ func PerSecond(path string, offset int64) (map[int64]int, int64, error) {
 // recorded when it starts, not only when it ends, as Requests counts it.
 func Watches(path string, offset int64) (map[string][]string, int64, error) {
 	out := map[string][]string{}
-	end, err := scanStage(path, offset, "ResponseStarted", func(node string, ev *auditEvent) {
+	end, err := scanStage(path, offset, "ResponseStarted", func(node string, ev *AuditEvent) {
 		if ev.Verb != "watch" {
 			return
 		}
@@ -158,7 +167,7 @@ type Join struct {
 // completed. A join's requests are those before its untaint.
 func RequestsUntil(path string, offset int64, until time.Time) (map[string]*Join, error) {
 	out := map[string]*Join{}
-	_, err := scanStage(path, offset, "", func(node string, ev *auditEvent) {
+	_, err := scanStage(path, offset, "", func(node string, ev *AuditEvent) {
 		watch := ev.Verb == "watch"
 		if !ev.RequestReceivedTimestamp.Before(until) || watch != (ev.Stage == "ResponseStarted") || !watch && ev.Stage != "ResponseComplete" {
 			return
@@ -179,13 +188,13 @@ func RequestsUntil(path string, offset int64, until time.Time) (map[string]*Join
 // scanAgents calls fn for every completed request in the audit log at path
 // from offset made with a token bound to a pod on a node, with that node. It
 // returns the offset of the first line not read whole.
-func scanAgents(path string, offset int64, fn func(node string, ev *auditEvent)) (int64, error) {
+func scanAgents(path string, offset int64, fn func(node string, ev *AuditEvent)) (int64, error) {
 	return scanStage(path, offset, "ResponseComplete", fn)
 }
 
 // scanStage is scanAgents for the audit events of stage (of every stage
 // when empty).
-func scanStage(path string, offset int64, stage string, fn func(node string, ev *auditEvent)) (int64, error) {
+func scanStage(path string, offset int64, stage string, fn func(node string, ev *AuditEvent)) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return offset, err
@@ -205,7 +214,7 @@ func scanStage(path string, offset int64, stage string, fn func(node string, ev 
 			return offset, fmt.Errorf("read %s: %w", path, err)
 		}
 		offset += int64(len(line))
-		var ev auditEvent
+		var ev AuditEvent
 		// Most lines (leases, status) carry no node-bound token: skip them unparsed.
 		if !bytes.Contains(line, []byte(nodeNameExtra)) || json.Unmarshal(line, &ev) != nil || stage != "" && ev.Stage != stage {
 			continue

@@ -1,5 +1,3 @@
-//go:build e2e
-
 package realnode_test
 
 import (
@@ -18,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/kube-node-ready/kube-node-ready/test/bench/fleet"
 )
 
 // This file attributes the API server's work to its clients by identity:
@@ -49,33 +49,6 @@ func (cc *clientCalls) total() int {
 		n += v
 	}
 	return n
-}
-
-// auditLine is what the benchmark reads of an audit event.
-type auditLine struct {
-	AuditID                  string    `json:"auditID"`
-	Stage                    string    `json:"stage"`
-	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
-	StageTimestamp           time.Time `json:"stageTimestamp"`
-	Verb                     string    `json:"verb"`
-	RequestURI               string    `json:"requestURI"`
-	User                     struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-}
-
-func (l *auditLine) resource() string {
-	if l.ObjectRef == nil {
-		return l.RequestURI
-	}
-	if l.ObjectRef.Subresource != "" {
-		return l.ObjectRef.Resource + "/" + l.ObjectRef.Subresource
-	}
-	return l.ObjectRef.Resource
 }
 
 // watchSpan is one watch of a client class: when the server received it and
@@ -112,7 +85,7 @@ func auditByClient(path string, from, to time.Time, classOf func(user, uri strin
 		if err != nil {
 			return nil, nil, err
 		}
-		var l auditLine
+		var l fleet.AuditEvent
 		if json.Unmarshal(line, &l) != nil {
 			continue
 		}
@@ -129,14 +102,14 @@ func auditByClient(path string, from, to time.Time, classOf func(user, uri strin
 			}
 			watches[l.AuditID] = &watchSpan{class: class, uri: uri, start: l.RequestReceivedTimestamp}
 			if in {
-				calls(class).watchesOpened[l.resource()]++
+				calls(class).watchesOpened[l.Resource()]++
 			}
 		case l.Verb == "watch":
 			if w := watches[l.AuditID]; w != nil {
 				w.end = l.StageTimestamp
 			}
 		case l.Stage == "ResponseComplete" && in:
-			calls(class).requests[l.Verb+" "+l.resource()]++
+			calls(class).requests[l.Verb+" "+l.Resource()]++
 		}
 	}
 	var open []watchSpan
