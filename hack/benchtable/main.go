@@ -95,17 +95,25 @@ func Evaluate(res results, nodes int, took, limit time.Duration) []Row {
 		m, ok, measured := measure()
 		row := Row{Target: target, Goal: goal, Measured: m, Verdict: verdict(ok)}
 		if !measured {
-			row.Measured, row.Verdict = "—", "not measured"
+			row.Verdict = "not measured"
+			if m == "" {
+				row.Measured = "—"
+			}
 		}
 		rows = append(rows, row)
 	}
-	add("the agent's cost beside a kubelet's, per node and hour (requests, watches, events, bytes, heap, goroutines, CPU)", "≤ 25 % of a kubelet in every column",
+	add("the agent's cost beside a kubelet's, per node and hour (requests, watches, events, bytes, goroutines; API server CPU)", "≤ 25 % of a kubelet in every column",
 		func() (string, bool, bool) {
-			// BenchmarkAgentBesideKubelet (test/bench/realnode) reports
-			// each column's agent / kubelet.
+			// BenchmarkAgentBesideKubelet (test/bench/realnode, make
+			// bench-beside) reports each column's agent / kubelet; its
+			// heap and CPU, differences of windows on a few nodes, are
+			// noise and not read. The CPU comes from the fleet: the
+			// agents' added API server CPU against KWOK's heartbeats,
+			// which send a kubelet's Lease renewals and status and so cost
+			// at most what a kubelet costs.
 			var parts []string
 			met, measured := true, false
-			for _, col := range []string{"requests", "watches", "events", "bytes", "heap", "goroutines", "cpu"} {
+			for _, col := range []string{"requests", "watches", "events", "bytes", "goroutines"} {
 				v, ok := res.get("BenchmarkAgentBesideKubelet", col+"-agent/kubelet")
 				if !ok {
 					continue
@@ -113,6 +121,15 @@ func Evaluate(res results, nodes int, took, limit time.Duration) []Row {
 				measured = true
 				met = met && v <= 0.25
 				parts = append(parts, fmt.Sprintf("%s %.0f %%", col, 100*v))
+			}
+			if !measured {
+				// Not decided without the real-node columns, whatever
+				// the fleet's CPU says.
+				parts = append(parts, "requests, watches, events, bytes, goroutines not in this run (make bench-beside: 4 real nodes, about 40 min)")
+			}
+			if v, ok := res.get("BenchmarkFleet", "apiserver-cpu-%-of-heartbeats"); ok {
+				met = met && v <= 25
+				parts = append(parts, fmt.Sprintf("CPU %.0f %% of a node's heartbeats (fleet)", v))
 			}
 			return strings.Join(parts, ", "), met, measured
 		})
@@ -167,7 +184,10 @@ func Evaluate(res results, nodes int, took, limit time.Duration) []Row {
 		return fmt.Sprintf("%.3f s (slowest)", v), v <= 1, ok
 	})
 	add(fmt.Sprintf("`make bench-scale FLEET_NODES=%d` on this machine", nodes), fmt.Sprintf("≤ %s", limit), func() (string, bool, bool) {
-		return took.Round(time.Second).String(), took <= limit, took > 0
+		if took <= 0 {
+			return "", false, false
+		}
+		return took.Round(time.Second).String(), took <= limit, true
 	})
 	return rows
 }
