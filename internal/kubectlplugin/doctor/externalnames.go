@@ -133,13 +133,7 @@ func unresolvedNames(deps []appsv1.Deployment, podEvents map[string][]eventsv1.E
 // printUnresolved writes the external names the webhook's pods do not
 // resolve, numbered on from *n.
 func printUnresolved(w io.Writer, names []UnresolvedName, n *int) {
-	if len(names) == 0 {
-		return
-	}
-	text.Printf(w, "\nExternal names the webhook's pods do not resolve:\n")
-	for _, u := range names {
-		*n++
-		text.Printf(w, "%d. problem: %s does not resolve from webhook pod %s (%s)\n", *n, u.Name, u.Pod, u.Webhook)
-		printDetailAndFixes(w, u.Detail, u.Fixes, "or:")
-	}
+	printFindings(w, "External names the webhook's pods do not resolve", names, n, func(u UnresolvedName) (string, string, []string) {
+		return fmt.Sprintf("problem: %s does not resolve from webhook pod %s (%s)", u.Name, u.Pod, u.Webhook), u.Detail, u.Fixes
+	})
 }

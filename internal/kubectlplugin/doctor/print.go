@@ -215,14 +215,25 @@ func printInstall(w io.Writer, in InstallReport, n *int) error {
 // printStranded writes the taints no running agent removes, numbered on
 // from *n.
 func printStranded(w io.Writer, stranded []StrandedTaint, n *int) {
-	if len(stranded) == 0 {
+	printFindings(w, "Taints no running agent removes", stranded, n, func(s StrandedTaint) (string, string, []string) {
+		return fmt.Sprintf("problem: %s taint %s on %d %s (%s): stranded", s.Role, s.Key, len(s.Nodes), text.Plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", ")),
+			s.Detail, s.Fixes
+	})
+}
+
+// printFindings writes title, then each of items numbered on from *n: the
+// line show gives it, then its detail and its fixes, the alternatives
+// after the first labelled "or: ". Nothing without items.
+func printFindings[T any](w io.Writer, title string, items []T, n *int, show func(T) (line, detail string, fixes []string)) {
+	if len(items) == 0 {
 		return
 	}
-	text.Printf(w, "\nTaints no running agent removes:\n")
-	for _, s := range stranded {
+	text.Printf(w, "\n%s:\n", title)
+	for _, it := range items {
 		*n++
-		text.Printf(w, "%d. problem: %s taint %s on %d %s (%s): stranded\n", *n, s.Role, s.Key, len(s.Nodes), text.Plural(len(s.Nodes), "node", "nodes"), strings.Join(s.Nodes, ", "))
-		printDetailAndFixes(w, s.Detail, s.Fixes, "or: ")
+		line, detail, fixes := show(it)
+		text.Printf(w, "%d. %s\n", *n, line)
+		printDetailAndFixes(w, detail, fixes, "or: ")
 	}
 }
 

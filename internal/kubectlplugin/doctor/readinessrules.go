@@ -157,15 +157,9 @@ func ruleFindings(rules []ReadinessRule, installs []Install) []RuleFinding {
 
 // printRules writes the rule findings, numbered on from *n.
 func printRules(w io.Writer, findings []RuleFinding, n *int) {
-	if len(findings) == 0 {
-		return
-	}
-	text.Printf(w, "\nNodeReadinessRules (node readiness controller):\n")
-	for _, f := range findings {
-		*n++
-		text.Printf(w, "%d. %s: %s\n", *n, f.Severity, f.Summary)
-		printDetailAndFixes(w, f.Detail, f.Fixes, "or: ")
-	}
+	printFindings(w, "NodeReadinessRules (node readiness controller)", findings, n, func(f RuleFinding) (string, string, []string) {
+		return fmt.Sprintf("%s: %s", f.Severity, f.Summary), f.Detail, f.Fixes
+	})
 }
 
 // printInstallModes writes an installation's mode when it is not enforce
