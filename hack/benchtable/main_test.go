@@ -32,6 +32,11 @@ PASS
 		"1 000 nodes deleted":                 "not measured",
 		"`make bench-scale FLEET_NODES=2000`": "met",
 	}
+	for _, r := range rows {
+		if r.Verdict == "not measured" && r.Measured != "—" {
+			t.Errorf("%q: not measured, but says %q", r.Target, r.Measured)
+		}
+	}
 	for part, verdict := range want {
 		if part == "the agent's cost" {
 			// The real-node columns and the fleet's CPU.
