@@ -34,8 +34,8 @@ GO      ?= go
 # times per package of the fresh-clone run at 805f701 and of a make test at
 # cdeeae1 (docs/benchmarks.md),
 # the longest first in each, but a package that needs one of the later tools
-# (KWOK, Karpenter, kube-network-policies, cert-manager: see test) after those that need none, since make test builds them beside the
-# first packages; E2E_STREAM8 also takes, last, every package the others do
+# (KWOK, Karpenter, kube-network-policies, cert-manager: see test) after
+# those that need none, since make test builds them beside the first packages; E2E_STREAM8 also takes, last, every package the others do
 # not name.
 E2E_STREAM1 ?= ./test/e2e/install/... ./test/e2e/externalnames/... ./test/e2e/gitops/... ./test/e2e/netpol/...
 E2E_STREAM2 ?= ./test/e2e/outofservice/... ./test/e2e/installipv6/... ./test/e2e/monitoring/... ./test/e2e/certmanager/...

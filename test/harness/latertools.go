@@ -25,6 +25,18 @@ const LaterToolsFile = ".tools-later"
 // caches on two busy cores they take about 15 minutes.
 const laterToolsWait = 30 * time.Minute
 
+// FirstTool is the path of rel in binDir, a tool of `test/tools/build.sh
+// first` (the control plane, real nodes, helm, Prometheus and promtool),
+// which make test builds before any test starts: it never waits for the
+// later tools' build; an error naming `make tools` when it is not there.
+func FirstTool(binDir, rel string) (string, error) {
+	path := filepath.Join(binDir, rel)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%w (run `make tools`)", err)
+	}
+	return path, nil
+}
+
 // LaterTool is the path of the tool (or image tarball, or CRD directory) rel
 // in binDir, waiting while make test still builds the later tools. It fails
 // with the reason when their build failed, when the builder is gone without
@@ -33,7 +45,6 @@ const laterToolsWait = 30 * time.Minute
 // (start a server within a minute) waits here first, with a context that does
 // not bound the build.
 func LaterTool(ctx context.Context, binDir, rel string) (string, error) {
-	path := filepath.Join(binDir, rel)
 	marker := filepath.Join(binDir, LaterToolsFile)
 	ctx, cancel := context.WithTimeout(ctx, laterToolsWait)
 	defer cancel()
@@ -69,8 +80,5 @@ func LaterTool(ctx context.Context, binDir, rel string) (string, error) {
 		case <-time.After(2 * time.Second):
 		}
 	}
-	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("%w (run `make tools`)", err)
-	}
-	return path, nil
+	return FirstTool(binDir, rel)
 }

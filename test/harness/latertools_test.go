@@ -68,3 +68,34 @@ func TestLaterTool(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstToolDoesNotWaitForTheLaterTools: a tool built before the tests
+// (Prometheus, promtool) is found at once while make test still builds the
+// later ones, and a missing one says to run make tools.
+func TestFirstToolDoesNotWaitForTheLaterTools(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, LaterToolsFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "promtool"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var path string
+	var err error
+	go func() {
+		defer close(done)
+		path, err = FirstTool(dir, "promtool")
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("FirstTool waited for the later tools' build")
+	}
+	if err != nil || path != filepath.Join(dir, "promtool") {
+		t.Errorf("FirstTool = %q, %v; want the tool's path", path, err)
+	}
+	if _, err := FirstTool(dir, "prometheus"); err == nil || !strings.Contains(err.Error(), "run `make tools`") {
+		t.Errorf("a missing first tool: %v, want an error naming make tools", err)
+	}
+}

@@ -46,7 +46,7 @@ type Prometheus struct {
 // it, checks the configuration with promtool, starts bin/prometheus on a
 // free loopback port and waits until it is ready.
 func (cp *ControlPlane) StartPrometheus(ctx context.Context, dir, config string, files map[string]string) (*Prometheus, error) {
-	bin, err := LaterTool(ctx, cp.BinDir, "prometheus")
+	bin, err := FirstTool(cp.BinDir, "prometheus")
 	if err != nil {
 		return nil, fmt.Errorf("prometheus with Kubernetes service discovery (Debian's has none): %w", err)
 	}
@@ -102,13 +102,6 @@ func (cp *ControlPlane) StartPrometheus(ctx context.Context, dir, config string,
 // server stops when the test ends, its log printed if the test failed.
 func (cp *ControlPlane) StartPrometheusT(t testing.TB, dir, config string, files map[string]string) *Prometheus {
 	t.Helper()
-	// make test may still be building them (LaterTool): wait before the
-	// 90 seconds Prometheus has to start.
-	for _, tool := range []string{"prometheus", "promtool"} {
-		if _, err := LaterTool(context.Background(), cp.BinDir, tool); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	p, err := cp.StartPrometheus(ctx, dir, config, files)
@@ -129,7 +122,7 @@ func (cp *ControlPlane) StartPrometheusT(t testing.TB, dir, config string, files
 // Promtool runs bin/promtool in dir and returns its standard output; a
 // failure is an error with its whole output.
 func (cp *ControlPlane) Promtool(ctx context.Context, dir string, args ...string) (string, error) {
-	bin, err := LaterTool(ctx, cp.BinDir, "promtool")
+	bin, err := FirstTool(cp.BinDir, "promtool")
 	if err != nil {
 		return "", fmt.Errorf("promtool with Kubernetes service discovery: %w", err)
 	}

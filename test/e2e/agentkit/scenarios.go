@@ -35,7 +35,7 @@ func (k Kit) ThreeNodesVerifiedWithEventsAndMetrics(t *testing.T, prefix string)
 		t.Errorf("/readyz = %d %s", code, body)
 	}
 	_, metrics := HTTPGet(t, a.URL("/metrics"))
-	bin, err := harness.LaterTool(t.Context(), k.CP.BinDir, "promtool")
+	bin, err := harness.FirstTool(k.CP.BinDir, "promtool")
 	if err != nil {
 		t.Fatal(err)
 	}

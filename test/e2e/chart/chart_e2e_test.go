@@ -124,7 +124,7 @@ func TestAlertRules(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), tests, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promtool, err := harness.LaterTool(t.Context(), cp.BinDir, "promtool")
+	promtool, err := harness.FirstTool(cp.BinDir, "promtool")
 	if err != nil {
 		t.Fatal(err)
 	}
