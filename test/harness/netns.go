@@ -98,15 +98,20 @@ func setupNamespace() error {
 
 // MainWithControlPlane is TestMain for packages whose tests share one control
 // plane: it enters the network namespace, starts the plane with opts, runs
-// setup (which typically stores the plane in a package variable), runs the
-// tests, prints the component logs if they failed, stops the plane and exits.
+// setup (which typically stores the plane in a package variable) within a
+// minute of its own, runs the tests, prints the component logs if they
+// failed, stops the plane and exits.
 func MainWithControlPlane(m *testing.M, opts Options, setup func(context.Context, *ControlPlane) error) {
 	mainWith(m, "control plane", time.Minute, func(ctx context.Context) (environment, error) {
 		cp, err := Start(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
-		return cp, setup(ctx, cp)
+		// setup has a minute of its own: on a busy machine a slow start
+		// (14 s at load 20) left CRD installs too little of the first.
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return cp, setup(sctx, cp)
 	})
 }
 
