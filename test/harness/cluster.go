@@ -214,6 +214,22 @@ func (cp *ControlPlane) kubeconfig(path, certFile, keyFile, token string) error 
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
+// awaitLaterTools waits for the later tools o needs while make test still
+// builds them (LaterTool), before a start's deadline begins and before a
+// real-node slot is taken: a cold make test's wait (ten minutes) once ran
+// out a start's whole budget, holding a slot the other streams waited for.
+func (o ClusterOptions) awaitLaterTools() error {
+	if !o.NetworkPolicies {
+		return nil
+	}
+	bin, err := resolveBinDir(o.BinDir)
+	if err != nil {
+		return err
+	}
+	_, err = LaterTool(context.Background(), bin, "kube-network-policies")
+	return err
+}
+
 // StartCluster brings up a control plane with kube-controller-manager and
 // kube-scheduler, opts.Nodes real nodes (default 2) and CoreDNS as a
 // Deployment on them, and waits until every node is Ready and CoreDNS
@@ -233,6 +249,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		return nil, err
 	}
 	if err := checkRealNodeHost(hasIPv6(families)); err != nil {
+		return nil, err
+	}
+	if err := opts.awaitLaterTools(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -398,6 +417,9 @@ func StartClusterT(t testing.TB, opts ClusterOptions) *Cluster {
 	t.Helper()
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
+	}
+	if err := opts.awaitLaterTools(); err != nil {
+		t.Fatalf("start cluster: %v", err)
 	}
 	// The budget of MainWithCluster: it includes waiting for another
 	// process's real nodes to stop, which can take minutes on a shared machine.

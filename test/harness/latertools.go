@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,9 +17,10 @@ import (
 // `test/tools/build.sh later` (KWOK, Karpenter, kube-network-policies,
 // cert-manager, staticcheck) are still being built.
 // make test builds them while the e2e tests that need none of them run: it
-// writes the builder's process ID here first, and replaces it with a line
-// starting "failed" when the build fails, or removes the file when it
-// succeeds.
+// writes the builder's process ID here first, the builder adds a line
+// "ready <rel>" for each tool or image as it is done, and make test replaces
+// it all with a line starting "failed" when the build fails, or removes the
+// file when it succeeds.
 const LaterToolsFile = ".tools-later"
 
 // laterToolsWait bounds how long a test waits for those tools: from empty Go
@@ -38,7 +40,8 @@ func FirstTool(binDir, rel string) (string, error) {
 }
 
 // LaterTool is the path of the tool (or image tarball, or CRD directory) rel
-// in binDir, waiting while make test still builds the later tools. It fails
+// in binDir, waiting while make test still builds it: until the builder says
+// it is ready, not for the later tools after it. It fails
 // with the reason when their build failed, when the builder is gone without
 // saying, or when the tool is not there after it: never a test that runs
 // without its tool. A caller whose context bounds what it does with the tool
@@ -57,7 +60,7 @@ func LaterTool(ctx context.Context, binDir, rel string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", marker, err)
 		}
-		state := strings.TrimSpace(string(b))
+		state, ready, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 		if strings.HasPrefix(state, "failed") {
 			return "", fmt.Errorf("%s: building the later tools %s", rel, state)
 		}
@@ -68,6 +71,9 @@ func LaterTool(ctx context.Context, binDir, rel string) (string, error) {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			// A run that was stopped leaves the file behind; what it built is
 			// there or is reported missing below.
+			break
+		}
+		if slices.Contains(strings.Split(ready, "\n"), "ready "+rel) {
 			break
 		}
 		if !logged {

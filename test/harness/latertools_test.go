@@ -22,6 +22,7 @@ func TestLaterTool(t *testing.T) {
 		marker       string // the marker file's content; "" for none
 		tool         bool   // the tool is in the bin directory
 		removeMarker bool   // the builder finishes while the test waits
+		toolLate     bool   // ... and writes the tool just before
 		wantErr      string // "" for the tool's path
 	}{
 		{name: "no build running, tool there", tool: true},
@@ -31,6 +32,9 @@ func TestLaterTool(t *testing.T) {
 		{name: "builder gone, tool missing", marker: endedPID, wantErr: "run `make tools`"},
 		{name: "garbage in the marker", marker: "what", tool: true, wantErr: "neither a process ID nor a failure"},
 		{name: "waits for the running builder", marker: strconv.Itoa(os.Getpid()), removeMarker: true, tool: true},
+		{name: "the builder says it is ready", marker: strconv.Itoa(os.Getpid()) + "\nready karpenter\nready kwok", tool: true},
+		{name: "ready, but not there", marker: strconv.Itoa(os.Getpid()) + "\nready kwok", wantErr: "run `make tools`"},
+		{name: "another tool ready: waits", marker: strconv.Itoa(os.Getpid()) + "\nready kwok-other", removeMarker: true, toolLate: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -50,6 +54,11 @@ func TestLaterTool(t *testing.T) {
 				go func() {
 					defer close(done)
 					time.Sleep(100 * time.Millisecond)
+					if tt.toolLate {
+						if err := os.WriteFile(filepath.Join(dir, "kwok"), nil, 0o755); err != nil {
+							t.Error(err)
+						}
+					}
 					os.Remove(marker)
 				}()
 			} else {

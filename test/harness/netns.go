@@ -119,6 +119,10 @@ func MainWithControlPlane(m *testing.M, opts Options, setup func(context.Context
 // one cluster of real nodes (StartCluster with opts); setup runs once the
 // cluster is up, for what every test needs on it (cert-manager, say).
 func MainWithCluster(m *testing.M, opts ClusterOptions, setup func(context.Context, *Cluster) error) {
+	if err := opts.awaitLaterTools(); err != nil {
+		fmt.Fprintln(os.Stderr, "harness: start cluster:", err)
+		os.Exit(1)
+	}
 	mainWith(m, "cluster", clusterSetupTimeout, func(ctx context.Context) (environment, error) {
 		c, err := StartCluster(ctx, opts)
 		if err != nil {
