@@ -16,13 +16,15 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# The cluster's components and the other tools here never ship: they build
-# with the machine's own Go, so that a move of the project's toolchain (the
-# Makefile's GOTOOLCHAIN) rebuilds none of them. The analysers of the
-# project's code (staticcheck here, govulncheck for make vuln) build with the
-# project's toolchain: they must read its standard library.
-project_toolchain=${GOTOOLCHAIN:-local}
-export GOTOOLCHAIN=local
+# Every tool builds with the project's toolchain (the Makefile's GOTOOLCHAIN),
+# the analysers (staticcheck here, govulncheck for make vuln) because they
+# must read its standard library, the cluster's components and the rest
+# because they then share the build cache with the project: one compile of the
+# standard library, and of client-go and the other modules they pin at the
+# project's versions (456 of the Kubernetes binaries' packages). From empty
+# caches that is about 2 core-minutes less than with a second Go, and a
+# CPU-bound cold `make test` on 2 cores pays for every one; a move of the
+# project's toolchain rebuilds the tools once (their stamps name the Go).
 
 group=${1:-all}
 case $group in
@@ -53,6 +55,20 @@ crd() {
 }
 
 if [[ $group != later ]]; then
+	# Every module the tools, the project and its image builder need,
+	# downloaded in the background while the first tools compile: from an
+	# empty module cache the builds otherwise wait on the module proxy with the
+	# cores idle (about 100 s of 2 cores in a cold make test's first tools). A
+	# module not fetched yet a build fetches itself (the module cache locks
+	# each), so a failure here costs only the overlap: logged, not fatal.
+	mkdir -p "$bin/logs"
+	for m in kubernetes coredns helm containerd prometheus kwok karpenter kube-network-policies cert-manager \
+		staticcheck govulncheck vulndb "$root" "$root/hack/images"; do
+		[[ $m == /* ]] || m=$tools/$m
+		(cd "$m" && go mod download) || echo "go mod download in $m failed (the build will fetch what it needs)"
+	done >"$bin/logs/prefetch.log" 2>&1 &
+	prefetch=$!
+
 	build etcd "$tools/etcd" go.etcd.io/etcd/server/v3 etcd=go.etcd.io/etcd/server/v3
 	# Stamp the version the way Kubernetes' own build does, or the API server
 	# reports v0.0.0-master and helm refuses charts with a kubeVersion.
@@ -151,19 +167,28 @@ if [[ $group != later ]]; then
 			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends "${need[@]}"; }
 	fi
 
-	# The later tools' modules, and make vuln's and make lint's, downloaded now
-	# at normal priority: make test builds them at idle priority beside the e2e
-	# tests, where a download's TLS handshake outwaits its 10-s timeout on
+	# The later tools' modules, and make vuln's and make lint's, downloaded
+	# before this returns: make test builds them at idle priority beside the
+	# e2e tests, where a download's TLS handshake outwaits its 10-s timeout on
 	# busy cores (a cold run failed so).
-	for m in cert-manager kwok karpenter kube-network-policies; do
+	wait "$prefetch" || true
+	for m in cert-manager kwok karpenter kube-network-policies staticcheck govulncheck vulndb; do
 		(cd "$tools/$m" && go mod download)
-	done
-	for m in staticcheck govulncheck vulndb; do
-		(cd "$tools/$m" && GOTOOLCHAIN=$project_toolchain go mod download)
 	done
 fi
 
 if [[ $group != first ]]; then
+	# In the order the e2e tests wait for them (harness.LaterTool waits for its
+	# own tool only): the small enforcer of the network policy test first, then
+	# KWOK, the largest, which the Karpenter and fleet tests need.
+	#
+	# SIG Network's reference NetworkPolicy enforcer, which real nodes run when a
+	# test asks for enforced policies (harness.ClusterOptions.NetworkPolicies):
+	# it judges each connection's first packet from the NetworkPolicies, Pods and
+	# Namespaces it watches, handed to it on a netfilter queue.
+	build kube-network-policies "$tools/kube-network-policies" sigs.k8s.io/kube-network-policies \
+		kube-network-policies=sigs.k8s.io/kube-network-policies/cmd
+
 	# The autoscaler and fleet-scale tools, each in a module of its own (one module
 	# for both would let minimal version selection move Karpenter off the
 	# Kubernetes and controller-runtime it was released with): KWOK keeps the
@@ -171,13 +196,6 @@ if [[ $group != first ]]; then
 	# its KWOK cloud provider creates them.
 	build kwok "$tools/kwok" sigs.k8s.io/kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 	build karpenter "$tools/karpenter" sigs.k8s.io/karpenter karpenter=sigs.k8s.io/karpenter/kwok
-
-	# SIG Network's reference NetworkPolicy enforcer, which real nodes run when a
-	# test asks for enforced policies (harness.ClusterOptions.NetworkPolicies):
-	# it judges each connection's first packet from the NetworkPolicies, Pods and
-	# Namespaces it watches, handed to it on a netfilter queue.
-	build kube-network-policies "$tools/kube-network-policies" sigs.k8s.io/kube-network-policies \
-		kube-network-policies=sigs.k8s.io/kube-network-policies/cmd
 
 	# cert-manager's controller and CA injector, for the cert-manager test (about
 	# 3 minutes from empty caches, less after the Kubernetes binaries, whose
@@ -206,7 +224,8 @@ if [[ $group != first ]]; then
 			done
 			echo "$cm_stamp" >"$bin/.stamp-cert-manager-images"
 		fi
+		ready images/cert-manager-controller.tar images/cert-manager-cainjector.tar
 	}
 
-	GOTOOLCHAIN=$project_toolchain "$tools/staticcheck/build.sh"
+	"$tools/staticcheck/build.sh"
 fi

@@ -7,6 +7,9 @@
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin"
+# Every tool builds with the project's toolchain, the Makefile's GOTOOLCHAIN,
+# also when a script runs on its own (build.sh says why).
+export GOTOOLCHAIN=${GOTOOLCHAIN:-$(sed -n 's/^export GOTOOLCHAIN := //p' "$root/Makefile")}
 
 # build NAME MODULE_DIR PINNED_MODULE BINARY=PACKAGE...  ($LDFLAGS applies)
 # All packages of one tool go to one `go build -o bin/` so that the packages
@@ -21,6 +24,7 @@ build() {
 	pinned=$(cd "$dir" && go list -m -f '{{.Version}}' "$mod")
 	version="$mod@$pinned $(go env GOVERSION) ldflags:$(printf %s "$ldflags${TAGS:-}" | sha256sum | cut -c1-12)"
 	if [[ -f "$stamp" && "$(cat "$stamp")" == "$version" ]] && all_present "$@"; then
+		ready "$@"
 		return 0
 	fi
 	echo ">> building $name ($version)"
@@ -42,6 +46,18 @@ build() {
 	rmdir "$out"
 	echo "$version" >"$stamp"
 	echo ">> built $name in $((SECONDS - start))s"
+	ready "$@"
+}
+
+# ready BINARY=PACKAGE... (or a path under bin/) tells the e2e tests waiting
+# in make test for a later tool that it is there (harness.LaterTool reads
+# bin/.tools-later, which exists only while make test builds them).
+ready() {
+	local spec
+	[[ -f "$bin/.tools-later" ]] || return 0
+	for spec in "$@"; do
+		echo "ready ${spec%%=*}" >>"$bin/.tools-later"
+	done
 }
 
 all_present() {
