@@ -57,10 +57,12 @@ E2E_TIMEOUT ?= 20m
 # go vet, staticcheck and the e2e tests compile as the binaries and the test
 # tools do (no cgo, -trimpath), so client-go and the rest compile once for all
 # of them; with the Go defaults they compiled everything a second time. The
-# unit tests' -race needs cgo and compiles its own. Test binaries link without
-# DWARF (-w: a third less link time; panics still name functions and lines):
-# a make test links about 90 of them.
-SHARED_BUILD := CGO_ENABLED=0 GOFLAGS="-trimpath -ldflags=-w $${GOFLAGS:-}"
+# GOFLAGS of the environment or of `go env -w` are kept: builds the tests
+# start (make release in test/e2e/release) must match make images'. The unit
+# tests' -race needs cgo and compiles its own. Test binaries link without
+# DWARF (-ldflags=-w: a third less link time; panics still name functions and
+# lines): a make test links about 90 of them.
+SHARED_BUILD := CGO_ENABLED=0 GOFLAGS="-trimpath $$($(GO) env GOFLAGS)"
 
 export KNR_BIN_DIR := $(BIN)
 
@@ -160,7 +162,7 @@ e2e-streams:
 	for i in "$${!streams[@]}"; do \
 		if [[ -z "$${streams[$$i]// }" ]]; then pids+=(""); continue; fi; \
 		echo "e2e stream $$((i+1)): $${streams[$$i]}"; \
-		KNR_REAL_NODE_CLUSTERS=$(E2E_REAL_NODE_CLUSTERS) $(SHARED_BUILD) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -p 1 $${streams[$$i]} >$(BIN)/logs/e2e-$$((i+1)).log 2>&1 & pids+=($$!); \
+		KNR_REAL_NODE_CLUSTERS=$(E2E_REAL_NODE_CLUSTERS) $(SHARED_BUILD) $(GO) test -tags e2e -ldflags=-w -count=1 -timeout $(E2E_TIMEOUT) -p 1 $${streams[$$i]} >$(BIN)/logs/e2e-$$((i+1)).log 2>&1 & pids+=($$!); \
 	done; \
 	rc=0; for i in "$${!pids[@]}"; do \
 		[[ -n "$${pids[$$i]}" ]] || continue; \
