@@ -116,10 +116,8 @@ tools-first:
 # once. Beside them,
 # at the idle scheduling priority (SCHED_IDLE), it builds the later tools
 # (KWOK, Karpenter, kube-network-policies, cert-manager, staticcheck:
-# test/tools/build.sh later), then runs lint, govulncheck and the unit tests
-# side by side (govulncheck and the tests' runs leave a core idle alone),
-# then fuzzing alone (its targets run for a time, not a number of inputs):
-# they take the cores only when the e2e tests leave
+# test/tools/build.sh later), then runs lint, govulncheck, the
+# unit tests and fuzzing: they take the cores only when the e2e tests leave
 # them idle, so the tests' timing is what it is without them. bin/.tools-later
 # holds this recipe's process ID while the later tools build, and a test that
 # needs one waits for it (harness.LaterTool); a failed build is written there
@@ -134,8 +132,7 @@ test: tools-first build images ## everything CI runs: lint, govulncheck, unit te
 	( laterrc=0; \
 	  if chrt --idle 0 ./test/tools/build.sh later >$(BIN)/logs/tools-later.log 2>&1; then rm -f $(BIN)/.tools-later; \
 	  else laterrc=1; echo "failed: see $(BIN)/logs/tools-later.log" >$(BIN)/.tools-later; fi; \
-	  chrt --idle 0 $(MAKE) --no-print-directory -k -j3 -Otarget lint vuln unit >$(BIN)/logs/go-checks.log 2>&1 || laterrc=1; \
-	  chrt --idle 0 $(MAKE) --no-print-directory fuzz >>$(BIN)/logs/go-checks.log 2>&1 || laterrc=1; \
+	  chrt --idle 0 $(MAKE) --no-print-directory -k lint vuln unit fuzz >$(BIN)/logs/go-checks.log 2>&1 || laterrc=1; \
 	  exit $$laterrc ) & checks=$$!; \
 	e2erc=0; $(MAKE) --no-print-directory e2e-streams || e2erc=$$?; \
 	checksrc=0; wait $$checks || checksrc=$$?; \
