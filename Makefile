@@ -67,8 +67,10 @@ SHARED_BUILD := CGO_ENABLED=0 GOFLAGS="-trimpath $$($(GO) env GOFLAGS)"
 # GOGC=400 (BUILD_GOGC; test/tools/lib.sh sets the same for the tools): on 2
 # cores, building the agent, the webhook and the plugin from an empty cache
 # took 13 % less CPU (user+sys 292 -> 253 s, wall 149 -> 129 s, median of
-# two, side by side) for 14 % more peak memory (768 -> 875 MB), and a cold
-# make test is mostly compiling. The unit tests and fuzzing run with it too;
+# two, side by side) for 14 % more peak memory (768 -> 875 MB); a cold make
+# test is mostly compiling (62 % of its CPU), though in one whole cold run the
+# gain stayed within the spread between runs (docs/benchmarks.md). The unit
+# tests and fuzzing run with it too;
 # the e2e tests, the benchmarks and the demo do not: what they start runs with
 # Go's default.
 BUILD_GOGC ?= 400
