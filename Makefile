@@ -70,9 +70,8 @@ SHARED_BUILD := CGO_ENABLED=0 GOFLAGS="-trimpath $$($(GO) env GOFLAGS)"
 # two, side by side) for 14 % more peak memory (768 -> 875 MB); a cold make
 # test is mostly compiling (62 % of its CPU), though in one whole cold run the
 # gain stayed within the spread between runs (docs/benchmarks.md). The unit
-# tests and fuzzing run with it too;
-# the e2e tests, the benchmarks and the demo do not: what they start runs with
-# Go's default.
+# tests and fuzzing run with it too; the e2e tests, the benchmarks and the
+# demo do not: what they start runs with Go's default.
 BUILD_GOGC ?= 400
 BUILD_GC := GOGC=$(BUILD_GOGC)
 
