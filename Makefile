@@ -22,29 +22,32 @@ LDFLAGS := -s -w -X $(MODULE)/internal/version.Version=$(VERSION) -X $(MODULE)/i
 BIN     := $(CURDIR)/bin
 GO      ?= go
 # Packages whose tests need the real control plane carry the e2e build tag.
-# `make e2e` runs them in eight streams side by side, each package in a
+# `make e2e` runs them in nine streams side by side, each package in a
 # stream after the other; the streams' output is printed as they end. Their
-# tests mostly wait (on agents' rounds, timers, garbage collection): with six
-# streams the two cores were idle about half the time. The first four
-# streams hold the packages that start real nodes (kubelet, containerd,
+# tests mostly wait (on agents' rounds, timers, garbage collection), but
+# eight or nine streams keep both cores busy, so what sets the time is the
+# stream that ends last: the streams are balanced to end together. The first
+# four streams hold the packages that start real nodes (kubelet, containerd,
 # kube-proxy), so at most E2E_REAL_NODE_CLUSTERS clusters of them run at
 # once (the harness's host-wide slots); each test binary's control plane
-# lives in a network namespace of its own. The streams are balanced by the
-# times per package of the fresh-clone run at 805f701 and of a make test at
-# cdeeae1 (docs/benchmarks.md),
-# the longest first in each, but a package that needs one of the later tools
-# (KWOK, Karpenter, kube-network-policies, cert-manager: see test) after
-# those that need none, since make test builds them beside the first packages; E2E_STREAM8 also takes, last, every package the others do
+# lives in a network namespace of its own. The balance is by the times per
+# package of the warm make test at a87f23b (docs/benchmarks.md), where the
+# fifth stream's last package (test/e2e/fleet) ran alone for two minutes;
+# the longest first in each stream, but a package that needs one of the
+# later tools (KWOK, Karpenter, kube-network-policies, cert-manager: see
+# test) after those that need none, since make test builds them beside the
+# first packages. E2E_STREAM9 also takes, last, every package the others do
 # not name.
-E2E_STREAM1 ?= ./test/e2e/install/... ./test/e2e/externalnames/... ./test/e2e/gitops/... ./test/e2e/netpol/...
-E2E_STREAM2 ?= ./test/e2e/outofservice/... ./test/e2e/installipv6/... ./test/e2e/monitoring/... ./test/e2e/certmanager/...
-E2E_STREAM3 ?= ./test/e2e/lifecycle/... ./test/e2e/faults/...
-E2E_STREAM4 ?= ./test/e2e/upgrade/... ./test/harness/...
-E2E_STREAM5 ?= ./test/e2e/agent/... ./test/e2e/agentdualstack/... ./test/e2e/clientca/... ./test/e2e/fleet/...
-E2E_STREAM6 ?= ./test/e2e/release/... ./test/e2e/webhook/... ./test/e2e/karpenter/...
-E2E_STREAM7 ?= ./test/e2e/remediation/... ./test/e2e/agentipv6/... ./test/e2e/startuptaint/... ./test/e2e/kubectlplugin/...
-E2E_STREAM8_NAMED := ./test/e2e/cleanup/... ./test/e2e/kustomize/... ./test/e2e/nrc/... ./test/e2e/chart/...
-E2E_STREAM8 ?= $(E2E_STREAM8_NAMED) $(filter-out $(foreach i,1 2 3 4 5 6 7,$(E2E_STREAM$(i))) $(E2E_STREAM8_NAMED),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
+E2E_STREAM1 ?= ./test/e2e/upgrade/... ./test/e2e/externalnames/... ./test/e2e/netpol/...
+E2E_STREAM2 ?= ./test/e2e/faults/... ./test/e2e/installipv6/... ./test/e2e/certmanager/...
+E2E_STREAM3 ?= ./test/e2e/install/... ./test/e2e/outofservice/...
+E2E_STREAM4 ?= ./test/e2e/lifecycle/... ./test/harness/... ./test/e2e/monitoring/...
+E2E_STREAM5 ?= ./test/e2e/agent/... ./test/e2e/clientca/...
+E2E_STREAM6 ?= ./test/e2e/nrc/... ./test/e2e/webhook/... ./test/e2e/karpenter/...
+E2E_STREAM7 ?= ./test/e2e/remediation/... ./test/e2e/agentipv6/... ./test/e2e/startuptaint/...
+E2E_STREAM8 ?= ./test/e2e/cleanup/... ./test/e2e/kustomize/... ./test/e2e/chart/...
+E2E_STREAM9_NAMED := ./test/e2e/gitops/... ./test/e2e/release/... ./test/e2e/kubectlplugin/... ./test/e2e/agentdualstack/... ./test/e2e/fleet/...
+E2E_STREAM9 ?= $(E2E_STREAM9_NAMED) $(filter-out $(foreach i,1 2 3 4 5 6 7 8,$(E2E_STREAM$(i))) $(E2E_STREAM9_NAMED),$(patsubst %/,%/...,$(wildcard ./test/e2e/*/)))
 # The real-node streams' clusters at once, one slot each. A cluster of real
 # nodes holds about 9 inotify instances per node (kubelet 6, containerd 2,
 # kube-proxy 1) and 8 for its control plane, up to 64 here (install, 5
@@ -121,7 +124,7 @@ tools-first:
 	./test/tools/build.sh first
 
 # make test builds the tools every e2e package needs, then compiles what the
-# e2e packages import once (go vet: from empty caches, eight streams starting
+# e2e packages import once (go vet: from empty caches, nine streams starting
 # at once would each compile client-go and the rest again, side by side),
 # then starts the e2e streams (mostly waiting on the clusters they start) at
 # once. Beside them, at the idle scheduling priority (SCHED_IDLE), it builds
@@ -133,7 +136,7 @@ tools-first:
 # it (harness.LaterTool); a failed build is written there and fails those
 # tests with its log. The unit tests and fuzzing run after the streams, at
 # the normal priority: the unit tests' DNS servers answer within real
-# deadlines, which a process at the idle priority beside eight busy streams
+# deadlines, which a process at the idle priority beside nine busy streams
 # misses (warm runs failed so). Every part runs to its end (make -k) and any
 # failure fails the target.
 .PHONY: test
@@ -157,12 +160,21 @@ test: tools-first build images ## everything CI runs: lint, govulncheck, unit te
 	if ((unitrc)); then echo "== the unit tests or fuzzing FAILED (above)"; fi; \
 	exit $$(( e2erc || checksrc || unitrc ))
 
+# The unit tests are hermetic (client-go fakes, a fake clock, servers of
+# their own on loopback), so Go's test cache keeps a package's passing result
+# until its code, the files its tests open or the environment variables they
+# read change: a second make test reruns what a change touched. A test that
+# hands a file to a child process opens it itself, so a change reruns it
+# (internal/kubectlplugin's krew test). UNIT_FLAGS=-count=1 reruns them all;
+# the e2e tests always run (-count=1): what they test, the cache cannot see.
+UNIT_FLAGS ?=
+
 .PHONY: unit
-unit: ## unit tests with the race detector
-	$(BUILD_GC) $(GO) test -race -ldflags=-w -count=1 ./...
+unit: ## unit tests with the race detector (Go's test cache reruns what changed; UNIT_FLAGS=-count=1 for all)
+	$(BUILD_GC) $(GO) test -race -ldflags=-w $(UNIT_FLAGS) ./...
 
 .PHONY: e2e
-e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy), in eight streams side by side
+e2e: tools build images ## tests against the real control plane and real nodes (kubelet, containerd, kube-proxy), in nine streams side by side
 	@$(MAKE) --no-print-directory e2e-streams
 
 # e2e without its prerequisites, for make test, which has built them.
@@ -174,7 +186,7 @@ e2e-streams:
 		echo "fs.inotify.max_user_instances: $$have -> $$want, for $(E2E_REAL_NODE_CLUSTERS) clusters of real nodes at once"; \
 		echo $$want > /proc/sys/fs/inotify/max_user_instances; \
 	fi
-	@streams=($(foreach i,1 2 3 4 5 6 7 8,"$(E2E_STREAM$(i))")); pids=(); \
+	@streams=($(foreach i,1 2 3 4 5 6 7 8 9,"$(E2E_STREAM$(i))")); pids=(); \
 	for i in "$${!streams[@]}"; do \
 		if [[ -z "$${streams[$$i]// }" ]]; then pids+=(""); continue; fi; \
 		echo "e2e stream $$((i+1)): $${streams[$$i]}"; \

@@ -61,7 +61,7 @@ func TestKrewManifest(t *testing.T) {
 				sum := sha256.Sum256(content)
 				sums[p] = hex.EncodeToString(sum[:])
 			}
-			out, err := exec.Command("bash", "../../plugins/krew/render.sh", tt.version, "https://example.com/download/"+tt.version+"/", dist).Output()
+			out, err := exec.Command("bash", renderScript(t), tt.version, "https://example.com/download/"+tt.version+"/", dist).Output()
 			if err != nil {
 				t.Fatalf("render.sh: %v", err)
 			}
@@ -86,9 +86,24 @@ func TestKrewManifest(t *testing.T) {
 		})
 	}
 	t.Run("missing archive", func(t *testing.T) {
-		out, err := exec.Command("bash", "../../plugins/krew/render.sh", "v1.0.0", "https://example.com", t.TempDir()).CombinedOutput()
+		out, err := exec.Command("bash", renderScript(t), "v1.0.0", "https://example.com", t.TempDir()).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "missing: run make dist") {
 			t.Errorf("render.sh without archives: %v %s, want a failure naming make dist", err, out)
 		}
 	})
+}
+
+// renderScript returns the path of plugins/krew/render.sh after reading it
+// and the template it renders: the script runs in a child process, whose
+// reads Go's test cache does not see, and a file the test itself opened
+// makes a change to it rerun the test.
+func renderScript(t *testing.T) string {
+	t.Helper()
+	const script = "../../plugins/krew/render.sh"
+	for _, f := range []string{script, "../../plugins/krew/node-ready.yaml.tmpl"} {
+		if _, err := os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return script
 }
