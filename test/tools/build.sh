@@ -178,17 +178,12 @@ if [[ $group != later ]]; then
 fi
 
 if [[ $group != first ]]; then
-	# In the order the e2e tests wait for them (harness.LaterTool waits for its
-	# own tool only): the small enforcer of the network policy test first, then
-	# KWOK, the largest, which the Karpenter and fleet tests need.
+	# In the order of the work that waits for them (harness.LaterTool waits for
+	# its own tool only): KWOK and Karpenter first, for the longest package
+	# (test/e2e/karpenter, about 7 minutes of tests after its tools) and the
+	# fleet test; then the network policy enforcer (test/e2e/netpol, about a
+	# minute); cert-manager last (below).
 	#
-	# SIG Network's reference NetworkPolicy enforcer, which real nodes run when a
-	# test asks for enforced policies (harness.ClusterOptions.NetworkPolicies):
-	# it judges each connection's first packet from the NetworkPolicies, Pods and
-	# Namespaces it watches, handed to it on a netfilter queue.
-	build kube-network-policies "$tools/kube-network-policies" sigs.k8s.io/kube-network-policies \
-		kube-network-policies=sigs.k8s.io/kube-network-policies/cmd
-
 	# The autoscaler and fleet-scale tools, each in a module of its own (one module
 	# for both would let minimal version selection move Karpenter off the
 	# Kubernetes and controller-runtime it was released with): KWOK keeps the
@@ -196,6 +191,13 @@ if [[ $group != first ]]; then
 	# its KWOK cloud provider creates them.
 	build kwok "$tools/kwok" sigs.k8s.io/kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 	build karpenter "$tools/karpenter" sigs.k8s.io/karpenter karpenter=sigs.k8s.io/karpenter/kwok
+
+	# SIG Network's reference NetworkPolicy enforcer, which real nodes run when a
+	# test asks for enforced policies (harness.ClusterOptions.NetworkPolicies):
+	# it judges each connection's first packet from the NetworkPolicies, Pods and
+	# Namespaces it watches, handed to it on a netfilter queue.
+	build kube-network-policies "$tools/kube-network-policies" sigs.k8s.io/kube-network-policies \
+		kube-network-policies=sigs.k8s.io/kube-network-policies/cmd
 
 	# cert-manager's controller and CA injector, for the cert-manager test (about
 	# 3 minutes from empty caches, less after the Kubernetes binaries, whose

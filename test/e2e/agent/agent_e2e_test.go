@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,11 +135,17 @@ func TestPodToPod(t *testing.T) {
 			t.Errorf("restart coredns: %v", err)
 		}
 	})
+	// After a first attempt with too few answers the check reads the peers
+	// again, and on busy cores the stopped agents may have left the list by
+	// then (a warm make test saw "0 of 1"): what matters is that none answered.
 	out, err := check()
-	if err == nil || !strings.Contains(out, "0 of 3 peers answered") {
-		t.Fatalf("network check with all peers down: err=%v, want a failure naming 0 of 3 peers:\n%s", err, out)
+	if err == nil || !noPeerAnswered.MatchString(out) {
+		t.Fatalf("network check with all peers down: err=%v, want a failure naming 0 of its peers:\n%s", err, out)
 	}
 }
+
+// noPeerAnswered is the network check's verdict when none of its peers did.
+var noPeerAnswered = regexp.MustCompile(`pod-to-pod: 0 of [1-9][0-9]* peers answered`)
 
 func TestRetaintWithinFleetBudgetAndRecovery(t *testing.T) {
 	kit.RetaintWithinFleetBudgetAndRecovery(t, "fleet")
