@@ -123,10 +123,16 @@ func SumMetric(r io.Reader, name string, match ...string) (float64, error) {
 	return sum, nil
 }
 
+// scrapeTimeout bounds one scrape. A test reads a metric to decide, so a
+// slow answer is waited for: Karpenter's page (controller-runtime's,
+// client-go's and its own families) took more than 2 s to serve at load 30
+// on 2 cores, and three Karpenter scenarios failed on the timeout.
+const scrapeTimeout = 15 * time.Second
+
 // ScrapeMetric fetches a /metrics URL and sums the samples of name as
 // SumMetric does.
 func ScrapeMetric(url, name string, match ...string) (float64, error) {
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url)
+	resp, err := (&http.Client{Timeout: scrapeTimeout}).Get(url)
 	if err != nil {
 		return 0, err
 	}

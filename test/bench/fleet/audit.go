@@ -88,6 +88,28 @@ func Requests(path string, offset int64) (map[string]map[Request]int, int64, err
 	return out, end, err
 }
 
+// Window bounds the requests of one node that count: those the API server
+// received after From, up to To.
+type Window struct{ From, To time.Time }
+
+// RequestsWithin is Requests for the requests each node's agent made within
+// its window (by when the API server received them); nodes without a window
+// are left out.
+func RequestsWithin(path string, offset int64, windows map[string]Window) (map[string]map[Request]int, error) {
+	out := map[string]map[Request]int{}
+	_, err := scanAgents(path, offset, func(node string, ev *AuditEvent) {
+		w, ok := windows[node]
+		if at := ev.RequestReceivedTimestamp; !ok || !at.After(w.From) || at.After(w.To) {
+			return
+		}
+		if out[node] == nil {
+			out[node] = map[Request]int{}
+		}
+		out[node][requestOf(ev)]++
+	})
+	return out, err
+}
+
 // RequestsIn reads the audit log at path from offset and counts the agents'
 // completed requests (as Requests attributes them) by kind, in each of the
 // periods between consecutive bounds (by when the API server received them):

@@ -54,10 +54,17 @@ func TestSimulatedAgentRequestsMatchProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := scrapeAll(t, all)
+	// Each agent's requests count between the answer to its first scrape
+	// and the request of its second (as TestKWOKFleet counts them).
+	before, _, from := scrapeBounded(t, all, iterations)
 	harness.WaitCountersAt(t, all, iterations, matchRounds, "the measured window", nil)
-	after := scrapeAll(t, all)
-	reqs, _, err := fleet.Requests(cp.AuditLogPath(), offset)
+	after, to, _ := scrapeBounded(t, all, iterations)
+	nodes := slices.Concat(procNodes, simNodes)
+	bounds := map[string]fleet.Window{}
+	for i, node := range nodes {
+		bounds[node.Name] = fleet.Window{From: from[i], To: to[i]}
+	}
+	reqs, err := fleet.RequestsWithin(cp.AuditLogPath(), offset, bounds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +93,6 @@ func TestSimulatedAgentRequestsMatchProcess(t *testing.T) {
 		}
 	}
 	t.Logf("requests per agent per round, by kind (audit log):%s", table.String())
-}
-
-// scrapeAll reads the iteration counter at each URL.
-func scrapeAll(t *testing.T, urls []string) []float64 {
-	t.Helper()
-	return scrape(t, urls, iterations)
 }
 
 // scrape reads counter c from every URL.
