@@ -85,7 +85,7 @@ func (cp *ControlPlane) StartDNS(ctx context.Context) error {
 		return err
 	}
 	c := &dns.Client{Timeout: 500 * time.Millisecond}
-	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
+	err = waitFor(ctx, p, startBudget, func() (bool, error) {
 		ips, err := Lookup(c, cp.DNSAddr, "kubernetes.default.svc.cluster.local.", cp.Primary().Family)
 		return err == nil && len(ips) == 1 && ips[0] == svc.Spec.ClusterIP, nil
 	})

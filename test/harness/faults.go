@@ -78,7 +78,7 @@ func (n *RealNode) RestartContainerd(ctx context.Context) error {
 
 // waitContainerd waits until the node's containerd answers on its socket.
 func (n *RealNode) waitContainerd(ctx context.Context) error {
-	err := waitFor(ctx, n.containerd, 20*time.Second, func() (bool, error) {
+	err := waitFor(ctx, n.containerd, startBudget, func() (bool, error) {
 		_, err := n.ctr(ctx, "version")
 		return err == nil, nil
 	})

@@ -273,7 +273,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	cp.etcd = p
 	cp.mu.Unlock()
 	hc := &http.Client{Timeout: time.Second}
-	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
+	err = waitFor(ctx, p, startBudget, func() (bool, error) {
 		resp, err := hc.Get(client + "/health")
 		if err != nil {
 			return false, nil
@@ -393,7 +393,7 @@ func (cp *ControlPlane) runAPIServer(ctx context.Context) error {
 	servingCert := filepath.Join(certDir, "apiserver.crt")
 	// The file is written in place, not renamed: wait until it holds the
 	// whole bundle, or a client built from a half-written file trusts nothing.
-	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
+	err = waitFor(ctx, p, startBudget, func() (bool, error) {
 		b, err := os.ReadFile(servingCert)
 		return err == nil && completeBundle(b), nil
 	})
@@ -422,7 +422,7 @@ func (cp *ControlPlane) runAPIServer(ctx context.Context) error {
 	}
 	hc := &http.Client{Transport: rt, Timeout: 2 * time.Second}
 	last := "no answer"
-	err = waitFor(ctx, p, 30*time.Second, func() (bool, error) {
+	err = waitFor(ctx, p, startBudget, func() (bool, error) {
 		resp, err := hc.Get(host + "/readyz?verbose")
 		if err != nil {
 			last = err.Error()
@@ -437,7 +437,7 @@ func (cp *ControlPlane) runAPIServer(ctx context.Context) error {
 		return fmt.Errorf("kube-apiserver not ready: %w; last /readyz: %s", err, last)
 	}
 	// The bootstrap controller creates default/kubernetes shortly after readyz.
-	err = waitFor(ctx, p, 20*time.Second, func() (bool, error) {
+	err = waitFor(ctx, p, startBudget, func() (bool, error) {
 		_, err := cp.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -557,6 +557,12 @@ func writeServiceAccountKeys(dir string) (keyPath, pubPath string, err error) {
 
 // waitFor polls cond every 50 ms until it holds, the timeout passes, ctx ends,
 // or p exits (which is reported with p's last log lines).
+//
+// A process's start gets startBudget: one that fails exits and ends the wait
+// at once, so the budget only bounds a start that hangs. At load 25 on two
+// 2.1-GHz EPYC cores, from empty caches, kube-apiserver's post-start hooks
+// (the RBAC bootstrap roles, priority and fairness) took more than the 30 s
+// it had, and seven e2e packages failed in their setup.
 func waitFor(ctx context.Context, p *Process, timeout time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -571,6 +577,9 @@ func waitFor(ctx context.Context, p *Process, timeout time.Duration, cond func()
 	}
 	return err
 }
+
+// startBudget is how long a started process may take to answer (waitFor).
+const startBudget = 2 * time.Minute
 
 // Logs returns the last n lines of every component's log.
 func (cp *ControlPlane) Logs(n int) string {

@@ -164,7 +164,7 @@ func (n *RealNode) startNamespaces(ctx context.Context) error {
 	if err := createCgroups(cgroupID); err != nil {
 		return err
 	}
-	err = waitFor(ctx, p, 10*time.Second, func() (bool, error) {
+	err = waitFor(ctx, p, startBudget, func() (bool, error) {
 		_, err := os.Stat(ready)
 		return err == nil, nil
 	})
