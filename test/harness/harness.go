@@ -183,7 +183,7 @@ func StartT(t testing.TB, opts Options) *ControlPlane {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), planeStartTimeout)
 	defer cancel()
 	cp, err := Start(ctx, opts)
 	if err != nil {
