@@ -31,6 +31,7 @@ import (
 
 	"github.com/kube-node-ready/kube-node-ready/internal/api"
 	"github.com/kube-node-ready/kube-node-ready/internal/kubectlplugin"
+	"github.com/kube-node-ready/kube-node-ready/internal/webhook/app"
 	"github.com/kube-node-ready/kube-node-ready/test/harness"
 )
 
@@ -297,7 +298,12 @@ func (e *env) cleanupCompletes(t *testing.T, name, tag string) {
 // delivered its document (the monitor checks it came before the release).
 func (e *env) gone(t *testing.T, node, tag string) {
 	t.Helper()
-	harness.Eventually(t, time.Minute, "node "+node+" cleaned up and gone", func() (bool, string) {
+	// The webhook tries a failed cleanup again after a backoff that grows to
+	// --cleanup-retry-max (the chart leaves the default): the receiver may
+	// accept just after a try, so the wait holds one whole delay and a
+	// minute for the try. At load 40 the new release's first refused try
+	// came late in the backoff, and its next was more than a minute away.
+	harness.Eventually(t, app.NewOptions().CleanupRetryMax+time.Minute, "node "+node+" cleaned up and gone", func() (bool, string) {
 		_, ok := e.mon.goneAt(node)
 		return ok, fmt.Sprintf("receiver hits %+v", e.rcv.hitsOf(node))
 	})
