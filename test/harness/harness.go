@@ -557,12 +557,6 @@ func writeServiceAccountKeys(dir string) (keyPath, pubPath string, err error) {
 
 // waitFor polls cond every 50 ms until it holds, the timeout passes, ctx ends,
 // or p exits (which is reported with p's last log lines).
-//
-// A process's start gets startBudget: one that fails exits and ends the wait
-// at once, so the budget only bounds a start that hangs. At load 25 on two
-// 2.1-GHz EPYC cores, from empty caches, kube-apiserver's post-start hooks
-// (the RBAC bootstrap roles, priority and fairness) took more than the 30 s
-// it had, and seven e2e packages failed in their setup.
 func waitFor(ctx context.Context, p *Process, timeout time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -579,6 +573,11 @@ func waitFor(ctx context.Context, p *Process, timeout time.Duration, cond func()
 }
 
 // startBudget is how long a started process may take to answer (waitFor).
+// One that fails exits and ends the wait at once, so the budget only bounds
+// a start that hangs. At load 25 on two 2.1-GHz EPYC cores, from empty
+// caches, kube-apiserver's post-start hooks (the RBAC bootstrap roles,
+// priority and fairness) took more than the 30 s it had, and seven e2e
+// packages failed in their setup.
 const startBudget = 2 * time.Minute
 
 // Logs returns the last n lines of every component's log.

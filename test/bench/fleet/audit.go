@@ -78,14 +78,7 @@ func (r Request) String() string {
 // a process: they look the same to the server), its completed requests by
 // kind. It returns the offset reached, for the next window.
 func Requests(path string, offset int64) (map[string]map[Request]int, int64, error) {
-	out := map[string]map[Request]int{}
-	end, err := scanAgents(path, offset, func(node string, ev *AuditEvent) {
-		if out[node] == nil {
-			out[node] = map[Request]int{}
-		}
-		out[node][requestOf(ev)]++
-	})
-	return out, end, err
+	return requestsWhere(path, offset, nil)
 }
 
 // Window bounds the requests of one node that count: those the API server
@@ -96,10 +89,19 @@ type Window struct{ From, To time.Time }
 // its window (by when the API server received them); nodes without a window
 // are left out.
 func RequestsWithin(path string, offset int64, windows map[string]Window) (map[string]map[Request]int, error) {
-	out := map[string]map[Request]int{}
-	_, err := scanAgents(path, offset, func(node string, ev *AuditEvent) {
+	out, _, err := requestsWhere(path, offset, func(node string, ev *AuditEvent) bool {
 		w, ok := windows[node]
-		if at := ev.RequestReceivedTimestamp; !ok || !at.After(w.From) || at.After(w.To) {
+		at := ev.RequestReceivedTimestamp
+		return ok && at.After(w.From) && !at.After(w.To)
+	})
+	return out, err
+}
+
+// requestsWhere is Requests for the requests keep accepts (all when nil).
+func requestsWhere(path string, offset int64, keep func(node string, ev *AuditEvent) bool) (map[string]map[Request]int, int64, error) {
+	out := map[string]map[Request]int{}
+	end, err := scanAgents(path, offset, func(node string, ev *AuditEvent) {
+		if keep != nil && !keep(node, ev) {
 			return
 		}
 		if out[node] == nil {
@@ -107,7 +109,7 @@ func RequestsWithin(path string, offset int64, windows map[string]Window) (map[s
 		}
 		out[node][requestOf(ev)]++
 	})
-	return out, err
+	return out, end, err
 }
 
 // RequestsIn reads the audit log at path from offset and counts the agents'

@@ -98,13 +98,6 @@ func TestSimulatedAgentRequestsMatchProcess(t *testing.T) {
 // scrape reads counter c from every URL.
 func scrape(t *testing.T, urls []string, c harness.Counter) []float64 {
 	t.Helper()
-	out := make([]float64, len(urls))
-	for i, u := range urls {
-		v, err := harness.ScrapeMetric(u, c.Name, c.Match...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = v
-	}
-	return out
+	values, _, _ := scrapeBounded(t, urls, c)
+	return values
 }
